@@ -1,0 +1,561 @@
+// The C API: argument checks and error reporting over engine/. Every check
+// happens before anything starts, so a rejected call changes nothing.
+#include "carflow/carflow.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/runtime.h"
+#include "engine/status.h"
+
+using carflow::CollectiveCall;
+using carflow::CollKind;
+using carflow::Engine;
+using carflow::ImageContext;
+using carflow::Runtime;
+
+namespace {
+
+thread_local ImageContext* t_image = nullptr;
+thread_local int t_status = CF_OK;
+thread_local std::string t_error;
+
+int fail(int status, const std::string& message) {
+  t_status = status;
+  t_error = message;
+  if (Runtime::get().error_mode.load() == CF_ERRORS_ARE_FATAL) {
+    std::fprintf(stderr, "carflow: %s: %s\n", cf_strerror(status), message.c_str());
+    std::abort();
+  }
+  return status;
+}
+
+int succeed(int status = CF_OK) {
+  t_status = status;
+  return status;
+}
+
+// The calling thread's image, or nullptr after reporting why not.
+ImageContext* current_image(const char* function) {
+  if (!Runtime::get().initialized()) {
+    fail(CF_ERR_NOT_INIT, std::string(function) + ": cf_init has not been called");
+    return nullptr;
+  }
+  if (t_image == nullptr) {
+    fail(CF_ERR_NOT_INIT, std::string(function) +
+                              ": the calling thread is not an image (call cf_coll_init, or "
+                              "start images with cf_run_images)");
+    return nullptr;
+  }
+  return t_image;
+}
+
+constexpr int kKnownFlags = (1 << 12) - 1;
+constexpr int kInFlags = CF_COLL_IN_NOSYNC | CF_COLL_IN_MYSYNC | CF_COLL_IN_ALLSYNC;
+constexpr int kOutFlags = CF_COLL_OUT_NOSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_OUT_ALLSYNC;
+constexpr int kAddrFlags = CF_COLL_SINGLE | CF_COLL_LOCAL;
+
+bool check_common(const ImageContext& img, cf_team_t team, int flags, bool blocking,
+                  std::string* error) {
+  if (team != CF_TEAM_ALL) {
+    *error = "team: only CF_TEAM_ALL exists in this release";
+    return false;
+  }
+  if ((flags & ~kKnownFlags) != 0) {
+    *error = "flags: unknown bits 0x" + [&] {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "%x", flags & ~kKnownFlags);
+      return std::string(buf);
+    }();
+    return false;
+  }
+  const struct { int mask; const char* names; } groups[] = {
+      {kInFlags, "CF_COLL_IN_NOSYNC, CF_COLL_IN_MYSYNC, CF_COLL_IN_ALLSYNC"},
+      {kOutFlags, "CF_COLL_OUT_NOSYNC, CF_COLL_OUT_MYSYNC, CF_COLL_OUT_ALLSYNC"},
+      {kAddrFlags, "CF_COLL_SINGLE, CF_COLL_LOCAL"}};
+  for (const auto& g : groups) {
+    const int count = __builtin_popcount(static_cast<unsigned>(flags & g.mask));
+    if (count != 1) {
+      *error = std::string("flags: exactly one of ") + g.names + " is required (got " +
+               std::to_string(count) + ")";
+      return false;
+    }
+  }
+  if (flags & CF_COLL_AGGREGATE) {
+    *error = blocking ? "flags: CF_COLL_AGGREGATE is not allowed on a blocking call"
+                      : "flags: CF_COLL_AGGREGATE is not supported in this release";
+    return false;
+  }
+  const uint32_t images = img.engine->images();
+  if (images > 1 && !(flags & CF_COLL_ALL_THREADS)) {
+    *error = "flags: this node has " + std::to_string(images) +
+             " images; every image thread must call with CF_COLL_ALL_THREADS (the "
+             "representative-thread mode is not supported in this release)";
+    return false;
+  }
+  if (images > 1 && (flags & CF_COLL_SINGLE)) {
+    *error = "flags: CF_COLL_SINGLE needs one image per node (images of one process cannot "
+             "share addresses); use CF_COLL_LOCAL";
+    return false;
+  }
+  return true;
+}
+
+bool overlap_not_identical(const void* a, const void* b, size_t n) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x != y && x < y + n && y < x + n;
+}
+
+cf_coll_handle_t start(ImageContext& img, const CollectiveCall& call) {
+  uint64_t handle = 0;
+  std::string error;
+  const int status = img.engine->start(img, call, &handle, &error);
+  if (status != CF_OK) {
+    fail(status, error);
+    return CF_COLL_INVALID_HANDLE;
+  }
+  succeed();
+  return static_cast<cf_coll_handle_t>(handle);
+}
+
+int finish_blocking(cf_coll_handle_t handle) {
+  if (handle == CF_COLL_INVALID_HANDLE) return t_status;
+  return cf_coll_wait_sync(handle);
+}
+
+void set_sync_modes(CollectiveCall* call, int flags) {
+  call->flags = flags;
+  call->in_allsync = (flags & CF_COLL_IN_ALLSYNC) != 0;
+  call->out_allsync = (flags & CF_COLL_OUT_ALLSYNC) != 0;
+}
+
+CollKind kind_of(int kind) {
+  return kind == CF_KIND_BROADCAST ? CollKind::Broadcast
+         : kind == CF_KIND_BARRIER ? CollKind::Barrier
+                                   : CollKind::Allreduce;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* cf_strerror(int status) {
+  switch (status) {
+    case CF_OK: return "CF_OK";
+    case CF_NOT_READY: return "CF_NOT_READY";
+    case CF_ERR_BAD_ARG: return "CF_ERR_BAD_ARG";
+    case CF_ERR_NOT_INIT: return "CF_ERR_NOT_INIT";
+    case CF_ERR_NO_MEM: return "CF_ERR_NO_MEM";
+    case CF_ERR_TRANSPORT: return "CF_ERR_TRANSPORT";
+    case CF_ERR_PEER_LOST: return "CF_ERR_PEER_LOST";
+    case CF_ERR_TIMEOUT: return "CF_ERR_TIMEOUT";
+    case CF_ERR_MISMATCH: return "CF_ERR_MISMATCH";
+    default: return "CF_ERR_UNKNOWN";
+  }
+}
+
+const char* cf_last_error(void) { return t_error.c_str(); }
+void cf_set_error_mode(int mode) {
+  if (mode == CF_ERRORS_ARE_FATAL || mode == CF_ERRORS_RETURN) Runtime::get().error_mode = mode;
+}
+int cf_last_status(void) { return t_status; }
+
+int cf_init(int* argc, char*** argv) {
+  (void)argc;
+  (void)argv;
+  std::string error;
+  const int status = Runtime::get().init(&error);
+  return status == CF_OK ? succeed() : fail(status, error);
+}
+
+int cf_finalize(void) {
+  std::string error;
+  t_image = nullptr;
+  const int status = Runtime::get().finalize(&error);
+  return status == CF_OK ? succeed() : fail(status, error);
+}
+
+cf_node_t cf_mynode(void) { return 0; }
+cf_node_t cf_nodes(void) { return 1; }
+
+int cf_coll_init(const cf_image_t images[], cf_image_t my_image, const cf_coll_fn_entry_t fn_tbl[],
+                 size_t fn_count, int init_flags) {
+  if (!Runtime::get().initialized()) return fail(CF_ERR_NOT_INIT, "cf_coll_init: cf_init has not been called");
+  if (t_image != nullptr) {
+    return fail(CF_ERR_BAD_ARG, "cf_coll_init: the calling thread is already image " +
+                                    std::to_string(t_image->image));
+  }
+  if (init_flags != 0) return fail(CF_ERR_BAD_ARG, "init_flags: must be 0");
+  if (fn_count > 0 && fn_tbl == nullptr) return fail(CF_ERR_BAD_ARG, "fn_tbl: NULL with fn_count > 0");
+  std::vector<carflow::ClientFunction> table;
+  for (size_t i = 0; i < fn_count; ++i) {
+    if (fn_tbl[i].fnptr == nullptr) {
+      return fail(CF_ERR_BAD_ARG, "fn_tbl[" + std::to_string(i) + "].fnptr: NULL");
+    }
+    if ((fn_tbl[i].flags & ~(CF_COLL_NONCOMM | CF_COLL_AMSAFE)) != 0) {
+      return fail(CF_ERR_BAD_ARG, "fn_tbl[" + std::to_string(i) +
+                                      "].flags: only CF_COLL_NONCOMM and CF_COLL_AMSAFE are defined");
+    }
+    table.push_back({reinterpret_cast<carflow::ClientReduceFn*>(fn_tbl[i].fnptr), fn_tbl[i].flags});
+  }
+  const uint32_t n = images == nullptr ? 1 : images[cf_mynode()];
+  if (n == 0) return fail(CF_ERR_BAD_ARG, "images[0]: a node needs at least one image");
+  std::string error;
+  ImageContext* img = nullptr;
+  const int status = Runtime::get().attach(n, my_image, std::move(table), &img, &error);
+  if (status != CF_OK) return fail(status, error);
+  t_image = img;
+  carflow::tls_on_app_thread = true;
+  return succeed();
+}
+
+cf_image_t cf_myimage(void) { return t_image == nullptr ? static_cast<cf_image_t>(-1) : t_image->image; }
+cf_image_t cf_images(void) { return Runtime::get().images(); }
+
+int cf_run_images(cf_image_t n, const cf_coll_fn_entry_t fn_tbl[], size_t fn_count,
+                  void (*fn)(cf_image_t image, void* arg), void* arg) {
+  Runtime& rt = Runtime::get();
+  if (!rt.initialized()) return fail(CF_ERR_NOT_INIT, "cf_run_images: cf_init has not been called");
+  if (n == 0) return fail(CF_ERR_BAD_ARG, "n: must be at least 1");
+  if (fn == nullptr) return fail(CF_ERR_BAD_ARG, "fn: NULL");
+  if (t_image != nullptr) return fail(CF_ERR_BAD_ARG, "cf_run_images: called from an image thread");
+  std::string error;
+  if (rt.begin_run(n, &error) != CF_OK) return fail(CF_ERR_BAD_ARG, error);
+  std::vector<int> statuses(n, CF_OK);
+  std::vector<std::thread> threads;
+  const int mode = rt.error_mode.load();
+  try {
+    for (cf_image_t i = 0; i < n; ++i) {
+      threads.emplace_back([&, i] {
+        cf_set_error_mode(mode);
+        const cf_image_t counts[1] = {n};
+        statuses[i] = cf_coll_init(counts, i, fn_tbl, fn_count, 0);
+        if (statuses[i] == CF_OK) fn(i, arg);
+        t_image = nullptr;
+      });
+    }
+  } catch (const std::system_error&) {
+    for (auto& t : threads) t.join();
+    rt.end_run();
+    return fail(CF_ERR_NO_MEM, "cf_run_images: could not start " + std::to_string(n) + " threads");
+  }
+  for (auto& t : threads) t.join();
+  rt.end_run();
+  for (int s : statuses) {
+    if (s != CF_OK) return fail(s, "cf_run_images: an image failed in cf_coll_init");
+  }
+  return succeed();
+}
+
+cf_coll_handle_t cf_coll_broadcast_nb(cf_team_t team, void* dst, cf_image_t srcimage, void* src,
+                                      size_t nbytes, int flags) {
+  ImageContext* img = current_image("cf_coll_broadcast_nb");
+  if (img == nullptr) return CF_COLL_INVALID_HANDLE;
+  std::string error;
+  if (!check_common(*img, team, flags, false, &error)) return fail(CF_ERR_BAD_ARG, error), 0;
+  const uint32_t images = img->engine->images();
+  if (srcimage >= images) {
+    return fail(CF_ERR_BAD_ARG, "srcimage: " + std::to_string(srcimage) +
+                                    " is not a rank of the team (size " + std::to_string(images) + ")"), 0;
+  }
+  if (dst == nullptr) return fail(CF_ERR_BAD_ARG, "dst: NULL"), 0;
+  if (nbytes == 0) return fail(CF_ERR_BAD_ARG, "nbytes: must be > 0"), 0;
+  const bool is_root = img->image == srcimage;
+  if (is_root && src == nullptr) return fail(CF_ERR_BAD_ARG, "src: NULL on srcimage"), 0;
+  if (is_root && overlap_not_identical(src, dst, nbytes)) {
+    return fail(CF_ERR_BAD_ARG, "src, dst: overlap without being identical (undefined in the seed)"), 0;
+  }
+  CollectiveCall call;
+  call.kind = CollKind::Broadcast;
+  call.root = srcimage;
+  call.src = is_root ? src : nullptr;
+  call.dst = dst;
+  call.nbytes = nbytes;
+  call.algorithm = img->algorithm[CF_KIND_BROADCAST];
+  set_sync_modes(&call, flags);
+  return start(*img, call);
+}
+
+int cf_coll_broadcast(cf_team_t team, void* dst, cf_image_t srcimage, void* src, size_t nbytes,
+                      int flags) {
+  if (flags & CF_COLL_AGGREGATE) {
+    return fail(CF_ERR_BAD_ARG, "flags: CF_COLL_AGGREGATE is not allowed on a blocking call");
+  }
+  return finish_blocking(cf_coll_broadcast_nb(team, dst, srcimage, src, nbytes, flags));
+}
+
+cf_coll_handle_t cf_coll_barrier_nb(cf_team_t team, int flags) {
+  ImageContext* img = current_image("cf_coll_barrier_nb");
+  if (img == nullptr) return CF_COLL_INVALID_HANDLE;
+  std::string error;
+  if (!check_common(*img, team, flags, false, &error)) return fail(CF_ERR_BAD_ARG, error), 0;
+  CollectiveCall call;
+  call.kind = CollKind::Barrier;
+  call.algorithm = img->algorithm[CF_KIND_BARRIER];
+  set_sync_modes(&call, flags);
+  return start(*img, call);
+}
+
+int cf_coll_barrier(cf_team_t team, int flags) {
+  if (flags & CF_COLL_AGGREGATE) {
+    return fail(CF_ERR_BAD_ARG, "flags: CF_COLL_AGGREGATE is not allowed on a blocking call");
+  }
+  return finish_blocking(cf_coll_barrier_nb(team, flags));
+}
+
+cf_coll_handle_t cf_coll_allreduce_nb(cf_team_t team, void* dst, const void* src, size_t elem_size,
+                                      size_t elem_count, int func, int func_arg, int flags) {
+  ImageContext* img = current_image("cf_coll_allreduce_nb");
+  if (img == nullptr) return CF_COLL_INVALID_HANDLE;
+  std::string error;
+  if (!check_common(*img, team, flags, false, &error)) return fail(CF_ERR_BAD_ARG, error), 0;
+  if (dst == nullptr) return fail(CF_ERR_BAD_ARG, "dst: NULL"), 0;
+  if (src == nullptr) return fail(CF_ERR_BAD_ARG, "src: NULL"), 0;
+  if (elem_size == 0) return fail(CF_ERR_BAD_ARG, "elem_size: must be > 0"), 0;
+  if (elem_count == 0) return fail(CF_ERR_BAD_ARG, "elem_count: must be > 0"), 0;
+  if (elem_size > UINT32_MAX || elem_count > (uint64_t{1} << 48) / elem_size) {
+    return fail(CF_ERR_BAD_ARG, "elem_size * elem_count: too large (limit 2^48 bytes)"), 0;
+  }
+  const size_t nbytes = elem_size * elem_count;
+  const auto s = reinterpret_cast<uintptr_t>(src), d = reinterpret_cast<uintptr_t>(dst);
+  if (s < d + nbytes && d < s + nbytes) {
+    return fail(CF_ERR_BAD_ARG, "src, dst: overlap (in-place allreduce is not supported yet)"), 0;
+  }
+  const size_t align = std::min<size_t>(elem_size & (~elem_size + 1), 8);
+  if (s % align != 0 || d % align != 0) {
+    return fail(CF_ERR_BAD_ARG, std::string(s % align ? "src" : "dst") + ": not aligned to " +
+                                    std::to_string(align) + " bytes (elem_size " +
+                                    std::to_string(elem_size) + ")"), 0;
+  }
+  CollectiveCall call;
+  call.kind = CollKind::Allreduce;
+  call.src = const_cast<void*>(src);
+  call.dst = dst;
+  call.nbytes = nbytes;
+  call.elem_size = static_cast<uint32_t>(elem_size);
+  if (!carflow::resolve_reduce_op(func, func_arg, elem_size, img->fn_table, &call.op, &error)) {
+    return fail(CF_ERR_BAD_ARG, error), 0;
+  }
+  call.algorithm = img->algorithm[CF_KIND_ALLREDUCE];
+  set_sync_modes(&call, flags);
+  return start(*img, call);
+}
+
+int cf_coll_allreduce(cf_team_t team, void* dst, const void* src, size_t elem_size,
+                      size_t elem_count, int func, int func_arg, int flags) {
+  if (flags & CF_COLL_AGGREGATE) {
+    return fail(CF_ERR_BAD_ARG, "flags: CF_COLL_AGGREGATE is not allowed on a blocking call");
+  }
+  return finish_blocking(
+      cf_coll_allreduce_nb(team, dst, src, elem_size, elem_count, func, func_arg, flags));
+}
+
+// ---- sync ------------------------------------------------------------------
+
+int cf_coll_wait_sync(cf_coll_handle_t handle) {
+  ImageContext* img = current_image("cf_coll_wait_sync");
+  if (img == nullptr) return t_status;
+  std::string error;
+  const int status = img->engine->wait_sync(*img, handle, &error);
+  if (status == CF_ERR_BAD_ARG) return fail(status, error);
+  if (status != CF_OK) return fail(status, "the collective failed: images disagree on sizes");
+  return succeed();
+}
+
+int cf_coll_try_sync(cf_coll_handle_t handle) {
+  ImageContext* img = current_image("cf_coll_try_sync");
+  if (img == nullptr) return t_status;
+  std::string error;
+  const int status = img->engine->try_sync(*img, handle, &error);
+  if (status == CF_ERR_BAD_ARG) return fail(status, error);
+  if (status < 0) return fail(status, "the collective failed: images disagree on sizes");
+  return succeed(status);
+}
+
+namespace {
+
+// Checks every non-INVALID entry before any is synced (a failed call changes
+// nothing). Fills `live` with the instances, nullptr for INVALID entries.
+bool lookup_all(ImageContext& img, const cf_coll_handle_t* handles, size_t n,
+                std::vector<carflow::Instance*>* live, const char* function) {
+  if (n > 0 && handles == nullptr) {
+    fail(CF_ERR_BAD_ARG, std::string(function) + ": handles is NULL with n > 0");
+    return false;
+  }
+  live->assign(n, nullptr);
+  for (size_t i = 0; i < n; ++i) {
+    if (handles[i] == CF_COLL_INVALID_HANDLE) continue;
+    (*live)[i] = img.engine->lookup(img, handles[i]);
+    if ((*live)[i] == nullptr) {
+      fail(CF_ERR_BAD_ARG, "handles[" + std::to_string(i) + "]: not a live handle of this image");
+      return false;
+    }
+  }
+  return true;
+}
+
+int sync_all(ImageContext& img, cf_coll_handle_t* handles, std::vector<carflow::Instance*>& live) {
+  int first_error = CF_OK;
+  for (size_t i = 0; i < live.size(); ++i) {
+    if (live[i] == nullptr) continue;
+    const int s = img.engine->sync_done(img, live[i]);
+    if (s != CF_OK && first_error == CF_OK) first_error = s;
+    (void)handles;
+  }
+  if (first_error != CF_OK) return fail(first_error, "a collective failed: images disagree on sizes");
+  return succeed();
+}
+
+// Syncs the done entries, setting them INVALID; returns how many.
+size_t sync_some(ImageContext& img, cf_coll_handle_t* handles,
+                 std::vector<carflow::Instance*>& live, int* first_error) {
+  size_t synced = 0;
+  for (size_t i = 0; i < live.size(); ++i) {
+    if (live[i] == nullptr || !img.engine->is_done(live[i])) continue;
+    const int s = img.engine->sync_done(img, live[i]);
+    if (s != CF_OK && *first_error == CF_OK) *first_error = s;
+    live[i] = nullptr;
+    handles[i] = CF_COLL_INVALID_HANDLE;
+    ++synced;
+  }
+  return synced;
+}
+
+}  // namespace
+
+int cf_coll_wait_sync_all(cf_coll_handle_t* handles, size_t n) {
+  ImageContext* img = current_image("cf_coll_wait_sync_all");
+  if (img == nullptr) return t_status;
+  std::vector<carflow::Instance*> live;
+  if (!lookup_all(*img, handles, n, &live, "cf_coll_wait_sync_all")) return t_status;
+  img->engine->wait_until(*img, [&] {
+    for (auto* inst : live) {
+      if (inst != nullptr && !img->engine->is_done(inst)) return false;
+    }
+    return true;
+  });
+  return sync_all(*img, handles, live);
+}
+
+int cf_coll_try_sync_all(cf_coll_handle_t* handles, size_t n) {
+  ImageContext* img = current_image("cf_coll_try_sync_all");
+  if (img == nullptr) return t_status;
+  std::vector<carflow::Instance*> live;
+  if (!lookup_all(*img, handles, n, &live, "cf_coll_try_sync_all")) return t_status;
+  img->engine->poll(*img);
+  for (auto* inst : live) {
+    if (inst != nullptr && !img->engine->is_done(inst)) return succeed(CF_NOT_READY);
+  }
+  return sync_all(*img, handles, live);
+}
+
+int cf_coll_wait_sync_some(cf_coll_handle_t* handles, size_t n) {
+  ImageContext* img = current_image("cf_coll_wait_sync_some");
+  if (img == nullptr) return t_status;
+  std::vector<carflow::Instance*> live;
+  if (!lookup_all(*img, handles, n, &live, "cf_coll_wait_sync_some")) return t_status;
+  bool any_live = false;
+  for (auto* inst : live) any_live |= inst != nullptr;
+  if (!any_live) return succeed();
+  img->engine->wait_until(*img, [&] {
+    for (auto* inst : live) {
+      if (inst != nullptr && img->engine->is_done(inst)) return true;
+    }
+    return false;
+  });
+  int first_error = CF_OK;
+  sync_some(*img, handles, live, &first_error);
+  if (first_error != CF_OK) return fail(first_error, "a collective failed: images disagree on sizes");
+  return succeed();
+}
+
+int cf_coll_try_sync_some(cf_coll_handle_t* handles, size_t n) {
+  ImageContext* img = current_image("cf_coll_try_sync_some");
+  if (img == nullptr) return t_status;
+  std::vector<carflow::Instance*> live;
+  if (!lookup_all(*img, handles, n, &live, "cf_coll_try_sync_some")) return t_status;
+  bool any_live = false;
+  for (auto* inst : live) any_live |= inst != nullptr;
+  if (!any_live) return succeed();
+  img->engine->poll(*img);
+  int first_error = CF_OK;
+  const size_t synced = sync_some(*img, handles, live, &first_error);
+  if (first_error != CF_OK) return fail(first_error, "a collective failed: images disagree on sizes");
+  return succeed(synced > 0 ? CF_OK : CF_NOT_READY);
+}
+
+int cf_poll(void) {
+  ImageContext* img = current_image("cf_poll");
+  if (img == nullptr) return t_status;
+  img->engine->poll(*img);
+  return succeed();
+}
+
+int cf_graph_dump_json(cf_coll_handle_t handle, const char* path) {
+  ImageContext* img = current_image("cf_graph_dump_json");
+  if (img == nullptr) return t_status;
+  if (path == nullptr) return fail(CF_ERR_BAD_ARG, "path: NULL");
+  std::string error;
+  if (!img->engine->dump_json(*img, handle, path, &error)) return fail(CF_ERR_BAD_ARG, error);
+  return succeed();
+}
+
+// ---- extensions --------------------------------------------------------------
+
+int cf_coll_set_algorithm(int kind, const char* name) {
+  ImageContext* img = current_image("cf_coll_set_algorithm");
+  if (img == nullptr) return t_status;
+  if (kind < CF_KIND_BROADCAST || kind > CF_KIND_ALLREDUCE) {
+    return fail(CF_ERR_BAD_ARG, "kind: expected CF_KIND_BROADCAST, CF_KIND_BARRIER or CF_KIND_ALLREDUCE");
+  }
+  const std::string algo = name == nullptr ? "" : name;
+  const auto& reg = carflow::GeneratorRegistry::instance();
+  if (!algo.empty() && reg.find(kind_of(kind), algo) == nullptr) {
+    return fail(CF_ERR_BAD_ARG, "name: unknown " + std::string(carflow::coll_kind_name(kind_of(kind))) +
+                                    " algorithm '" + algo + "' (valid: " + reg.names(kind_of(kind)) + ")");
+  }
+  img->algorithm[kind] = algo;
+  return succeed();
+}
+
+const char* cf_coll_algorithm(int kind, size_t nbytes, size_t elem_size) {
+  ImageContext* img = current_image("cf_coll_algorithm");
+  if (img == nullptr) return nullptr;
+  if (kind < CF_KIND_BROADCAST || kind > CF_KIND_ALLREDUCE) {
+    fail(CF_ERR_BAD_ARG, "kind: expected CF_KIND_BROADCAST, CF_KIND_BARRIER or CF_KIND_ALLREDUCE");
+    return nullptr;
+  }
+  CollectiveCall call;
+  call.kind = kind_of(kind);
+  call.nbytes = nbytes;
+  call.elem_size = static_cast<uint32_t>(elem_size == 0 ? 1 : elem_size);
+  call.algorithm = img->algorithm[kind];
+  const carflow::GeneratorInfo* gen = nullptr;
+  std::string error;
+  if (!img->engine->choose_algorithm(call, &gen, &error)) {
+    fail(CF_ERR_BAD_ARG, error);
+    return nullptr;
+  }
+  succeed();
+  return gen->name.c_str();
+}
+
+int cf_get_stats(cf_stats_t* out) {
+  if (out == nullptr) return fail(CF_ERR_BAD_ARG, "out: NULL");
+  Runtime& rt = Runtime::get();
+  if (!rt.initialized() || rt.engine() == nullptr) {
+    return fail(CF_ERR_NOT_INIT, "cf_get_stats: no images are running");
+  }
+  Engine& engine = *rt.engine();
+  const carflow::TransportStats s = engine.transport().stats();
+  *out = cf_stats_t{s.messages, s.bytes, s.eager, s.direct, s.single_copy, s.unexpected, 0};
+  for (uint32_t i = 0; i < engine.images(); ++i) {
+    out->schedules_built += engine.image(i).generator_runs.load(std::memory_order_relaxed);
+  }
+  return succeed();
+}
+
+}  // extern "C"

@@ -1,0 +1,210 @@
+/* carflow: nonblocking collectives for the images of a parallel program.
+ *
+ * C11 and C++ compatible. Semantics follow the GASNet collectives design
+ * notes v1.7 with GASNET_ renamed CF_ (see README.md). This header lists only
+ * what works in this release; every function documents its errors.
+ *
+ * Errors: functions returning int give CF_OK (0), CF_NOT_READY (1, try_*
+ * calls) or a negative CF_ERR_*. Initiation functions return a handle or, on
+ * error, CF_COLL_INVALID_HANDLE with cf_last_status() negative. In the
+ * default mode (CF_ERRORS_ARE_FATAL) an error prints cf_last_error() and
+ * aborts; cf_set_error_mode(CF_ERRORS_RETURN) makes calls return instead.
+ * A failed call changes nothing: no collective starts, no handle dies.
+ *
+ * Threads: cf_init/cf_finalize are called once per process by one thread.
+ * Image threads (cf_coll_init or cf_run_images) call the collective and sync
+ * functions; a handle belongs to the image thread that started it.
+ */
+#ifndef CARFLOW_CARFLOW_H
+#define CARFLOW_CARFLOW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint32_t cf_image_t; /* image number, node-major, 0-based */
+typedef uint32_t cf_node_t;  /* node (process) number */
+typedef struct cf_team_s *cf_team_t; /* opaque */
+#define CF_TEAM_ALL ((cf_team_t)0)
+typedef uintptr_t cf_coll_handle_t;
+#define CF_COLL_INVALID_HANDLE ((cf_coll_handle_t)0)
+
+/* ---- status codes ---------------------------------------------------- */
+#define CF_OK 0
+#define CF_NOT_READY 1
+#define CF_ERR_BAD_ARG (-1)   /* invalid argument or flag combination */
+#define CF_ERR_NOT_INIT (-2)  /* cf_init / cf_coll_init not called */
+#define CF_ERR_NO_MEM (-3)
+#define CF_ERR_TRANSPORT (-4)
+#define CF_ERR_PEER_LOST (-5) /* a peer process died or became unreachable */
+#define CF_ERR_TIMEOUT (-6)
+#define CF_ERR_MISMATCH (-7)  /* images disagree on single-valued arguments */
+
+/* The name of a status code ("CF_ERR_BAD_ARG"); never NULL. */
+const char *cf_strerror(int status);
+/* This thread's last failure in words, naming the argument and the rule
+   ("nbytes: must be > 0"); "" if none. Valid until this thread's next call. */
+const char *cf_last_error(void);
+#define CF_ERRORS_ARE_FATAL 0 /* default: print the message, abort */
+#define CF_ERRORS_RETURN 1    /* return the error; see cf_last_status() */
+/* Process-wide; any thread, any time. Unknown modes are ignored. */
+void cf_set_error_mode(int mode);
+/* This thread's last status (CF_OK after a successful call). */
+int cf_last_status(void);
+
+/* ---- lifecycle --------------------------------------------------------- */
+/* Once per process, before anything else but the error functions. Reads the
+   CF_* environment (README, "Environment"); a bad value is CF_ERR_BAD_ARG
+   naming the variable. Without a launcher the process is node 0 of 1.
+   argc/argv may be NULL. Errors: CF_ERR_BAD_ARG (environment, called twice). */
+int cf_init(int *argc, char ***argv);
+/* Ends the library: waits for deferred work, frees every image and schedule.
+   Image threads must have finished their collectives. Errors: CF_ERR_NOT_INIT. */
+int cf_finalize(void);
+cf_node_t cf_mynode(void); /* 0 */
+cf_node_t cf_nodes(void);  /* 1 in this release (inproc); multi-node comes with ofi */
+
+/* ---- collectives set-up ---------------------------------------------- */
+typedef void (*cf_coll_fn_t)(void);
+typedef struct {
+  cf_coll_fn_t fnptr; /* a cf_coll_reduce_fn, cast */
+  unsigned int flags; /* CF_COLL_NONCOMM | CF_COLL_AMSAFE */
+} cf_coll_fn_entry_t;
+#define CF_COLL_NONCOMM (1u << 0) /* operand order must be kept */
+#define CF_COLL_AMSAFE (1u << 1)  /* may run on carflow's helper threads */
+
+/* Called by EVERY image thread of every node (seed v1.7). images: the number
+   of images on each node (cf_nodes() entries), or NULL for one per node;
+   my_image: the calling thread's image, node-major; fn_tbl/fn_count: the
+   client reduction functions, named by index in computational collectives.
+   init_flags must be 0. Errors: CF_ERR_NOT_INIT (no cf_init), CF_ERR_BAD_ARG
+   (my_image out of range, image taken, thread already an image, images
+   disagreeing with other images' calls, fn_tbl NULL with fn_count > 0, an
+   entry with a NULL fnptr, unknown flags). */
+int cf_coll_init(const cf_image_t images[], cf_image_t my_image,
+                 const cf_coll_fn_entry_t fn_tbl[], size_t fn_count, int init_flags);
+/* The calling thread's image, or (cf_image_t)-1 if it is not an image. */
+cf_image_t cf_myimage(void);
+/* Number of images, or 0 before the first cf_coll_init. */
+cf_image_t cf_images(void);
+/* Starts n image threads on this node; each calls cf_coll_init(images = {n},
+   its image, fn_tbl, fn_count, 0) and then fn(image, arg); returns when all
+   have returned, then frees the images (cf_run_images may be called again).
+   Errors: CF_ERR_NOT_INIT, CF_ERR_BAD_ARG (n == 0, fn NULL, images already
+   running), CF_ERR_NO_MEM (threads could not start). */
+int cf_run_images(cf_image_t n, const cf_coll_fn_entry_t fn_tbl[], size_t fn_count,
+                  void (*fn)(cf_image_t image, void *arg), void *arg);
+
+/* The seed's client reduction signature: results[i] = fold of left_operands
+   (left_count of them) and right_operands[0..i], in order. carflow calls it
+   with result_count = left_count = 1 for element-wise combines. */
+typedef void(cf_coll_reduce_fn)(void *results, size_t result_count, const void *left_operands,
+                                size_t left_count, const void *right_operands, size_t elem_size,
+                                int flags, int arg);
+
+/* ---- flags: exactly one IN_*, one OUT_*, one of SINGLE/LOCAL ----------- */
+#define CF_COLL_IN_NOSYNC (1 << 0)
+#define CF_COLL_IN_MYSYNC (1 << 1)
+#define CF_COLL_IN_ALLSYNC (1 << 2)
+#define CF_COLL_OUT_NOSYNC (1 << 3)
+#define CF_COLL_OUT_MYSYNC (1 << 4)
+#define CF_COLL_OUT_ALLSYNC (1 << 5)
+#define CF_COLL_SINGLE (1 << 6) /* addresses agree on all images: one image per node only */
+#define CF_COLL_LOCAL (1 << 7)  /* each image passes its own addresses */
+#define CF_COLL_AGGREGATE (1 << 8)   /* not in this release: CF_ERR_BAD_ARG */
+#define CF_COLL_ALL_THREADS (1 << 9) /* every image thread calls; required when a
+                                        node has more than one image */
+#define CF_COLL_DST_IN_SEGMENT (1 << 10) /* accepted; carflow has no segment */
+#define CF_COLL_SRC_IN_SEGMENT (1 << 11)
+
+/* ---- data movement ------------------------------------------------------
+   Collectives must be started in the same order on every image. Arguments
+   checked on every call (CF_ERR_BAD_ARG, nothing started): team (only
+   CF_TEAM_ALL), flags (above), srcimage < cf_images(), dst != NULL, src !=
+   NULL on srcimage, nbytes > 0, src and dst on srcimage either identical or
+   disjoint. Every image gets srcimage's nbytes in dst, srcimage included.
+   Each _nb call has a blocking form without _nb that returns the status. */
+cf_coll_handle_t cf_coll_broadcast_nb(cf_team_t team, void *dst, cf_image_t srcimage, void *src,
+                                      size_t nbytes, int flags);
+int cf_coll_broadcast(cf_team_t team, void *dst, cf_image_t srcimage, void *src, size_t nbytes,
+                      int flags);
+/* Completes on an image once every image has entered (flags as above). */
+cf_coll_handle_t cf_coll_barrier_nb(cf_team_t team, int flags);
+int cf_coll_barrier(cf_team_t team, int flags);
+
+/* ---- computation, MPI style: element-wise over elem_count elements ------
+   dst[i] = src_0[i] op src_1[i] op ... op src_{P-1}[i] on every image.
+   func: CF_BUILTIN(op, type) or an index into cf_coll_init's fn_tbl; func_arg
+   is passed to client functions. Errors (CF_ERR_BAD_ARG): NULL src/dst,
+   elem_size or elem_count 0, elem_size * elem_count overflowing, src and dst
+   overlapping (in-place comes later), elem_size not matching a built-in's
+   type (MINLOC/MAXLOC: a pair of the type: value, index), a bitwise op on a
+   float type, func not in fn_tbl, src or dst not aligned to
+   min(largest power of two dividing elem_size, 8), a CF_COLL_NONCOMM
+   function with an algorithm that reorders operands (CF_ALGO_ALLREDUCE=ring).
+   Floating-point results are the same bits run to run for a fixed image count,
+   size and algorithm; recursive doubling also keeps operand order. */
+cf_coll_handle_t cf_coll_allreduce_nb(cf_team_t team, void *dst, const void *src,
+                                      size_t elem_size, size_t elem_count, int func,
+                                      int func_arg, int flags);
+int cf_coll_allreduce(cf_team_t team, void *dst, const void *src, size_t elem_size,
+                      size_t elem_count, int func, int func_arg, int flags);
+
+enum { CF_OP_SUM, CF_OP_PROD, CF_OP_MIN, CF_OP_MAX, CF_OP_BAND, CF_OP_BOR,
+       CF_OP_BXOR, CF_OP_MINLOC, CF_OP_MAXLOC };
+enum { CF_DT_INT8, CF_DT_UINT8, CF_DT_INT32, CF_DT_UINT32, CF_DT_INT64,
+       CF_DT_UINT64, CF_DT_FLOAT, CF_DT_DOUBLE };
+#define CF_BUILTIN(op, type) (-1 - ((op) * 16 + (type)))
+
+/* ---- sync (not collective; any order; a handle dies when synced) --------
+   Errors: CF_ERR_BAD_ARG (a handle that is not live on this image thread:
+   synced already, never valid, or another thread's), or the collective's
+   own failure (CF_ERR_MISMATCH when images disagreed on sizes). */
+int cf_coll_wait_sync(cf_coll_handle_t handle);  /* CF_OK or error */
+int cf_coll_try_sync(cf_coll_handle_t handle);   /* CF_OK, CF_NOT_READY, error */
+/* _all: every entry (INVALID entries are skipped); try_ returns CF_NOT_READY
+   and syncs none unless all are done. */
+int cf_coll_wait_sync_all(cf_coll_handle_t *handles, size_t n);
+int cf_coll_try_sync_all(cf_coll_handle_t *handles, size_t n);
+/* _some: syncs every done entry and sets it to CF_COLL_INVALID_HANDLE; wait_
+   returns once at least one was synced; try_ returns CF_NOT_READY when none
+   was. Both return CF_OK at once when all entries are INVALID. */
+int cf_coll_wait_sync_some(cf_coll_handle_t *handles, size_t n);
+int cf_coll_try_sync_some(cf_coll_handle_t *handles, size_t n);
+/* Makes progress for the calling image; CF_OK. */
+int cf_poll(void);
+
+/* ---- graphs ----------------------------------------------------------------
+   Writes the global DAG of a live handle's collective (schema carflow.graph/1,
+   README "Graph JSON") to path. Errors: CF_ERR_BAD_ARG (handle, path NULL or
+   not writable). */
+int cf_graph_dump_json(cf_coll_handle_t handle, const char *path);
+
+/* ---- extensions: algorithm choice and statistics ------------------------- */
+enum { CF_KIND_BROADCAST, CF_KIND_BARRIER, CF_KIND_ALLREDUCE };
+/* Forces the calling image's algorithm for a collective kind (NULL or "" =
+   back to the default table). All images must make the same choice.
+   Errors: CF_ERR_BAD_ARG naming the valid algorithms; CF_ERR_NOT_INIT. */
+int cf_coll_set_algorithm(int kind, const char *name);
+/* The algorithm the calling image would use for a call of nbytes
+   (allreduce: elem_size-byte elements, built-in op); NULL on bad kind. */
+const char *cf_coll_algorithm(int kind, size_t nbytes, size_t elem_size);
+typedef struct {
+  uint64_t messages;       /* messages sent by all images of this node */
+  uint64_t bytes;
+  uint64_t eager;          /* copied into an internal buffer first */
+  uint64_t direct;         /* copied straight into a posted receive */
+  uint64_t single_copy;    /* large, copied once from the sender's buffer */
+  uint64_t unexpected;     /* arrived before their receive was posted */
+  uint64_t schedules_built; /* generator runs (schedule cache misses), all images */
+} cf_stats_t;
+/* Counters since the images started. Errors: CF_ERR_NOT_INIT, CF_ERR_BAD_ARG. */
+int cf_get_stats(cf_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CARFLOW_CARFLOW_H */

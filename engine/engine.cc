@@ -1,0 +1,379 @@
+#include "engine/engine.h"
+
+#include <cstring>
+
+#include "engine/status.h"
+#include "graph/json.h"
+#include "graph/transforms.h"
+#include "graph/validate.h"
+
+namespace carflow {
+namespace {
+
+// The running thread's worklist: CARs made ready while this thread is
+// already executing CARs are queued here instead of recursing.
+struct Worklist {
+  std::vector<CarState*> local;
+  std::vector<ImageContext::Vc*> claimed;
+  bool active = false;
+};
+thread_local Worklist tls_work;
+
+bool is_message(CarKind kind) {
+  return kind == CarKind::Send || kind == CarKind::Recv || kind == CarKind::RecvReduce;
+}
+
+constexpr uint64_t kSlotMask = 0xffffffffull;
+
+}  // namespace
+
+size_t ScheduleKeyHash::operator()(const ScheduleKey& k) const {
+  uint64_t h = reinterpret_cast<uintptr_t>(k.generator);
+  for (uint64_t v : {uint64_t(k.kind), uint64_t(k.images), uint64_t(k.root), uint64_t(k.elem_size),
+                     k.nbytes, k.segment_bytes, uint64_t(k.in_allsync) * 2 + k.out_allsync}) {
+    h = (h ^ v) * 0x100000001B3ull;
+  }
+  return static_cast<size_t>(h ^ (h >> 32));
+}
+
+ImageContext::ImageContext(Engine* engine_in, uint32_t image_in, uint32_t images)
+    : engine(engine_in), image(image_in) {
+  for (uint32_t i = 0; i < images; ++i) vcs.push_back(std::make_unique<Vc>());
+}
+
+Engine::Engine(uint32_t images, const Config& config) : images_(images), config_(config) {
+  transport_ = std::make_unique<InprocTransport>(images, config.inproc_eager_bytes, this);
+  for (uint32_t i = 0; i < images; ++i) {
+    images_ctx_.push_back(std::make_unique<ImageContext>(this, i, images));
+  }
+  // One serial flow-graph node per VC, made once per engine (not per call).
+  for (uint32_t i = 0; i < images; ++i) {
+    for (uint32_t peer = 0; peer < images; ++peer) {
+      images_ctx_[i]->vcs[peer]->node =
+          std::make_unique<tbb::flow::function_node<tbb::flow::continue_msg>>(
+              graph_, tbb::flow::serial, [this, i, peer](tbb::flow::continue_msg) {
+                serve_vc(i, peer);
+                return tbb::flow::continue_msg();
+              });
+    }
+  }
+}
+
+Engine::~Engine() { graph_.wait_for_all(); }
+
+bool Engine::choose_algorithm(const CollectiveCall& call, const GeneratorInfo** out,
+                              std::string* error) const {
+  const GeneratorRegistry& reg = GeneratorRegistry::instance();
+  std::string name = call.algorithm;
+  const std::string* env = call.kind == CollKind::Broadcast   ? &config_.algo_broadcast
+                           : call.kind == CollKind::Barrier   ? &config_.algo_barrier
+                                                              : &config_.algo_allreduce;
+  if (name.empty()) name = *env;
+  if (name.empty()) {  // the default table (README, "Algorithm selection")
+    switch (call.kind) {
+      case CollKind::Broadcast: name = images_ <= 2 ? "flat" : "binomial"; break;
+      case CollKind::Barrier: name = "dissemination"; break;
+      case CollKind::Allreduce:
+        name = (call.nbytes >= config_.allreduce_ring_bytes && call.op.commutative &&
+                call.nbytes >= uint64_t{images_} * call.elem_size)
+                   ? "ring"
+                   : "recursive_doubling";
+        break;
+    }
+  }
+  const GeneratorInfo* gen = reg.find(call.kind, name);
+  if (gen == nullptr) {
+    *error = std::string("algorithm: unknown ") + coll_kind_name(call.kind) + " algorithm '" +
+             name + "' (valid: " + reg.names(call.kind) + ")";
+    return false;
+  }
+  if (call.kind == CollKind::Allreduce && !call.op.commutative && !gen->preserves_order) {
+    *error = "func: a CF_COLL_NONCOMM function needs an order-preserving algorithm; '" + name +
+             "' reorders operands";
+    return false;
+  }
+  *out = gen;
+  return true;
+}
+
+Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
+                               const GeneratorInfo* gen, std::string* error) {
+  const uint64_t segment = gen->segmented ? config_.segment_bytes : 0;
+  ScheduleKey key{call.kind, gen,  images_,       call.root,       call.elem_size,
+                  call.nbytes, segment, call.in_allsync, call.out_allsync};
+  auto it = img.cache.find(key);
+  if (it != img.cache.end()) return it->second.get();
+  CollectiveSpec spec;
+  spec.kind = call.kind;
+  spec.algorithm = gen->name;
+  spec.images = images_;
+  spec.root = call.root;
+  spec.nbytes = call.nbytes;
+  spec.elem_size = call.elem_size;
+  spec.segment_bytes = segment;
+  spec.flags = (call.in_allsync ? kSpecInAllSync : 0) | (call.out_allsync ? kSpecOutAllSync : 0);
+  LocalDag dag = generate_local(*gen, spec, img.image);
+  img.generator_runs.fetch_add(1, std::memory_order_relaxed);
+  if (!validate_local(dag, images_, error)) {
+    *error = "generator '" + gen->name + "' produced an invalid DAG: " + *error;
+    return nullptr;
+  }
+  auto schedule = std::make_unique<Schedule>(spec, std::move(dag));
+  Schedule* raw = schedule.get();
+  img.cache.emplace(key, std::move(schedule));
+  return raw;
+}
+
+int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handle,
+                  std::string* error) {
+  const GeneratorInfo* gen = nullptr;
+  if (!choose_algorithm(call, &gen, error)) return kErrBadArg;
+  Schedule* schedule = schedule_for(img, call, gen, error);
+  if (schedule == nullptr) return kErrBadArg;
+  Instance* inst = schedule->acquire();
+  inst->image = &img;
+  inst->team = 0;
+  inst->seq = img.next_seq++;
+  inst->src = static_cast<char*>(call.src);
+  inst->dst = static_cast<char*>(call.dst);
+  inst->op = call.op;
+  uint32_t slot;
+  if (!img.free_slots.empty()) {
+    slot = img.free_slots.back();
+    img.free_slots.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(img.handle_slots.size());
+    img.handle_slots.push_back(nullptr);
+    img.handle_generation.push_back(1);
+  }
+  img.handle_slots[slot] = inst;
+  inst->handle_slot = slot;
+  *handle = (uint64_t{img.handle_generation[slot]} << 32) | (slot + 1);
+  tls_on_app_thread = true;
+  // Roots are read before any may run: a fast instance can finish (and its
+  // CARs be reset by nobody) while we still iterate.
+  for (uint32_t root : schedule->roots()) make_ready(&inst->cars[root]);
+  return kOk;
+}
+
+void Engine::make_ready(CarState* cs) {
+  Instance& inst = *cs->instance;
+  const CompiledCar& car = inst.schedule->cars()[cs->index];
+  Worklist& work = tls_work;
+  if (is_message(car.kind)) {
+    ImageContext::Vc& vc = *inst.image->vcs[car.peer];
+    vc.ready.push(cs);
+    if (vc.ready.try_claim()) work.claimed.push_back(&vc);
+  } else {
+    work.local.push_back(cs);
+  }
+  if (!work.active) run_worklist();
+}
+
+void Engine::run_worklist() {
+  Worklist& work = tls_work;
+  work.active = true;
+  for (;;) {
+    if (!work.local.empty()) {
+      CarState* cs = work.local.back();
+      work.local.pop_back();
+      execute(cs);
+    } else if (!work.claimed.empty()) {
+      ImageContext::Vc* vc = work.claimed.back();
+      work.claimed.pop_back();
+      drain(*vc);
+    } else {
+      break;
+    }
+  }
+  work.active = false;
+}
+
+void Engine::drain(ImageContext::Vc& vc) {
+  for (;;) {
+    while (CarState* cs = vc.ready.pop()) execute(cs);
+    vc.ready.release();
+    if (vc.ready.empty() || !vc.ready.try_claim()) return;
+  }
+}
+
+void Engine::execute(CarState* cs) {
+  Instance& inst = *cs->instance;
+  const CompiledCar& car = inst.schedule->cars()[cs->index];
+  switch (car.kind) {
+    case CarKind::Join:
+      complete(cs, kOk);
+      return;
+    case CarKind::Copy: {
+      char* dst = inst.resolve(car.dst);
+      const char* src = inst.resolve(car.src);
+      if (dst != src && car.dst.length > 0) std::memcpy(dst, src, car.dst.length);
+      complete(cs, kOk);
+      return;
+    }
+    case CarKind::Reduce:
+      inst.op.apply(inst.resolve(car.dst), inst.resolve(car.src), inst.resolve(car.src2),
+                    car.dst.length);
+      complete(cs, kOk);
+      return;
+    case CarKind::Send:
+    case CarKind::Recv:
+    case CarKind::RecvReduce:
+      break;
+  }
+  MsgOp& op = cs->op;
+  op.self = inst.image->image;
+  op.peer = car.peer;  // CF_TEAM_ALL: team rank == image
+  op.key = MsgKey{inst.team, inst.seq, car.tag};
+  op.on_complete = &Engine::on_message_complete;
+  op.matched = nullptr;
+  if (car.kind == CarKind::Send) {
+    op.buf = inst.resolve(car.src);
+    op.nbytes = car.src.length;
+    transport_->send(&op);
+    return;
+  }
+  op.buf = inst.resolve(car.dst);
+  op.nbytes = car.dst.length;
+  op.deliver = Deliver{};
+  if (car.kind == CarKind::RecvReduce) {
+    op.deliver = Deliver{&Engine::reduce_incoming, cs, !inst.op.amsafe};
+  }
+  transport_->recv(&op);
+}
+
+void Engine::reduce_incoming(void* ctx, void* dst, const void* incoming, size_t nbytes) {
+  auto* cs = static_cast<CarState*>(ctx);
+  const Instance& inst = *cs->instance;
+  if (inst.schedule->cars()[cs->index].incoming_left) {
+    inst.op.apply(dst, incoming, dst, nbytes);
+  } else {
+    inst.op.apply(dst, dst, incoming, nbytes);
+  }
+}
+
+void Engine::on_message_complete(MsgOp* op, int status) {
+  auto* cs = static_cast<CarState*>(op->owner);
+  cs->instance->image->engine->complete(cs, status);
+}
+
+void Engine::complete(CarState* cs, int status) {
+  Instance& inst = *cs->instance;
+  if (status != kOk) {
+    int expected = kOk;
+    inst.status.compare_exchange_strong(expected, status);
+  }
+  const CompiledCar& car = inst.schedule->cars()[cs->index];
+  const uint32_t* succ = inst.schedule->successors(car);
+  for (uint32_t i = 0; i < car.succ_count; ++i) {
+    CarState* next = &inst.cars[succ[i]];
+    if (next->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(next);
+  }
+  if (inst.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) finish(inst);
+}
+
+void Engine::finish(Instance& inst) {
+  ImageContext* img = inst.image;
+  inst.done.store(true, std::memory_order_seq_cst);
+  // `inst` may be recycled by its owner from here on; touch only `img`.
+  if (img->sleepers.load(std::memory_order_seq_cst) > 0) {
+    std::lock_guard<std::mutex> lock(img->sleep_mutex);
+    img->sleep_cv.notify_all();
+  }
+}
+
+void Engine::deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) {
+  ImageContext& img = *images_ctx_[image];
+  if (!app_thread_only) {
+    ImageContext::Vc& vc = *img.vcs[peer];
+    if (!vc.scheduled.exchange(true, std::memory_order_acq_rel)) {
+      vc.node->try_put(tbb::flow::continue_msg());
+    }
+  }
+  if (img.sleepers.load(std::memory_order_seq_cst) > 0) {
+    std::lock_guard<std::mutex> lock(img.sleep_mutex);
+    img.sleep_cv.notify_all();
+  }
+}
+
+void Engine::serve_vc(uint32_t image, uint32_t peer) {
+  ImageContext::Vc& vc = *images_ctx_[image]->vcs[peer];
+  vc.scheduled.store(false, std::memory_order_release);
+  tls_on_app_thread = false;
+  transport_->progress(image, peer, false);
+  if (!vc.ready.empty() && vc.ready.try_claim()) {
+    tls_work.claimed.push_back(&vc);
+    if (!tls_work.active) run_worklist();
+  }
+}
+
+bool Engine::poll(ImageContext& img) {
+  tls_on_app_thread = true;
+  return transport_->progress_all(img.image, true);
+}
+
+Instance* Engine::lookup(ImageContext& img, uint64_t handle) {
+  const uint64_t slot = (handle & kSlotMask) - 1;
+  if ((handle & kSlotMask) == 0 || slot >= img.handle_slots.size()) return nullptr;
+  if (img.handle_generation[slot] != (handle >> 32)) return nullptr;
+  return img.handle_slots[slot];
+}
+
+int Engine::release(ImageContext& img, uint32_t slot) {
+  Instance* inst = img.handle_slots[slot];
+  const int status = inst->status.load(std::memory_order_acquire);
+  img.handle_slots[slot] = nullptr;
+  ++img.handle_generation[slot];
+  img.free_slots.push_back(slot);
+  inst->schedule->release(inst);
+  return status;
+}
+
+int Engine::sync_done(ImageContext& img, Instance* inst) {
+  return release(img, inst->handle_slot);
+}
+
+int Engine::try_sync(ImageContext& img, uint64_t handle, std::string* error) {
+  Instance* inst = lookup(img, handle);
+  if (inst == nullptr) {
+    *error = "handle: not a live handle of this image (already synced, or another thread's)";
+    return kErrBadArg;
+  }
+  if (!inst->done.load(std::memory_order_acquire)) {
+    poll(img);
+    if (!inst->done.load(std::memory_order_acquire)) return kNotReady;
+  }
+  return release(img, inst->handle_slot);
+}
+
+int Engine::wait_sync(ImageContext& img, uint64_t handle, std::string* error) {
+  Instance* inst = lookup(img, handle);
+  if (inst == nullptr) {
+    *error = "handle: not a live handle of this image (already synced, or another thread's)";
+    return kErrBadArg;
+  }
+  wait_until(img, [&] { return is_done(inst); });
+  return release(img, inst->handle_slot);
+}
+
+bool Engine::dump_json(ImageContext& img, uint64_t handle, const std::string& path,
+                       std::string* error) {
+  Instance* inst = lookup(img, handle);
+  if (inst == nullptr) {
+    *error = "handle: not a live handle of this image";
+    return false;
+  }
+  // The global DAG: every image's schedule for the same key (generators are
+  // pure, so running them again gives exactly what each image runs).
+  const CollectiveSpec& spec = inst->schedule->spec();
+  const GeneratorInfo* gen = GeneratorRegistry::instance().find(spec.kind, spec.algorithm);
+  GlobalDag global;
+  global.spec = spec;
+  for (uint32_t i = 0; i < spec.images; ++i) {
+    global.images.push_back(i == img.image ? inst->schedule->dag()
+                                           : generate_local(*gen, spec, i));
+  }
+  return save_dag_file(global, path, error);
+}
+
+}  // namespace carflow

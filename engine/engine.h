@@ -1,0 +1,177 @@
+// The engine: runs collective DAG instances for the images of this process.
+//
+// How a call runs (DESIGN.md, "How one collective runs"):
+//  1. start() picks the algorithm, finds or builds the Schedule (cache keyed
+//     by collective, algorithm, sizes, root and sync flags), takes a pooled
+//     Instance, binds pointers and the op, gives it the team's next sequence
+//     number and makes its root CARs ready.
+//  2. make_ready(): a message CAR goes to its VC's queue; a local CAR to the
+//     thread's worklist. A thread that finds the VC idle claims it and runs
+//     the CARs inline (the fast path); a busy VC is drained by its holder.
+//  3. The transport completes message CARs on whatever thread moves the
+//     bytes; complete() releases successors. Deferred large copies are
+//     served by a oneTBB flow graph with one serial node per VC, so copies on
+//     different VCs run in parallel on workers, or by a waiting image thread.
+//  4. The instance is done when all its CARs are; sync calls observe that.
+// Any thread may run any image's CARs: counters are atomic, VC queues are
+// claimed, so a running thread keeps everyone's work moving even when the
+// image threads outnumber the cores.
+#pragma once
+
+#include <oneapi/tbb/flow_graph.h>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/config.h"
+#include "engine/reduce_ops.h"
+#include "engine/schedule.h"
+#include "engine/vc_queue.h"
+#include "graph/registry.h"
+#include "transports/inproc/inproc_transport.h"
+
+namespace carflow {
+
+class Engine;
+
+struct ScheduleKey {
+  CollKind kind;
+  const GeneratorInfo* generator;
+  uint32_t images, root, elem_size;
+  uint64_t nbytes, segment_bytes;
+  bool in_allsync, out_allsync;
+  bool operator==(const ScheduleKey&) const = default;
+};
+struct ScheduleKeyHash {
+  size_t operator()(const ScheduleKey& k) const;
+};
+
+// What a collective call asks for, validated by the API layer.
+struct CollectiveCall {
+  CollKind kind = CollKind::Barrier;
+  uint32_t root = 0;
+  void* src = nullptr;
+  void* dst = nullptr;
+  uint64_t nbytes = 0;
+  uint32_t elem_size = 1;
+  ReduceOp op;           // allreduce only
+  bool in_allsync = false;
+  bool out_allsync = false;
+  int flags = 0;
+  std::string algorithm;  // "" = the engine's choice
+};
+
+// One image's state; only its own thread touches the cache and handle table.
+class ImageContext {
+ public:
+  ImageContext(Engine* engine, uint32_t image, uint32_t images);
+
+  Engine* const engine;
+  const uint32_t image;
+  std::vector<ClientFunction> fn_table;
+  uint32_t next_seq = 0;  // CF_TEAM_ALL
+
+  struct Vc {
+    VcQueue ready;
+    std::atomic<bool> scheduled{false};  // a flow-graph message is pending
+    std::unique_ptr<tbb::flow::function_node<tbb::flow::continue_msg>> node;
+  };
+  std::vector<std::unique_ptr<Vc>> vcs;  // by peer image
+
+  std::unordered_map<ScheduleKey, std::unique_ptr<Schedule>, ScheduleKeyHash> cache;
+  std::vector<Instance*> handle_slots;
+  std::vector<uint32_t> handle_generation;
+  std::vector<uint32_t> free_slots;
+  std::atomic<uint64_t> generator_runs{0};  // schedule-cache misses
+  std::string algorithm[3];  // per-kind override by cf_coll_set_algorithm ("" = none)
+
+  std::atomic<int> sleepers{0};
+  std::mutex sleep_mutex;
+  std::condition_variable sleep_cv;
+};
+
+class Engine final : public TransportHooks {
+ public:
+  Engine(uint32_t images, const Config& config);
+  ~Engine() override;
+
+  uint32_t images() const { return images_; }
+  const Config& config() const { return config_; }
+  ImageContext& image(uint32_t i) { return *images_ctx_[i]; }
+  InprocTransport& transport() { return *transport_; }
+
+  // Starts a collective on `img`; returns kOk and *handle, or an error with
+  // *error naming the argument and rule (nothing started).
+  int start(ImageContext& img, const CollectiveCall& call, uint64_t* handle, std::string* error);
+  // The algorithm start() would use (table, environment or call).
+  bool choose_algorithm(const CollectiveCall& call, const GeneratorInfo** out,
+                        std::string* error) const;
+
+  // Syncs a done instance: frees its handle, returns its status.
+  int sync_done(ImageContext& img, Instance* inst);
+  bool is_done(const Instance* inst) const { return inst->done.load(std::memory_order_acquire); }
+  // Waits with backoff until done() is true (defined below).
+  template <typename Done>
+  void wait_until(ImageContext& img, Done done);
+  int try_sync(ImageContext& img, uint64_t handle, std::string* error);
+  int wait_sync(ImageContext& img, uint64_t handle, std::string* error);
+  // Runs deferred work that needs this image's thread; true if it did some.
+  bool poll(ImageContext& img);
+  // The instance behind a live handle, or nullptr.
+  Instance* lookup(ImageContext& img, uint64_t handle);
+  bool dump_json(ImageContext& img, uint64_t handle, const std::string& path, std::string* error);
+
+  void deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) override;
+
+ private:
+  Schedule* schedule_for(ImageContext& img, const CollectiveCall& call,
+                         const GeneratorInfo* gen, std::string* error);
+  void make_ready(CarState* cs);
+  void run_worklist();
+  void drain(ImageContext::Vc& vc);
+  void execute(CarState* cs);
+  void complete(CarState* cs, int status);
+  void finish(Instance& inst);
+  void serve_vc(uint32_t image, uint32_t peer);
+  int release(ImageContext& img, uint32_t slot);
+  static void on_message_complete(MsgOp* op, int status);
+  static void reduce_incoming(void* ctx, void* dst, const void* incoming, size_t nbytes);
+
+  const uint32_t images_;
+  const Config config_;
+  std::unique_ptr<InprocTransport> transport_;
+  tbb::flow::graph graph_;  // before the images: their VC nodes live in it
+  std::vector<std::unique_ptr<ImageContext>> images_ctx_;
+};
+
+// Waits with the seed's backoff (MPICH notes, MPI_Wait): poll, then yield,
+// then block on the image's condition variable until a completion or
+// deferred work for this image wakes it. The timed wait only bounds the cost
+// of a wake-up that raced with going to sleep; the protocol does not need it.
+template <typename Done>
+void Engine::wait_until(ImageContext& img, Done done) {
+  for (uint32_t i = 0; i < config_.spin_count; ++i) {
+    if (done()) return;
+    poll(img);
+  }
+  for (uint32_t i = 0; i < config_.yield_count; ++i) {
+    if (done()) return;
+    if (!poll(img)) std::this_thread::yield();
+  }
+  while (!done()) {
+    if (poll(img)) continue;
+    img.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    {
+      std::unique_lock<std::mutex> lock(img.sleep_mutex);
+      if (!done()) img.sleep_cv.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    img.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+}  // namespace carflow

@@ -1,0 +1,104 @@
+// Compiled schedules and their per-call instances.
+//
+// A Schedule is one image's LocalDag turned into flat arrays: CARs, successor
+// lists (CSR), dependency counts, the roots, and temp slot offsets in one
+// arena. The schedule cache builds it once per key; each call then takes an
+// Instance from the schedule's pool, binds the user's pointers and resets
+// the counters: the hot path allocates nothing.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/reduce_ops.h"
+#include "graph/car.h"
+#include "transports/transport.h"
+
+namespace carflow {
+
+class ImageContext;
+struct Instance;
+
+struct CompiledCar {
+  CarKind kind;
+  bool incoming_left;
+  uint32_t peer;         // team rank
+  uint32_t tag;
+  BufferRef src, src2, dst;
+  uint32_t succ_begin;   // into Schedule::successors
+  uint32_t succ_count;
+  int32_t deps;          // predecessor count
+};
+
+// Per-call state of one CAR. The message op is embedded, so posting a SEND or
+// RECV allocates nothing.
+struct CarState {
+  std::atomic<int32_t> pending{0};
+  uint32_t index = 0;
+  Instance* instance = nullptr;
+  CarState* next_ready = nullptr;   // VC ready-queue link
+  MsgOp op;
+};
+
+class Schedule {
+ public:
+  Schedule(CollectiveSpec spec, LocalDag dag);
+  ~Schedule();
+  Schedule(const Schedule&) = delete;
+  Schedule& operator=(const Schedule&) = delete;
+
+  const CollectiveSpec& spec() const { return spec_; }
+  const LocalDag& dag() const { return dag_; }
+  const std::vector<CompiledCar>& cars() const { return cars_; }
+  const uint32_t* successors(const CompiledCar& c) const { return &successors_[c.succ_begin]; }
+  const std::vector<uint32_t>& roots() const { return roots_; }
+  uint64_t temp_offset(uint32_t slot) const { return temp_offsets_[slot]; }
+
+  // Pool: only the owning image's thread calls these.
+  Instance* acquire();
+  void release(Instance* instance);
+  size_t instances_created() const { return created_; }
+
+ private:
+  CollectiveSpec spec_;
+  LocalDag dag_;
+  std::vector<CompiledCar> cars_;
+  std::vector<uint32_t> successors_;
+  std::vector<uint32_t> roots_;
+  std::vector<uint64_t> temp_offsets_;
+  uint64_t temp_bytes_ = 0;
+  Instance* free_ = nullptr;
+  size_t created_ = 0;
+};
+
+struct Instance {
+  Schedule* schedule = nullptr;
+  ImageContext* image = nullptr;
+  uint32_t team = 0;
+  uint32_t seq = 0;
+  char* src = nullptr;
+  char* dst = nullptr;
+  ReduceOp op;
+  std::unique_ptr<CarState[]> cars;
+  char* temp = nullptr;            // arena, 64-byte aligned
+  std::atomic<uint32_t> remaining{0};
+  std::atomic<int> status{0};
+  std::atomic<bool> done{false};
+  uint32_t handle_slot = 0;
+  Instance* next_free = nullptr;
+
+  char* resolve(const BufferRef& b) const {
+    switch (b.space) {
+      case BufferSpace::UserSrc: return src + b.offset;
+      case BufferSpace::UserDst: return dst + b.offset;
+      case BufferSpace::Temp: return temp + schedule->temp_offset(b.slot) + b.offset;
+      case BufferSpace::None: break;
+    }
+    return nullptr;
+  }
+  ~Instance();
+};
+
+}  // namespace carflow

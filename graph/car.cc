@@ -1,0 +1,47 @@
+#include "graph/car.h"
+
+#include <array>
+#include <cstring>
+
+namespace carflow {
+namespace {
+
+template <typename Enum, size_t N>
+bool parse_name(const std::array<const char*, N>& names, const std::string& name, Enum* out) {
+  for (size_t i = 0; i < N; ++i) {
+    if (name == names[i]) {
+      *out = static_cast<Enum>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+constexpr std::array<const char*, 3> kCollNames = {"broadcast", "barrier", "allreduce"};
+constexpr std::array<const char*, 6> kCarNames = {"SEND", "RECV", "RECV_REDUCE",
+                                                  "REDUCE", "COPY", "JOIN"};
+constexpr std::array<const char*, 4> kSpaceNames = {"none", "user_src", "user_dst", "temp"};
+constexpr std::array<const char*, 2> kDepNames = {"progress", "buffer"};
+
+}  // namespace
+
+const char* coll_kind_name(CollKind kind) { return kCollNames[static_cast<size_t>(kind)]; }
+bool parse_coll_kind(const std::string& name, CollKind* kind) {
+  return parse_name(kCollNames, name, kind);
+}
+const char* car_kind_name(CarKind kind) { return kCarNames[static_cast<size_t>(kind)]; }
+bool parse_car_kind(const std::string& name, CarKind* kind) {
+  return parse_name(kCarNames, name, kind);
+}
+const char* buffer_space_name(BufferSpace space) {
+  return kSpaceNames[static_cast<size_t>(space)];
+}
+bool parse_buffer_space(const std::string& name, BufferSpace* space) {
+  return parse_name(kSpaceNames, name, space);
+}
+const char* dep_kind_name(DepKind kind) { return kDepNames[static_cast<size_t>(kind)]; }
+bool parse_dep_kind(const std::string& name, DepKind* kind) {
+  return parse_name(kDepNames, name, kind);
+}
+
+}  // namespace carflow

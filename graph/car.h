@@ -1,0 +1,126 @@
+// CAR and DAG types: the data every other part of carflow speaks.
+//
+// Terms (DESIGN.md, "Vocabulary"):
+//   image      one participant; in a DAG, images are team ranks 0..P-1.
+//   CAR        one node of a DAG (seed: MPICH communication-agent notes).
+//   LocalDag   the CARs one image runs for one collective.
+//   GlobalDag  the LocalDags of all P images plus the collective's arguments;
+//              matching each SEND to its RECV gives the message edges.
+// This header is pure data: no threads, no sockets, no engine types.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace carflow {
+
+using CarId = uint32_t;
+inline constexpr CarId kNoCar = UINT32_MAX;
+
+enum class CarKind : uint8_t {
+  Send,        // send `src` to `peer` under `tag`
+  Recv,        // receive from `peer` under `tag` into `dst`
+  RecvReduce,  // receive from `peer` and combine into `dst` with the op
+  Reduce,      // dst = src op src2 (src is the left operand)
+  Copy,        // dst = src
+  Join,        // no data; completes when its predecessors have
+};
+
+enum class BufferSpace : uint8_t {
+  None,     // no data (JOIN, zero-byte messages)
+  UserSrc,  // the caller's source buffer
+  UserDst,  // the caller's destination buffer
+  Temp,     // a temporary slot owned by the instance
+};
+
+struct BufferRef {
+  BufferSpace space = BufferSpace::None;
+  uint32_t slot = 0;     // temp slot index (Temp only)
+  uint64_t offset = 0;   // bytes from the start of the buffer or slot
+  uint64_t length = 0;   // bytes
+  bool operator==(const BufferRef&) const = default;
+};
+
+// Progress: B may only start after A (ordering, e.g. a round structure).
+// Buffer: B touches bytes that A writes or reads (a data hazard).
+// The engine waits for both alike; the kind is kept for readers and transforms.
+enum class DepKind : uint8_t { Progress, Buffer };
+
+struct Dep {
+  CarId car = kNoCar;
+  DepKind kind = DepKind::Progress;
+  bool operator==(const Dep&) const = default;
+};
+
+struct Car {
+  CarKind kind = CarKind::Join;
+  uint32_t peer = 0;        // team rank of the other side (SEND/RECV/RECV_REDUCE)
+  uint32_t tag = 0;         // edge tag: unique per (sender, receiver) pair in one DAG
+  BufferRef src;            // SEND data, COPY source, REDUCE left operand
+  BufferRef src2;           // REDUCE right operand
+  BufferRef dst;            // RECV/RECV_REDUCE/COPY/REDUCE destination
+  bool incoming_left = false;  // RECV_REDUCE: dst = incoming op dst (else dst op incoming)
+  std::vector<Dep> deps;
+  bool operator==(const Car&) const = default;
+
+  bool is_message() const {
+    return kind == CarKind::Send || kind == CarKind::Recv || kind == CarKind::RecvReduce;
+  }
+  bool is_receive() const { return kind == CarKind::Recv || kind == CarKind::RecvReduce; }
+  // Bytes this CAR moves on the wire (SEND: src, receives: dst).
+  uint64_t message_bytes() const { return kind == CarKind::Send ? src.length : dst.length; }
+};
+
+enum class CollKind : uint8_t { Broadcast, Barrier, Allreduce };
+
+const char* coll_kind_name(CollKind kind);
+bool parse_coll_kind(const std::string& name, CollKind* kind);
+const char* car_kind_name(CarKind kind);
+bool parse_car_kind(const std::string& name, CarKind* kind);
+const char* buffer_space_name(BufferSpace space);
+bool parse_buffer_space(const std::string& name, BufferSpace* space);
+const char* dep_kind_name(DepKind kind);
+bool parse_dep_kind(const std::string& name, DepKind* kind);
+
+// The arguments a generator sees: everything that shapes the DAG and nothing
+// that is bound per call (user pointers, the op's function).
+struct CollectiveSpec {
+  CollKind kind = CollKind::Broadcast;
+  std::string algorithm;       // generator name within the kind
+  uint32_t images = 1;         // team size P
+  uint32_t root = 0;           // rooted collectives: team rank of the root
+  uint64_t nbytes = 0;         // bytes per image (broadcast, allreduce)
+  uint32_t elem_size = 1;      // reductions: element size; segments cut on elements
+  uint64_t segment_bytes = 0;  // pipelining chunk; 0 = no segmentation
+  int flags = 0;               // the call's CF_COLL_* flags
+  bool operator==(const CollectiveSpec&) const = default;
+};
+
+struct LocalDag {
+  uint32_t image = 0;             // team rank
+  uint64_t src_bytes = 0;         // size of the user source buffer on this image
+  uint64_t dst_bytes = 0;         // size of the user destination buffer
+  std::vector<uint64_t> temps;    // temp slot sizes in bytes
+  std::vector<Car> cars;
+  CarId exit = kNoCar;            // the JOIN whose completion completes the image
+  bool operator==(const LocalDag&) const = default;
+};
+
+struct GlobalDag {
+  CollectiveSpec spec;
+  std::vector<LocalDag> images;   // index = team rank
+  bool operator==(const GlobalDag&) const = default;
+};
+
+// A message edge of a global DAG: SEND (from_image, from_car) matched to the
+// receive (to_image, to_car).
+struct MessageEdge {
+  uint32_t from_image = 0;
+  CarId from_car = 0;
+  uint32_t to_image = 0;
+  CarId to_car = 0;
+  bool operator==(const MessageEdge&) const = default;
+};
+
+}  // namespace carflow

@@ -1,0 +1,76 @@
+// Recursive-doubling allreduce: log2(P') rounds in which partners exchange
+// their whole partial result, for small vectors.
+//
+// P not a power of two (P = P' + rem, P' = floor_pow2(P)): images r < 2*rem
+// fold in pairs first (even r sends to r+1) and get the result back at the
+// end, so the core runs on P' "new ranks". The lower rank's partial is always
+// the left operand, so operand order is preserved (non-commutative ops are
+// safe) and the evaluation order is fixed run to run.
+#include "graph/builder.h"
+#include "graph/generators/patterns.h"
+#include "graph/registry.h"
+
+namespace carflow {
+namespace {
+
+// Tags: 0 = fold, 1 + k = core round k, 1 + rounds = unfold.
+LocalDag recursive_doubling_allreduce(const CollectiveSpec& spec, uint32_t image) {
+  const uint32_t P = spec.images;
+  const uint64_t n = spec.nbytes;
+  DagBuilder b(image, n, n);
+  const uint32_t pof2 = patterns::floor_pow2(P);
+  const uint32_t rem = P - pof2;
+  const uint32_t rounds = patterns::ceil_log2(pof2);
+
+  if (image < 2 * rem && image % 2 == 0) {
+    // Folded away: hand my vector to r+1, then receive the result.
+    b.send(image + 1, 0, user_src(0, n));
+    b.recv(image + 1, 1 + rounds, user_dst(0, n));
+    return b.finish();
+  }
+
+  // `cur` holds my partial result; it starts as the user's source.
+  BufferRef cur = user_src(0, n);
+  CarId cur_car = kNoCar;
+  auto deps_on_cur = [&]() {
+    DagBuilder::Deps d;
+    if (cur_car != kNoCar) d.push_back(after_buffer(cur_car));
+    return d;
+  };
+  uint32_t newrank = image - rem;
+  if (image < 2 * rem) {  // odd: absorb the even neighbour's vector (it is left)
+    uint32_t slot = b.temp_slot(n);
+    CarId got = b.recv(image - 1, 0, temp(slot, 0, n));
+    cur_car = b.reduce(user_dst(0, n), temp(slot, 0, n), cur, {after_buffer(got)});
+    cur = user_dst(0, n);
+    newrank = image / 2;
+  }
+  auto real = [&](uint32_t nr) { return nr < rem ? 2 * nr + 1 : nr + rem; };
+  for (uint32_t k = 0; k < rounds; ++k) {
+    const uint32_t partner_new = newrank ^ (1u << k);
+    const uint32_t partner = real(partner_new);
+    CarId sent = b.send(partner, 1 + k, cur, deps_on_cur());
+    uint32_t slot = b.temp_slot(n);
+    CarId got = b.recv(partner, 1 + k, temp(slot, 0, n));
+    DagBuilder::Deps deps = deps_on_cur();
+    deps.push_back(after_buffer(got));
+    deps.push_back(after_buffer(sent));  // the result overwrites what was sent
+    BufferRef theirs = temp(slot, 0, n);
+    const bool theirs_left = partner_new < newrank;
+    cur_car = b.reduce(user_dst(0, n), theirs_left ? theirs : cur, theirs_left ? cur : theirs,
+                       deps);
+    cur = user_dst(0, n);
+  }
+  if (cur_car == kNoCar) cur_car = b.copy(user_dst(0, n), user_src(0, n));  // P == 1
+  if (image < 2 * rem) b.send(image - 1, 1 + rounds, user_dst(0, n), {after_buffer(cur_car)});
+  return b.finish();
+}
+
+}  // namespace
+
+CARFLOW_REGISTER_GENERATOR(recursive_doubling_allreduce,
+                           {CollKind::Allreduce, "recursive_doubling",
+                            &recursive_doubling_allreduce, true, false,
+                            "log2 P rounds exchanging whole vectors; small messages"});
+
+}  // namespace carflow

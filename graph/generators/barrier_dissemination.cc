@@ -1,0 +1,30 @@
+// Dissemination barrier (Hensgen, Finkel, Manber): in round k image r signals
+// (r + 2^k) mod P and waits for (r - 2^k) mod P; ceil(log2 P) rounds of
+// zero-byte messages, any P.
+#include "graph/builder.h"
+#include "graph/generators/patterns.h"
+#include "graph/registry.h"
+
+namespace carflow {
+namespace {
+
+LocalDag dissemination_barrier(const CollectiveSpec& spec, uint32_t image) {
+  const uint32_t P = spec.images;
+  DagBuilder b(image, 0, 0);
+  CarId prev_recv = kNoCar;
+  for (uint32_t k = 0, dist = 1; dist < P; ++k, dist *= 2) {
+    DagBuilder::Deps deps;
+    if (prev_recv != kNoCar) deps.push_back(after(prev_recv));
+    b.send((image + dist) % P, k, no_buffer(), deps);
+    prev_recv = b.recv((image + P - dist) % P, k, no_buffer());
+  }
+  return b.finish();
+}
+
+}  // namespace
+
+CARFLOW_REGISTER_GENERATOR(dissemination_barrier,
+                           {CollKind::Barrier, "dissemination", &dissemination_barrier, true,
+                            false, "ceil(log2 P) rounds of zero-byte messages"});
+
+}  // namespace carflow

@@ -1,0 +1,738 @@
+// Graph JSON, schema "carflow.graph/1": the writer, a reader that trusts
+// nothing in its input, file I/O, and the Graphviz rendering.
+//
+// The reader checks each field for presence, type and range as it descends
+// and names the JSON path of the first one that fails; structural rules
+// (buffer bounds, cycles, message matching) are left to validate_global, so
+// they live in one place.
+#include "graph/json.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "graph/validate.h"
+
+namespace carflow {
+namespace {
+
+using Json = nlohmann::json;
+using OrderedJson = nlohmann::ordered_json;
+
+constexpr const char* kSchema = "carflow.graph/1";
+constexpr uint64_t kMaxImages = 65536;
+constexpr uint64_t kMaxCarsPerImage = uint64_t{16} << 20;
+constexpr uint64_t kMaxTempSlots = 4096;
+constexpr size_t kMaxAlgorithmChars = 256;
+constexpr size_t kMaxNesting = 64;  // the schema itself nests 7 levels
+constexpr uint64_t kMaxDocumentBytes = uint64_t{512} << 20;
+
+bool fail(std::string* error, std::string message) {
+  if (error != nullptr) *error = std::move(message);
+  return false;
+}
+
+// ---- writer ---------------------------------------------------------------
+
+OrderedJson buffer_to_json(const BufferRef& ref) {
+  OrderedJson j;
+  j["space"] = buffer_space_name(ref.space);
+  if (ref.space == BufferSpace::Temp) j["slot"] = ref.slot;
+  j["offset"] = ref.offset;
+  j["length"] = ref.length;
+  return j;
+}
+
+OrderedJson car_to_json(const Car& car, CarId id) {
+  OrderedJson j;
+  j["id"] = id;
+  j["kind"] = car_kind_name(car.kind);
+  if (car.is_message()) {
+    j["peer"] = car.peer;
+    j["tag"] = car.tag;
+  }
+  const std::pair<const char*, const BufferRef*> buffers[] = {
+      {"src", &car.src}, {"src2", &car.src2}, {"dst", &car.dst}};
+  for (const auto& [name, ref] : buffers) {
+    if (ref->space != BufferSpace::None) j[name] = buffer_to_json(*ref);
+  }
+  if (car.kind == CarKind::RecvReduce && car.incoming_left) j["incoming_left"] = true;
+  OrderedJson deps = OrderedJson::array();
+  for (const Dep& dep : car.deps) {
+    OrderedJson d;
+    d["car"] = dep.car;
+    d["kind"] = dep_kind_name(dep.kind);
+    deps.push_back(std::move(d));
+  }
+  j["deps"] = std::move(deps);
+  return j;
+}
+
+OrderedJson image_to_json(const LocalDag& dag) {
+  OrderedJson j;
+  j["image"] = dag.image;
+  j["src_bytes"] = dag.src_bytes;
+  j["dst_bytes"] = dag.dst_bytes;
+  j["temps"] = dag.temps;
+  j["exit"] = dag.exit;
+  OrderedJson cars = OrderedJson::array();
+  for (CarId id = 0; id < dag.cars.size(); ++id) cars.push_back(car_to_json(dag.cars[id], id));
+  j["cars"] = std::move(cars);
+  return j;
+}
+
+OrderedJson spec_to_json(const CollectiveSpec& spec) {
+  OrderedJson j;
+  j["kind"] = coll_kind_name(spec.kind);
+  j["algorithm"] = spec.algorithm;
+  j["images"] = spec.images;
+  j["root"] = spec.root;
+  j["nbytes"] = spec.nbytes;
+  j["elem_size"] = spec.elem_size;
+  j["segment_bytes"] = spec.segment_bytes;
+  j["flags"] = spec.flags;
+  return j;
+}
+
+OrderedJson messages_to_json(const std::vector<MessageEdge>& edges) {
+  OrderedJson messages = OrderedJson::array();
+  for (const MessageEdge& e : edges) {
+    OrderedJson m;
+    m["from"] = {e.from_image, e.from_car};
+    m["to"] = {e.to_image, e.to_car};
+    messages.push_back(std::move(m));
+  }
+  return messages;
+}
+
+// ---- reader ---------------------------------------------------------------
+
+// A JSON path kept on the stack as the reader descends; it becomes text only
+// when an error needs it, so reading a million CARs builds no path strings.
+struct Path {
+  const Path* parent = nullptr;
+  const char* key = nullptr;  // a field name, or null for an array index
+  size_t index = 0;
+  Path field(const char* name) const { return Path{this, name, 0}; }
+  Path at(size_t i) const { return Path{this, nullptr, i}; }
+  std::string str() const {
+    std::vector<const Path*> chain;
+    for (const Path* p = this; p->parent != nullptr; p = p->parent) chain.push_back(p);
+    if (chain.empty()) return "document";
+    std::string out;
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      if ((*it)->key == nullptr) {
+        out += "[" + std::to_string((*it)->index) + "]";
+      } else {
+        out += (out.empty() ? "" : ".") + std::string((*it)->key);
+      }
+    }
+    return out;
+  }
+};
+
+// What the CARs of one image may refer to.
+struct ImageContext {
+  uint32_t images = 0;  // P
+  uint32_t image = 0;
+  size_t cars = 0;
+  size_t temps = 0;
+};
+
+class GraphReader {
+ public:
+  explicit GraphReader(std::string* error) : error_(error) {}
+  bool read_document(const Json& doc, GlobalDag* dag);
+  bool check_messages(const Json& doc, const GlobalDag& dag);
+
+ private:
+  bool fail_at(const Path& at, const std::string& rule) { return fail(error_, at.str() + ": " + rule); }
+  bool expect_object(const Json& value, const Path& at);
+  bool expect_array(const Json& value, const Path& at, uint64_t max_entries);
+  bool only_fields(const Json& obj, const Path& at, std::initializer_list<const char*> allowed,
+                   const std::string& what);
+  const Json* field(const Json& obj, const Path& at, const char* key);
+  template <typename T>
+  bool read_uint(const Json& obj, const Path& at, const char* key, uint64_t min, uint64_t max, T* out);
+  bool uint_value(const Json& value, const Path& at, uint64_t min, uint64_t max, uint64_t* out);
+  bool read_string(const Json& obj, const Path& at, const char* key, std::string* out);
+  template <typename Enum>
+  bool read_name(const Json& obj, const Path& at, const char* key, bool (*parse)(const std::string&, Enum*),
+                 const char* what, Enum* out);
+  bool read_flags(const Json& obj, const Path& at, int* out);
+  bool read_spec(const Json& value, const Path& at, CollectiveSpec* spec);
+  bool read_image(const Json& value, const Path& at, uint32_t index, uint32_t images, LocalDag* dag);
+  bool read_temps(const Json& obj, const Path& at, std::vector<uint64_t>* temps);
+  bool read_car(const Json& value, const Path& at, const ImageContext& ctx, CarId id, Car* car);
+  bool read_peer_and_tag(const Json& obj, const Path& at, const ImageContext& ctx, Car* car);
+  bool read_buffer(const Json& value, const Path& at, const ImageContext& ctx, BufferRef* ref);
+  bool read_incoming_left(const Json& obj, const Path& at, Car* car);
+  bool read_deps(const Json& obj, const Path& at, const ImageContext& ctx, CarId id, Car* car);
+  bool read_pair(const Json& obj, const Path& at, const char* key, uint32_t* image, CarId* car);
+
+  std::string* error_;
+};
+
+bool GraphReader::expect_object(const Json& value, const Path& at) {
+  return value.is_object() || fail_at(at, "expected an object");
+}
+
+bool GraphReader::expect_array(const Json& value, const Path& at, uint64_t max_entries) {
+  if (!value.is_array()) return fail_at(at, "expected an array");
+  if (value.size() > max_entries) {
+    return fail_at(at, std::to_string(value.size()) + " entries exceed the limit of " +
+                           std::to_string(max_entries));
+  }
+  return true;
+}
+
+// Unknown fields are rejected rather than skipped: a misspelt optional field
+// ("incomming_left") would otherwise load as its default without a word.
+bool GraphReader::only_fields(const Json& obj, const Path& at,
+                              std::initializer_list<const char*> allowed, const std::string& what) {
+  for (const auto& item : obj.items()) {
+    bool known = false;
+    for (const char* name : allowed) known = known || item.key() == name;
+    if (!known) return fail_at(at.field(item.key().c_str()), "not a field of " + what);
+  }
+  return true;
+}
+
+const Json* GraphReader::field(const Json& obj, const Path& at, const char* key) {
+  const auto it = obj.find(key);
+  if (it == obj.end()) {
+    fail_at(at.field(key), "missing");
+    return nullptr;
+  }
+  return &*it;
+}
+
+// nlohmann parses a negative integer as number_integer and a fraction, an
+// exponent or anything from 2^64 up as number_float: all fail here.
+bool GraphReader::uint_value(const Json& value, const Path& at, uint64_t min, uint64_t max,
+                             uint64_t* out) {
+  if (!value.is_number_unsigned()) return fail_at(at, "expected an unsigned integer");
+  const uint64_t x = value.get<uint64_t>();
+  if (x < min || x > max) {
+    return fail_at(at, std::to_string(x) + " is out of range [" + std::to_string(min) + ", " +
+                           std::to_string(max) + "]");
+  }
+  *out = x;
+  return true;
+}
+
+template <typename T>
+bool GraphReader::read_uint(const Json& obj, const Path& at, const char* key, uint64_t min,
+                            uint64_t max, T* out) {
+  const Json* value = field(obj, at, key);
+  uint64_t x = 0;
+  if (value == nullptr || !uint_value(*value, at.field(key), min, max, &x)) return false;
+  *out = static_cast<T>(x);
+  return true;
+}
+
+bool GraphReader::read_string(const Json& obj, const Path& at, const char* key, std::string* out) {
+  const Json* value = field(obj, at, key);
+  if (value == nullptr) return false;
+  if (!value->is_string()) return fail_at(at.field(key), "expected a string");
+  *out = value->get<std::string>();
+  return true;
+}
+
+template <typename Enum>
+bool GraphReader::read_name(const Json& obj, const Path& at, const char* key,
+                            bool (*parse)(const std::string&, Enum*), const char* what, Enum* out) {
+  std::string name;
+  if (!read_string(obj, at, key, &name)) return false;
+  if (name.size() > 64 || !parse(name, out)) {
+    return fail_at(at.field(key), "'" + name.substr(0, 64) + "' is not " + what);
+  }
+  return true;
+}
+
+bool GraphReader::read_flags(const Json& obj, const Path& at, int* out) {
+  const Json* value = field(obj, at, "flags");
+  if (value == nullptr) return false;
+  const bool fits = value->is_number_unsigned() ? value->get<uint64_t>() <= INT_MAX
+                    : value->is_number_integer()
+                        ? value->get<int64_t>() >= INT_MIN && value->get<int64_t>() <= INT_MAX
+                        : false;
+  if (!fits) return fail_at(at.field("flags"), "expected an integer in the range of int");
+  *out = static_cast<int>(value->get<int64_t>());
+  return true;
+}
+
+bool GraphReader::read_spec(const Json& value, const Path& at, CollectiveSpec* spec) {
+  if (!expect_object(value, at) ||
+      !only_fields(value, at,
+                   {"kind", "algorithm", "images", "root", "nbytes", "elem_size", "segment_bytes", "flags"},
+                   "the collective")) {
+    return false;
+  }
+  if (!read_name(value, at, "kind", parse_coll_kind, "a collective kind (broadcast, barrier, allreduce)",
+                 &spec->kind) ||
+      !read_string(value, at, "algorithm", &spec->algorithm) ||
+      !read_uint(value, at, "images", 1, kMaxImages, &spec->images) ||
+      !read_uint(value, at, "root", 0, UINT32_MAX, &spec->root) ||
+      !read_uint(value, at, "nbytes", 0, UINT64_MAX, &spec->nbytes) ||
+      !read_uint(value, at, "elem_size", 1, UINT32_MAX, &spec->elem_size) ||
+      !read_uint(value, at, "segment_bytes", 0, UINT64_MAX, &spec->segment_bytes) ||
+      !read_flags(value, at, &spec->flags)) {
+    return false;
+  }
+  if (spec->algorithm.size() > kMaxAlgorithmChars) {
+    return fail_at(at.field("algorithm"), "longer than " + std::to_string(kMaxAlgorithmChars) + " bytes");
+  }
+  if (spec->root >= spec->images) {
+    return fail_at(at.field("root"), std::to_string(spec->root) + " is not a team rank (P = " +
+                                         std::to_string(spec->images) + ")");
+  }
+  return true;
+}
+
+bool GraphReader::read_temps(const Json& obj, const Path& at, std::vector<uint64_t>* temps) {
+  const Json* value = field(obj, at, "temps");
+  const Path path = at.field("temps");
+  if (value == nullptr || !expect_array(*value, path, kMaxTempSlots)) return false;
+  temps->resize(value->size());
+  for (size_t i = 0; i < value->size(); ++i) {
+    if (!uint_value((*value)[i], path.at(i), 0, UINT64_MAX, &(*temps)[i])) return false;
+  }
+  return true;
+}
+
+bool GraphReader::read_image(const Json& value, const Path& at, uint32_t index, uint32_t images,
+                             LocalDag* dag) {
+  if (!expect_object(value, at) ||
+      !only_fields(value, at, {"image", "src_bytes", "dst_bytes", "temps", "exit", "cars"}, "an image") ||
+      !read_uint(value, at, "image", 0, UINT32_MAX, &dag->image)) {
+    return false;
+  }
+  if (dag->image != index) {
+    return fail_at(at.field("image"), std::to_string(dag->image) + " must equal its index " +
+                                          std::to_string(index));
+  }
+  const Json* cars = nullptr;
+  if (!read_uint(value, at, "src_bytes", 0, UINT64_MAX, &dag->src_bytes) ||
+      !read_uint(value, at, "dst_bytes", 0, UINT64_MAX, &dag->dst_bytes) ||
+      !read_temps(value, at, &dag->temps) || (cars = field(value, at, "cars")) == nullptr ||
+      !expect_array(*cars, at.field("cars"), kMaxCarsPerImage) ||
+      !read_uint(value, at, "exit", 0, UINT32_MAX, &dag->exit)) {
+    return false;
+  }
+  if (dag->exit >= cars->size()) {
+    return fail_at(at.field("exit"), std::to_string(dag->exit) + " is not a CAR of this image (" +
+                                         std::to_string(cars->size()) + " cars)");
+  }
+  const ImageContext ctx{images, index, cars->size(), dag->temps.size()};
+  const Path cars_path = at.field("cars");
+  dag->cars.resize(cars->size());
+  for (CarId id = 0; id < cars->size(); ++id) {
+    if (!read_car((*cars)[id], cars_path.at(id), ctx, id, &dag->cars[id])) return false;
+  }
+  return true;
+}
+
+bool GraphReader::read_car(const Json& value, const Path& at, const ImageContext& ctx, CarId id,
+                           Car* car) {
+  CarId json_id = 0;
+  if (!expect_object(value, at) ||
+      !only_fields(value, at, {"id", "kind", "peer", "tag", "src", "src2", "dst", "incoming_left", "deps"},
+                   "a CAR") ||
+      !read_uint(value, at, "id", 0, UINT32_MAX, &json_id)) {
+    return false;
+  }
+  if (json_id != id) {
+    return fail_at(at.field("id"), std::to_string(json_id) + " must equal its index " + std::to_string(id));
+  }
+  if (!read_name(value, at, "kind", parse_car_kind,
+                 "a CAR kind (SEND, RECV, RECV_REDUCE, REDUCE, COPY, JOIN)", &car->kind) ||
+      !read_peer_and_tag(value, at, ctx, car)) {
+    return false;
+  }
+  // Which buffers a kind may use is validate_global's rule; here an absent
+  // buffer is simply none.
+  const std::pair<const char*, BufferRef*> buffers[] = {
+      {"src", &car->src}, {"src2", &car->src2}, {"dst", &car->dst}};
+  for (const auto& [key, ref] : buffers) {
+    const auto it = value.find(key);
+    if (it != value.end() && !read_buffer(*it, at.field(key), ctx, ref)) return false;
+  }
+  return read_incoming_left(value, at, car) && read_deps(value, at, ctx, id, car);
+}
+
+bool GraphReader::read_peer_and_tag(const Json& obj, const Path& at, const ImageContext& ctx, Car* car) {
+  if (!car->is_message()) {
+    for (const char* key : {"peer", "tag"}) {
+      if (obj.contains(key)) return fail_at(at.field(key), "only SEND, RECV and RECV_REDUCE have one");
+    }
+    return true;
+  }
+  if (!read_uint(obj, at, "peer", 0, UINT32_MAX, &car->peer) ||
+      !read_uint(obj, at, "tag", 0, UINT32_MAX, &car->tag)) {
+    return false;
+  }
+  const std::string peer = std::to_string(car->peer);
+  if (car->peer >= ctx.images) {
+    return fail_at(at.field("peer"), peer + " is not a team rank (P = " + std::to_string(ctx.images) + ")");
+  }
+  if (car->peer == ctx.image) return fail_at(at.field("peer"), peer + " is the image itself");
+  return true;
+}
+
+bool GraphReader::read_buffer(const Json& value, const Path& at, const ImageContext& ctx, BufferRef* ref) {
+  if (!expect_object(value, at) ||
+      !only_fields(value, at, {"space", "slot", "offset", "length"}, "a buffer") ||
+      !read_name(value, at, "space", parse_buffer_space, "a buffer space (none, user_src, user_dst, temp)",
+                 &ref->space)) {
+    return false;
+  }
+  if (ref->space == BufferSpace::Temp) {
+    if (!read_uint(value, at, "slot", 0, UINT32_MAX, &ref->slot)) return false;
+    if (ref->slot >= ctx.temps) {
+      return fail_at(at.field("slot"), std::to_string(ref->slot) + " is not a temp slot (the image has " +
+                                           std::to_string(ctx.temps) + ")");
+    }
+  } else if (value.contains("slot")) {
+    return fail_at(at.field("slot"), "only temp buffers have a slot");
+  }
+  return read_uint(value, at, "offset", 0, UINT64_MAX, &ref->offset) &&
+         read_uint(value, at, "length", 0, UINT64_MAX, &ref->length);
+}
+
+bool GraphReader::read_incoming_left(const Json& obj, const Path& at, Car* car) {
+  const auto it = obj.find("incoming_left");
+  if (it == obj.end()) return true;
+  if (car->kind != CarKind::RecvReduce) {
+    return fail_at(at.field("incoming_left"), "only RECV_REDUCE has incoming_left");
+  }
+  if (!it->is_boolean()) return fail_at(at.field("incoming_left"), "expected true or false");
+  car->incoming_left = it->get<bool>();
+  return true;
+}
+
+bool GraphReader::read_deps(const Json& obj, const Path& at, const ImageContext& ctx, CarId id, Car* car) {
+  const Json* deps = field(obj, at, "deps");
+  const Path path = at.field("deps");
+  // A list longer than the image must name some CAR twice: bounded by it.
+  if (deps == nullptr || !expect_array(*deps, path, ctx.cars)) return false;
+  car->deps.resize(deps->size());
+  for (size_t i = 0; i < deps->size(); ++i) {
+    const Json& value = (*deps)[i];
+    const Path dep_path = path.at(i);
+    Dep& dep = car->deps[i];
+    if (!expect_object(value, dep_path) || !only_fields(value, dep_path, {"car", "kind"}, "a dependency") ||
+        !read_uint(value, dep_path, "car", 0, UINT32_MAX, &dep.car) ||
+        !read_name(value, dep_path, "kind", parse_dep_kind, "a dependency kind (progress, buffer)",
+                   &dep.kind)) {
+      return false;
+    }
+    const std::string name = std::to_string(dep.car);
+    if (dep.car == id) return fail_at(dep_path.field("car"), name + " is the CAR itself");
+    if (dep.car >= ctx.cars) {
+      return fail_at(dep_path.field("car"), name + " is not a CAR of this image (" +
+                                                std::to_string(ctx.cars) + " cars)");
+    }
+  }
+  return true;
+}
+
+bool GraphReader::read_document(const Json& doc, GlobalDag* dag) {
+  const Path root;
+  std::string schema, scope;
+  // The schema first: a document of another schema fails on that, not on
+  // whichever of its fields this reader happens not to know.
+  if (!expect_object(doc, root) || !read_string(doc, root, "schema", &schema)) return false;
+  if (schema != kSchema) {
+    return fail_at(root.field("schema"), "'" + schema.substr(0, 64) + "' is not supported (expected '" +
+                                             kSchema + "')");
+  }
+  if (!only_fields(doc, root, {"schema", "scope", "collective", "images", "messages"}, "the document") ||
+      !read_string(doc, root, "scope", &scope)) {
+    return false;
+  }
+  if (scope != "global") {
+    return fail_at(root.field("scope"), "'" + scope.substr(0, 64) + "' is not supported (expected 'global')");
+  }
+  const Json* collective = field(doc, root, "collective");
+  const Json* images = nullptr;
+  const Path images_path = root.field("images");
+  if (collective == nullptr || !read_spec(*collective, root.field("collective"), &dag->spec) ||
+      (images = field(doc, root, "images")) == nullptr || !expect_array(*images, images_path, kMaxImages)) {
+    return false;
+  }
+  if (images->size() != dag->spec.images) {
+    return fail_at(images_path, std::to_string(images->size()) + " entries but collective.images is " +
+                                    std::to_string(dag->spec.images));
+  }
+  dag->images.resize(images->size());
+  for (uint32_t i = 0; i < images->size(); ++i) {
+    if (!read_image((*images)[i], images_path.at(i), i, dag->spec.images, &dag->images[i])) return false;
+  }
+  return true;
+}
+
+bool GraphReader::read_pair(const Json& obj, const Path& at, const char* key, uint32_t* image, CarId* car) {
+  const Json* value = field(obj, at, key);
+  const Path path = at.field(key);
+  if (value == nullptr) return false;
+  if (!value->is_array() || value->size() != 2) return fail_at(path, "expected [image, car]");
+  uint64_t i = 0, c = 0;
+  if (!uint_value((*value)[0], path.at(0), 0, UINT32_MAX, &i) ||
+      !uint_value((*value)[1], path.at(1), 0, UINT32_MAX, &c)) {
+    return false;
+  }
+  *image = static_cast<uint32_t>(i);
+  *car = static_cast<CarId>(c);
+  return true;
+}
+
+// The message list is redundant (it follows from the CARs), so it must agree
+// with the matching; a disagreement means the file was edited by hand.
+bool GraphReader::check_messages(const Json& doc, const GlobalDag& dag) {
+  const auto it = doc.find("messages");
+  if (it == doc.end()) return true;
+  const Path root;
+  const Path at = root.field("messages");
+  std::vector<MessageEdge> edges;
+  if (!match_messages(dag, &edges, error_) || !expect_array(*it, at, edges.size())) return false;
+  if (it->size() != edges.size()) {
+    return fail_at(at, std::to_string(it->size()) + " entries but the DAG has " +
+                           std::to_string(edges.size()) + " matched messages");
+  }
+  for (size_t i = 0; i < edges.size(); ++i) {
+    const Json& value = (*it)[i];
+    MessageEdge listed;
+    if (!expect_object(value, at.at(i)) || !only_fields(value, at.at(i), {"from", "to"}, "a message") ||
+        !read_pair(value, at.at(i), "from", &listed.from_image, &listed.from_car) ||
+        !read_pair(value, at.at(i), "to", &listed.to_image, &listed.to_car)) {
+      return false;
+    }
+    const MessageEdge& e = edges[i];
+    if (listed != e) {
+      return fail_at(at.at(i), "does not match the CARs, which pair image " + std::to_string(e.from_image) +
+                                   " car " + std::to_string(e.from_car) + " with image " +
+                                   std::to_string(e.to_image) + " car " + std::to_string(e.to_car));
+    }
+  }
+  return true;
+}
+
+// nlohmann's copy, comparison and dump recurse once per nesting level, and a
+// hostile "[[[[..." costs memory per level before any schema check could see
+// it; so depth is bounded on the raw text first. Brackets inside strings do
+// not nest.
+bool check_nesting(const std::string& text, std::string* error) {
+  size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char ch : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (ch == '\\') {
+        escaped = true;
+      } else if (ch == '"') {
+        in_string = false;
+      }
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > kMaxNesting) {
+        return fail(error, "document: nests deeper than " + std::to_string(kMaxNesting) + " levels");
+      }
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return true;
+}
+
+// Parser messages quote the bytes they stopped at, which may be invalid UTF-8
+// or control characters; an error message should be safe to print.
+std::string printable(const std::string& text) {
+  std::string out = text;
+  for (char& ch : out) {
+    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) > 0x7e) ch = '?';
+  }
+  return out;
+}
+
+bool parse_and_read(const std::string& text, GlobalDag* out, std::string* error) {
+  if (text.size() > kMaxDocumentBytes) {
+    return fail(error, "document: " + std::to_string(text.size()) + " bytes exceed the limit of 512 MiB");
+  }
+  if (!check_nesting(text, error)) return false;
+  Json doc;
+  try {
+    doc = Json::parse(text);
+  } catch (const Json::exception& e) {
+    return fail(error, "not valid JSON: " + printable(e.what()));
+  }
+  GlobalDag dag;
+  GraphReader reader(error);
+  if (!reader.read_document(doc, &dag) || !validate_global(dag, error) ||
+      !reader.check_messages(doc, dag)) {
+    return false;
+  }
+  *out = std::move(dag);
+  return true;
+}
+
+// ---- files ----------------------------------------------------------------
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Reads at most `limit` bytes: checked up front where the size is known, and
+// while reading for files whose size is not (pipes, /dev/zero).
+bool read_bounded(const std::string& path, uint64_t limit, std::string* text, std::string* error) {
+  const std::string too_big = path + ": larger than the limit of " + std::to_string(limit >> 20) + " MiB";
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return fail(error, path + ": is a directory");
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return fail(error, path + ": cannot open (" + errno_text() + ")");
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > limit) return fail(error, too_big + " (" + std::to_string(size) + " bytes)");
+  std::vector<char> chunk(1 << 16);
+  while (file.read(chunk.data(), chunk.size()) || file.gcount() > 0) {
+    text->append(chunk.data(), static_cast<size_t>(file.gcount()));
+    if (text->size() > limit) return fail(error, too_big);
+  }
+  if (file.bad()) return fail(error, path + ": read failed (" + errno_text() + ")");
+  return true;
+}
+
+// ---- Graphviz -------------------------------------------------------------
+
+std::string dot_escape(const std::string& text) {
+  std::string out;
+  for (const char ch : text) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch == '\n' ? ' ' : ch;
+  }
+  return out;
+}
+
+std::string dot_node(uint32_t image, CarId car) {
+  return "i" + std::to_string(image) + "_c" + std::to_string(car);
+}
+
+std::string dot_label(const Car& car, CarId id, bool is_exit) {
+  std::string label = std::to_string(id) + " " + car_kind_name(car.kind);
+  if (car.is_message()) label += "\\npeer " + std::to_string(car.peer) + " tag " + std::to_string(car.tag);
+  if (car.kind != CarKind::Join) label += "\\n" + std::to_string(car.message_bytes()) + " B";
+  if (is_exit) label += "\\n(exit)";
+  return label;
+}
+
+void dot_cluster(const LocalDag& dag, uint32_t image, std::ostringstream& out) {
+  out << "  subgraph cluster_" << image << " {\n";
+  out << "    label=\"image " << image << "\";\n";
+  for (CarId id = 0; id < dag.cars.size(); ++id) {
+    out << "    " << dot_node(image, id) << " [label=\"" << dot_label(dag.cars[id], id, id == dag.exit)
+        << "\"];\n";
+  }
+  for (CarId id = 0; id < dag.cars.size(); ++id) {
+    for (const Dep& dep : dag.cars[id].deps) {
+      out << "    " << dot_node(image, dep.car) << " -> " << dot_node(image, id)
+          << (dep.kind == DepKind::Buffer ? " [style=dashed]" : "") << ";\n";
+    }
+  }
+  out << "  }\n";
+}
+
+}  // namespace
+
+std::string dag_to_json(const GlobalDag& dag) {
+  OrderedJson doc;
+  doc["schema"] = kSchema;
+  doc["scope"] = "global";
+  doc["collective"] = spec_to_json(dag.spec);
+  OrderedJson images = OrderedJson::array();
+  for (const LocalDag& image : dag.images) images.push_back(image_to_json(image));
+  doc["images"] = std::move(images);
+  // An unmatched DAG gets no message list; loading it then reports the
+  // matching error itself.
+  std::vector<MessageEdge> edges;
+  std::string ignored;
+  if (match_messages(dag, &edges, &ignored)) doc["messages"] = messages_to_json(edges);
+  // replace: an algorithm name of invalid UTF-8 must not make dump() throw.
+  return doc.dump(1, ' ', false, OrderedJson::error_handler_t::replace) + "\n";
+}
+
+bool dag_from_json(const std::string& text, GlobalDag* out, std::string* error) {
+  // Nothing may escape: callers include the C API, and a hostile file must
+  // end in an error message, whatever the parser or allocator throws.
+  try {
+    return parse_and_read(text, out, error);
+  } catch (const std::exception& e) {
+    return fail(error, std::string("document: cannot be loaded (") + printable(e.what()) + ")");
+  } catch (...) {
+    return fail(error, "document: cannot be loaded (unknown exception)");
+  }
+}
+
+bool save_dag_file(const GlobalDag& dag, const std::string& path, std::string* error) {
+  std::string problem;
+  if (!validate_global(dag, &problem)) return fail(error, path + ": not saved, the DAG is invalid: " + problem);
+  const std::string text = dag_to_json(dag);
+  // Written beside the target and renamed over it, so a crash mid-write never
+  // leaves a truncated file under the real name.
+  const std::string tmp = path + ".tmp";
+  std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
+  if (!file) return fail(error, path + ": cannot create " + tmp + " (" + errno_text() + ")");
+  file.write(text.data(), static_cast<std::streamsize>(text.size()));
+  file.close();
+  if (!file) {
+    const std::string reason = errno_text();
+    std::remove(tmp.c_str());
+    return fail(error, path + ": write failed (" + reason + ")");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string reason = errno_text();
+    std::remove(tmp.c_str());
+    return fail(error, path + ": cannot replace with " + tmp + " (" + reason + ")");
+  }
+  return true;
+}
+
+bool load_dag_file(const std::string& path, GlobalDag* out, std::string* error) {
+  std::string text;
+  try {
+    if (!read_bounded(path, kMaxDocumentBytes, &text, error)) return false;
+  } catch (const std::exception& e) {
+    return fail(error, path + ": cannot be read (" + printable(e.what()) + ")");
+  }
+  std::string problem;
+  if (!dag_from_json(text, out, &problem)) return fail(error, path + ": " + problem);
+  return true;
+}
+
+std::string dag_to_dot(const GlobalDag& dag) {
+  std::ostringstream out;
+  out << "digraph carflow {\n";
+  out << "  label=\"" << coll_kind_name(dag.spec.kind) << " " << dot_escape(dag.spec.algorithm)
+      << ", P = " << dag.spec.images << ", " << dag.spec.nbytes << " bytes\";\n";
+  out << "  node [shape=box, fontsize=10];\n";
+  for (uint32_t i = 0; i < dag.images.size(); ++i) dot_cluster(dag.images[i], i, out);
+  std::vector<MessageEdge> edges;
+  std::string ignored;
+  if (match_messages(dag, &edges, &ignored)) {
+    for (const MessageEdge& e : edges) {
+      out << "  " << dot_node(e.from_image, e.from_car) << " -> " << dot_node(e.to_image, e.to_car)
+          << " [style=bold];\n";
+    }
+  }
+  out << "}\n";
+  return out.str();
+}
+
+}  // namespace carflow

@@ -1,0 +1,56 @@
+// Generator registry: generators register by (collective kind, name).
+//
+// A generator is a pure function (CollectiveSpec, image) -> LocalDag. It must
+// handle every P >= 1 and every root, and it declares whether it preserves the
+// operand order of a non-commutative reduction.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "graph/car.h"
+
+namespace carflow {
+
+using GeneratorFn = LocalDag (*)(const CollectiveSpec& spec, uint32_t image);
+
+struct GeneratorInfo {
+  CollKind kind;
+  std::string name;
+  GeneratorFn fn;
+  bool preserves_order = true;  // safe for non-commutative operators
+  bool segmented = false;       // honours spec.segment_bytes
+  std::string summary;          // one line for `carflow info`
+};
+
+class GeneratorRegistry {
+ public:
+  static GeneratorRegistry& instance();
+  // Registration happens from static initializers in graph/generators/*.cc.
+  bool add(GeneratorInfo info);
+  const GeneratorInfo* find(CollKind kind, const std::string& name) const;
+  std::vector<const GeneratorInfo*> list(CollKind kind) const;
+  std::vector<const GeneratorInfo*> all() const;
+  // "a, b, c": the valid names for `kind`, for error messages.
+  std::string names(CollKind kind) const;
+
+ private:
+  std::vector<GeneratorInfo> generators_;
+};
+
+// Registers a generator at static-initialization time:
+//   CARFLOW_REGISTER_GENERATOR(binomial_broadcast, {CollKind::Broadcast, "binomial", ...});
+#define CARFLOW_REGISTER_GENERATOR(ident, ...) \
+  static const bool carflow_registered_##ident = \
+      ::carflow::GeneratorRegistry::instance().add(::carflow::GeneratorInfo __VA_ARGS__)
+
+// One image's DAG: the generator's output with the sync-mode transform that
+// spec.flags asks for (graph/transforms.h).
+LocalDag generate_local(const GeneratorInfo& gen, const CollectiveSpec& spec, uint32_t image);
+
+// Runs generate_local for every image: the global DAG.
+// Returns false with *error set when the algorithm is unknown.
+bool generate_global(const CollectiveSpec& spec, GlobalDag* out, std::string* error);
+
+}  // namespace carflow

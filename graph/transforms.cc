@@ -1,0 +1,60 @@
+#include "graph/transforms.h"
+
+#include <utility>
+
+#include "graph/builder.h"
+
+namespace carflow {
+namespace {
+
+// Appends a dissemination barrier whose first sends wait for `start_deps`;
+// returns the JOIN that completes when this image has passed it.
+CarId append_barrier(LocalDag& dag, uint32_t images, uint32_t tag_base,
+                     std::vector<Dep> start_deps) {
+  auto add = [&](Car car) {
+    dag.cars.push_back(std::move(car));
+    return static_cast<CarId>(dag.cars.size() - 1);
+  };
+  CarId prev_recv = kNoCar;
+  std::vector<Dep> last;
+  for (uint32_t k = 0, dist = 1; dist < images; ++k, dist *= 2) {
+    Car send;
+    send.kind = CarKind::Send;
+    send.peer = (dag.image + dist) % images;
+    send.tag = tag_base + k;
+    send.deps = prev_recv == kNoCar ? start_deps : std::vector<Dep>{after(prev_recv)};
+    add(std::move(send));
+    Car recv;
+    recv.kind = CarKind::Recv;
+    recv.peer = (dag.image + images - dist) % images;
+    recv.tag = tag_base + k;
+    prev_recv = add(std::move(recv));
+  }
+  Car join;
+  join.kind = CarKind::Join;
+  join.deps = prev_recv == kNoCar ? std::move(start_deps) : std::vector<Dep>{after(prev_recv)};
+  return add(std::move(join));
+}
+
+}  // namespace
+
+LocalDag apply_sync_mode(LocalDag dag, uint32_t images, bool in_allsync, bool out_allsync) {
+  if (in_allsync) {
+    const size_t original = dag.cars.size();
+    CarId entry = append_barrier(dag, images, kTransformTagBase, {});
+    for (size_t id = 0; id < original; ++id) {
+      if (dag.cars[id].deps.empty()) dag.cars[id].deps.push_back(after(entry));
+    }
+  }
+  if (out_allsync) {
+    CarId done = append_barrier(dag, images, kTransformTagBase + 0x100, {after(dag.exit)});
+    Car exit;
+    exit.kind = CarKind::Join;
+    exit.deps = {after(done)};
+    dag.cars.push_back(std::move(exit));
+    dag.exit = static_cast<CarId>(dag.cars.size() - 1);
+  }
+  return dag;
+}
+
+}  // namespace carflow

@@ -1,0 +1,27 @@
+// DAG transforms applied after a generator runs (DESIGN.md: a sync mode is a
+// DAG transform).
+#pragma once
+
+#include "graph/car.h"
+
+namespace carflow {
+
+// Bits of CollectiveSpec::flags that shape the DAG (equal to the C API's
+// CF_COLL_IN_ALLSYNC and CF_COLL_OUT_ALLSYNC).
+inline constexpr int kSpecInAllSync = 1 << 2;
+inline constexpr int kSpecOutAllSync = 1 << 5;
+
+// Tags at and above this value belong to transforms, never to generators.
+inline constexpr uint32_t kTransformTagBase = 0x40000000u;
+
+// Seed v1.7, "Synchronization modes". IN_NOSYNC and IN_MYSYNC need nothing:
+// an image's CARs start only once it has entered, eager data waits in
+// internal buffers, and a receive into a user buffer is posted only by its
+// owner. OUT_MYSYNC and OUT_NOSYNC are met when the local DAG is done.
+// in_allsync: every CAR waits for an entry dissemination barrier.
+// out_allsync: the exit waits for an exit dissemination barrier after all
+//   data CARs, so any image's sync implies every image's buffers are done.
+// (Issue 5 replaces the exit barrier with cheaper signals where sufficient.)
+LocalDag apply_sync_mode(LocalDag dag, uint32_t images, bool in_allsync, bool out_allsync);
+
+}  // namespace carflow

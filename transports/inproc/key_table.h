@@ -1,0 +1,60 @@
+// An intrusive hash table of pending messages keyed by (source image, MsgKey).
+//
+// Nodes carry their own `next` link, so inserting and taking allocate
+// nothing. Keys are unique per message (exact tags), but equal keys are kept
+// in arrival order anyway, as MPI's matching order requires.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "transports/transport.h"
+
+namespace carflow {
+
+inline uint64_t hash_msg_key(uint32_t src, const MsgKey& key) {
+  uint64_t h = (uint64_t{key.team} << 32 | key.seq) * 0x9E3779B97F4A7C15ull;
+  h ^= (uint64_t{src} << 32 | key.tag) * 0xC2B2AE3D27D4EB4Full;
+  return h ^ (h >> 29);
+}
+
+// Node needs: Node* next; and KeyOf{}(node) -> std::pair<uint32_t, MsgKey>.
+template <typename Node, typename KeyOf>
+class KeyTable {
+ public:
+  explicit KeyTable(uint32_t buckets_log2 = 10) : buckets_(size_t{1} << buckets_log2) {}
+
+  void insert(Node* node) {
+    auto [src, key] = KeyOf{}(node);
+    Node** link = &buckets_[bucket(src, key)];
+    while (*link != nullptr) link = &(*link)->next;
+    node->next = nullptr;
+    *link = node;
+    ++size_;
+  }
+
+  Node* take(uint32_t src, const MsgKey& key) {
+    for (Node** link = &buckets_[bucket(src, key)]; *link != nullptr; link = &(*link)->next) {
+      auto [node_src, node_key] = KeyOf{}(*link);
+      if (node_src == src && node_key == key) {
+        Node* found = *link;
+        *link = found->next;
+        found->next = nullptr;
+        --size_;
+        return found;
+      }
+    }
+    return nullptr;
+  }
+
+  size_t size() const { return size_; }
+
+ private:
+  size_t bucket(uint32_t src, const MsgKey& key) const {
+    return hash_msg_key(src, key) & (buckets_.size() - 1);
+  }
+  std::vector<Node*> buckets_;
+  size_t size_ = 0;
+};
+
+}  // namespace carflow

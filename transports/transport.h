@@ -1,0 +1,92 @@
+// The transport interface: tagged messages between images, shaped like
+// libfabric's tagged API (fi_tsend / fi_trecv): a receive names its source and
+// an exact key, the transport matches, moves the bytes and calls completions.
+//
+// Ops are owned by the caller (the engine embeds one per message CAR) and
+// must stay valid until their completion runs. Completions may run on any
+// thread: the one that finds the match, or the one that moves the data.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace carflow {
+
+// Wire tag: (team, sequence, edge). Collective traffic never needs wildcards.
+struct MsgKey {
+  uint32_t team = 0;
+  uint32_t seq = 0;
+  uint32_t tag = 0;
+  bool operator==(const MsgKey&) const = default;
+};
+
+// How received bytes land in the destination: plain copy (fn == nullptr) or a
+// combine (RECV_REDUCE): fn(ctx, dst, incoming, nbytes).
+struct Deliver {
+  void (*fn)(void* ctx, void* dst, const void* incoming, size_t nbytes) = nullptr;
+  void* ctx = nullptr;
+  // Client reduction functions without CF_COLL_AMSAFE must run on application
+  // threads inside carflow calls (seed v1.7, "Registration of functions").
+  bool app_thread_only = false;
+};
+
+struct MsgOp;
+using MsgCompletion = void (*)(MsgOp* op, int status);
+
+struct MsgOp {
+  // Filled by the caller.
+  uint32_t self = 0;         // this side's image (node-global index)
+  uint32_t peer = 0;         // the other side's image
+  MsgKey key;
+  void* buf = nullptr;       // send: source bytes; receive: destination
+  uint64_t nbytes = 0;
+  Deliver deliver;           // receives only
+  MsgCompletion on_complete = nullptr;
+  void* owner = nullptr;     // the caller's context for on_complete
+
+  // Transport-private state (intrusive queues, matched partner).
+  MsgOp* next = nullptr;
+  MsgOp* matched = nullptr;
+};
+
+struct TransportStats {
+  uint64_t messages = 0;        // sends started
+  uint64_t bytes = 0;
+  uint64_t eager = 0;           // sends copied into an internal buffer
+  uint64_t direct = 0;          // sends copied straight into a posted receive
+  uint64_t single_copy = 0;     // large messages copied once, sender to receiver
+  uint64_t unexpected = 0;      // messages that arrived before their receive
+};
+
+// What the transport asks of the engine.
+class TransportHooks {
+ public:
+  virtual ~TransportHooks() = default;
+  // Deferred data movement on VC (image <- peer) is queued (e.g. a matched
+  // large message); the engine must make sure progress(image, peer) runs soon.
+  // app_thread_only: only an application thread may run it.
+  virtual void deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  virtual void send(MsgOp* op) = 0;
+  virtual void recv(MsgOp* op) = 0;
+  // Runs deferred work of VC (image <- peer); returns true when it did some.
+  // on_app_thread: the caller is an application thread.
+  virtual bool progress(uint32_t image, uint32_t peer, bool on_app_thread) = 0;
+  // The same for every VC into `image` (a cheap check when there is none).
+  virtual bool progress_all(uint32_t image, bool on_app_thread) = 0;
+  virtual TransportStats stats() const = 0;
+};
+
+}  // namespace carflow
+
+namespace carflow {
+// True on application (image) threads inside carflow calls; false on helper
+// threads (oneTBB workers). Set by the engine; read by transports to decide
+// whether a Deliver marked app_thread_only may run here.
+inline thread_local bool tls_on_app_thread = false;
+}  // namespace carflow
