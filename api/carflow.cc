@@ -513,11 +513,12 @@ int cf_coll_set_algorithm(int kind, const char* name) {
   }
   const std::string algo = name == nullptr ? "" : name;
   const auto& reg = carflow::GeneratorRegistry::instance();
-  if (!algo.empty() && reg.find(kind_of(kind), algo) == nullptr) {
+  const carflow::GeneratorInfo* gen = algo.empty() ? nullptr : reg.find(kind_of(kind), algo);
+  if (!algo.empty() && gen == nullptr) {
     return fail(CF_ERR_BAD_ARG, "name: unknown " + std::string(carflow::coll_kind_name(kind_of(kind))) +
                                     " algorithm '" + algo + "' (valid: " + reg.names(kind_of(kind)) + ")");
   }
-  img->algorithm[kind] = algo;
+  img->algorithm[kind] = gen;
   return succeed();
 }
 

@@ -1,6 +1,8 @@
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "engine/status.h"
 #include "graph/json.h"
@@ -14,7 +16,9 @@ namespace {
 // already executing CARs are queued here instead of recursing.
 struct Worklist {
   std::vector<CarState*> local;
-  std::vector<ImageContext::Vc*> claimed;
+  // VCs this thread has claimed, each with the CAR that claimed it (or
+  // nullptr): run the CAR, then drain what others queued meanwhile.
+  std::vector<std::pair<ImageContext::Vc*, CarState*>> claimed;
   bool active = false;
 };
 thread_local Worklist tls_work;
@@ -41,7 +45,10 @@ ImageContext::ImageContext(Engine* engine_in, uint32_t image_in, uint32_t images
   for (uint32_t i = 0; i < images; ++i) vcs.push_back(std::make_unique<Vc>());
 }
 
-Engine::Engine(uint32_t images, const Config& config) : images_(images), config_(config) {
+Engine::Engine(uint32_t images, const Config& config)
+    : images_(images), config_(config), selection_(config) {
+  const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
+  spin_count_ = images > cores ? config.spin_count / 64 : config.spin_count;
   transport_ = std::make_unique<InprocTransport>(images, config.inproc_eager_bytes, this);
   for (uint32_t i = 0; i < images; ++i) {
     images_ctx_.push_back(std::make_unique<ImageContext>(this, i, images));
@@ -63,33 +70,13 @@ Engine::~Engine() { graph_.wait_for_all(); }
 
 bool Engine::choose_algorithm(const CollectiveCall& call, const GeneratorInfo** out,
                               std::string* error) const {
-  const GeneratorRegistry& reg = GeneratorRegistry::instance();
-  std::string name = call.algorithm;
-  const std::string* env = call.kind == CollKind::Broadcast   ? &config_.algo_broadcast
-                           : call.kind == CollKind::Barrier   ? &config_.algo_barrier
-                                                              : &config_.algo_allreduce;
-  if (name.empty()) name = *env;
-  if (name.empty()) {  // the default table (README, "Algorithm selection")
-    switch (call.kind) {
-      case CollKind::Broadcast: name = images_ <= 2 ? "flat" : "binomial"; break;
-      case CollKind::Barrier: name = "dissemination"; break;
-      case CollKind::Allreduce:
-        name = (call.nbytes >= config_.allreduce_ring_bytes && call.op.commutative &&
-                call.nbytes >= uint64_t{images_} * call.elem_size)
-                   ? "ring"
-                   : "recursive_doubling";
-        break;
-    }
-  }
-  const GeneratorInfo* gen = reg.find(call.kind, name);
+  const GeneratorInfo* gen = call.algorithm;
   if (gen == nullptr) {
-    *error = std::string("algorithm: unknown ") + coll_kind_name(call.kind) + " algorithm '" +
-             name + "' (valid: " + reg.names(call.kind) + ")";
-    return false;
+    gen = selection_.choose(call.kind, images_, call.nbytes, call.elem_size, call.op.commutative);
   }
   if (call.kind == CollKind::Allreduce && !call.op.commutative && !gen->preserves_order) {
-    *error = "func: a CF_COLL_NONCOMM function needs an order-preserving algorithm; '" + name +
-             "' reorders operands";
+    *error = "func: a CF_COLL_NONCOMM function needs an order-preserving algorithm; '" +
+             gen->name + "' reorders operands";
     return false;
   }
   *out = gen;
@@ -101,8 +88,13 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   const uint64_t segment = gen->segmented ? config_.segment_bytes : 0;
   ScheduleKey key{call.kind, gen,  images_,       call.root,       call.elem_size,
                   call.nbytes, segment, call.in_allsync, call.out_allsync};
+  if (img.last_schedule != nullptr && img.last_key == key) return img.last_schedule;
   auto it = img.cache.find(key);
-  if (it != img.cache.end()) return it->second.get();
+  if (it != img.cache.end()) {
+    img.last_key = key;
+    img.last_schedule = it->second.get();
+    return img.last_schedule;
+  }
   CollectiveSpec spec;
   spec.kind = call.kind;
   spec.algorithm = gen->name;
@@ -121,6 +113,8 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   auto schedule = std::make_unique<Schedule>(spec, std::move(dag));
   Schedule* raw = schedule.get();
   img.cache.emplace(key, std::move(schedule));
+  img.last_key = key;
+  img.last_schedule = raw;
   return raw;
 }
 
@@ -162,8 +156,12 @@ void Engine::make_ready(CarState* cs) {
   Worklist& work = tls_work;
   if (is_message(car.kind)) {
     ImageContext::Vc& vc = *inst.image->vcs[car.peer];
-    vc.ready.push(cs);
-    if (vc.ready.try_claim()) work.claimed.push_back(&vc);
+    if (vc.ready.try_claim()) {  // idle VC: no queueing at all
+      work.claimed.emplace_back(&vc, cs);
+    } else {
+      vc.ready.push(cs);
+      if (vc.ready.try_claim()) work.claimed.emplace_back(&vc, nullptr);
+    }
   } else {
     work.local.push_back(cs);
   }
@@ -179,8 +177,9 @@ void Engine::run_worklist() {
       work.local.pop_back();
       execute(cs);
     } else if (!work.claimed.empty()) {
-      ImageContext::Vc* vc = work.claimed.back();
+      auto [vc, cs] = work.claimed.back();
       work.claimed.pop_back();
+      if (cs != nullptr) execute(cs);
       drain(*vc);
     } else {
       break;
@@ -302,7 +301,7 @@ void Engine::serve_vc(uint32_t image, uint32_t peer) {
   tls_on_app_thread = false;
   transport_->progress(image, peer, false);
   if (!vc.ready.empty() && vc.ready.try_claim()) {
-    tls_work.claimed.push_back(&vc);
+    tls_work.claimed.emplace_back(&vc, nullptr);
     if (!tls_work.active) run_worklist();
   }
 }

@@ -31,6 +31,7 @@
 #include "engine/config.h"
 #include "engine/reduce_ops.h"
 #include "engine/schedule.h"
+#include "engine/selection.h"
 #include "engine/vc_queue.h"
 #include "graph/registry.h"
 #include "transports/inproc/inproc_transport.h"
@@ -63,7 +64,7 @@ struct CollectiveCall {
   bool in_allsync = false;
   bool out_allsync = false;
   int flags = 0;
-  std::string algorithm;  // "" = the engine's choice
+  const GeneratorInfo* algorithm = nullptr;  // nullptr = the engine's choice
 };
 
 // One image's state; only its own thread touches the cache and handle table.
@@ -88,7 +89,9 @@ class ImageContext {
   std::vector<uint32_t> handle_generation;
   std::vector<uint32_t> free_slots;
   std::atomic<uint64_t> generator_runs{0};  // schedule-cache misses
-  std::string algorithm[3];  // per-kind override by cf_coll_set_algorithm ("" = none)
+  const GeneratorInfo* algorithm[3] = {};  // per-kind override (cf_coll_set_algorithm)
+  Schedule* last_schedule = nullptr;        // one-entry cache in front of `cache`
+  ScheduleKey last_key{};
 
   std::atomic<int> sleepers{0};
   std::mutex sleep_mutex;
@@ -144,6 +147,10 @@ class Engine final : public TransportHooks {
 
   const uint32_t images_;
   const Config config_;
+  const SelectionTable selection_;
+  // Polls before yielding: CF_SPIN_COUNT, cut to 1/64 when image threads
+  // outnumber the cores (a spinning thread then steals a peer's core).
+  uint32_t spin_count_ = 0;
   std::unique_ptr<InprocTransport> transport_;
   tbb::flow::graph graph_;  // before the images: their VC nodes live in it
   std::vector<std::unique_ptr<ImageContext>> images_ctx_;
@@ -155,7 +162,7 @@ class Engine final : public TransportHooks {
 // of a wake-up that raced with going to sleep; the protocol does not need it.
 template <typename Done>
 void Engine::wait_until(ImageContext& img, Done done) {
-  for (uint32_t i = 0; i < config_.spin_count; ++i) {
+  for (uint32_t i = 0; i < spin_count_; ++i) {
     if (done()) return;
     poll(img);
   }

@@ -77,32 +77,31 @@ void InprocTransport::push_pull(uint32_t image, MsgOp* recv_op) {
 
 void InprocTransport::send(MsgOp* op) {
   Mailbox& mb = *mailboxes_[op->peer];
-  mb.messages.fetch_add(1, std::memory_order_relaxed);
-  mb.bytes.fetch_add(op->nbytes, std::memory_order_relaxed);
   const bool small = op->nbytes <= eager_bytes_;
   mb.lock.lock();
+  mb.stats.messages++;
+  mb.stats.bytes += op->nbytes;
   MsgOp* posted = mb.posted.take(op->self, op->key);
   if (posted != nullptr) {
+    const bool may_deliver_here = tls_on_app_thread || !posted->deliver.app_thread_only;
+    const bool direct = small && may_deliver_here && posted->nbytes == op->nbytes;
+    (direct ? mb.stats.direct : mb.stats.single_copy)++;
     mb.lock.unlock();
     if (posted->nbytes != op->nbytes) {
       posted->on_complete(posted, kMismatch);
       op->on_complete(op, kMismatch);
-      return;
-    }
-    const bool may_deliver_here = tls_on_app_thread || !posted->deliver.app_thread_only;
-    if (small && may_deliver_here) {
-      mb.direct.fetch_add(1, std::memory_order_relaxed);
+    } else if (direct) {
       deliver(posted, op->buf);
       posted->on_complete(posted, 0);
       op->on_complete(op, 0);
     } else {
-      mb.single_copy.fetch_add(1, std::memory_order_relaxed);
       posted->matched = op;
       push_pull(op->peer, posted);
     }
     return;
   }
-  mb.unexpected_count.fetch_add(1, std::memory_order_relaxed);
+  mb.stats.unexpected++;
+  if (small) mb.stats.eager++;
   Unexpected* u = take_block(mb, small);
   u->src = op->self;
   u->key = op->key;
@@ -111,10 +110,7 @@ void InprocTransport::send(MsgOp* op) {
   if (small && op->nbytes > 0) std::memcpy(u->data(), op->buf, op->nbytes);
   mb.unexpected.insert(u);
   mb.lock.unlock();
-  if (small) {
-    mb.eager.fetch_add(1, std::memory_order_relaxed);
-    op->on_complete(op, 0);
-  }
+  if (small) op->on_complete(op, 0);
 }
 
 void InprocTransport::recv(MsgOp* op) {
@@ -191,17 +187,20 @@ bool InprocTransport::progress_all(uint32_t image, bool on_app_thread) {
 TransportStats InprocTransport::stats() const {
   TransportStats s;
   for (const auto& mb : mailboxes_) {
-    s.messages += mb->messages.load(std::memory_order_relaxed);
-    s.bytes += mb->bytes.load(std::memory_order_relaxed);
-    s.eager += mb->eager.load(std::memory_order_relaxed);
-    s.direct += mb->direct.load(std::memory_order_relaxed);
-    s.single_copy += mb->single_copy.load(std::memory_order_relaxed);
-    s.unexpected += mb->unexpected_count.load(std::memory_order_relaxed);
+    mb->lock.lock();
+    const TransportStats m = mb->stats;
+    mb->lock.unlock();
+    s.messages += m.messages;
+    s.bytes += m.bytes;
+    s.eager += m.eager;
+    s.direct += m.direct;
+    s.single_copy += m.single_copy;
+    s.unexpected += m.unexpected;
   }
   return s;
 }
 
-size_t InprocTransport::unexpected_count(uint32_t image) {
+size_t InprocTransport::unexpected_count(uint32_t image) const {
   Mailbox& mb = *mailboxes_[image];
   mb.lock.lock();
   size_t n = mb.unexpected.size();

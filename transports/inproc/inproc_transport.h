@@ -37,7 +37,7 @@ class InprocTransport final : public Transport {
   TransportStats stats() const override;
   uint64_t eager_bytes() const { return eager_bytes_; }
   // Messages waiting in `image`'s unexpected queue (tests, diagnostics).
-  size_t unexpected_count(uint32_t image);
+  size_t unexpected_count(uint32_t image) const;
 
  private:
   struct Unexpected {
@@ -66,8 +66,7 @@ class InprocTransport final : public Transport {
     };
     std::vector<PullQueue> pulls;        // per source VC: matched receives still to copy
     std::atomic<uint32_t> pending_pulls{0};
-    std::atomic<uint64_t> messages{0}, bytes{0}, eager{0}, direct{0}, single_copy{0},
-        unexpected_count{0};
+    TransportStats stats;                // counted under `lock`, which senders hold anyway
   };
 
   Unexpected* take_block(Mailbox& mb, bool eager);  // under mb.lock

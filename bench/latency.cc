@@ -1,0 +1,243 @@
+#include "bench/latency.h"
+
+#include <carflow/carflow.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+
+namespace carflow_bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kDefaultFlags =
+    CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_LOCAL | CF_COLL_ALL_THREADS;
+
+int kind_of(const std::string& coll) {
+  return coll == "broadcast" ? CF_KIND_BROADCAST
+         : coll == "barrier" ? CF_KIND_BARRIER
+                             : CF_KIND_ALLREDUCE;
+}
+
+uint32_t iterations_for(uint64_t bytes, uint32_t requested) {
+  if (requested > 0) return requested;
+  const uint64_t budget = 64ull << 20;  // bytes moved per step, roughly
+  return static_cast<uint32_t>(std::clamp<uint64_t>(budget / std::max<uint64_t>(bytes, 4096), 10, 5000));
+}
+
+// One image's view of one size step.
+struct Step {
+  const LatencyOptions* options;
+  uint64_t bytes;
+  uint32_t iters;
+  int flags;
+};
+
+// Runs one collective call for the step; returns its status.
+int run_once(const Step& step, cf_image_t me, std::vector<uint8_t>& src, std::vector<uint8_t>& dst,
+             std::string* graph_path) {
+  const std::string& coll = step.options->coll;
+  cf_coll_handle_t h;
+  if (coll == "broadcast") {
+    h = cf_coll_broadcast_nb(CF_TEAM_ALL, dst.data(), 0, src.data(), step.bytes, step.flags);
+  } else if (coll == "barrier") {
+    h = cf_coll_barrier_nb(CF_TEAM_ALL, step.flags);
+  } else {
+    const size_t elem = step.bytes % 8 == 0 ? 8 : 1;
+    const int func = elem == 8 ? CF_BUILTIN(CF_OP_SUM, CF_DT_DOUBLE) : CF_BUILTIN(CF_OP_SUM, CF_DT_UINT8);
+    h = cf_coll_allreduce_nb(CF_TEAM_ALL, dst.data(), src.data(), elem, step.bytes / elem, func, 0,
+                             step.flags);
+  }
+  if (h == CF_COLL_INVALID_HANDLE) return cf_last_status();
+  if (graph_path != nullptr && me == 0) cf_graph_dump_json(h, graph_path->c_str());
+  return cf_coll_wait_sync(h);
+}
+
+void fill_source(const Step& step, cf_image_t me, std::vector<uint8_t>& src) {
+  if (step.options->coll == "broadcast") {
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
+  } else if (step.bytes % 8 == 0) {
+    double v = me + 1.0;
+    for (size_t i = 0; i < src.size() / 8; ++i) std::memcpy(&src[i * 8], &v, 8);
+  } else {
+    std::fill(src.begin(), src.end(), static_cast<uint8_t>(me + 1));
+  }
+}
+
+bool verify(const Step& step, uint32_t images, const std::vector<uint8_t>& dst) {
+  if (step.options->coll == "barrier") return true;
+  if (step.options->coll == "broadcast") {
+    for (size_t i = 0; i < dst.size(); ++i) {
+      if (dst[i] != static_cast<uint8_t>(i * 7 + 3)) return false;
+    }
+    return true;
+  }
+  if (step.bytes % 8 == 0) {
+    const double want = images * (images + 1.0) / 2.0;
+    for (size_t i = 0; i < dst.size() / 8; ++i) {
+      double v;
+      std::memcpy(&v, &dst[i * 8], 8);
+      if (v != want) return false;
+    }
+    return true;
+  }
+  const uint8_t want = static_cast<uint8_t>(images * (images + 1) / 2);
+  return std::all_of(dst.begin(), dst.end(), [&](uint8_t b) { return b == want; });
+}
+
+}  // namespace
+
+bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* results,
+                 std::string* error) {
+  if (options.coll != "broadcast" && options.coll != "barrier" && options.coll != "allreduce") {
+    *error = "--coll: '" + options.coll + "' is not one of broadcast, barrier, allreduce";
+    return false;
+  }
+  std::vector<uint64_t> sizes = options.coll == "barrier" ? std::vector<uint64_t>{0} : options.sizes;
+  if (sizes.empty()) {
+    *error = "--sizes: at least one size is required";
+    return false;
+  }
+  for (uint64_t bytes : sizes) {
+    Step step{&options, bytes, iterations_for(bytes, options.iters),
+              options.flags != 0 ? options.flags : kDefaultFlags};
+    std::vector<double> per_image_us(options.images, 0);
+    std::vector<char> ok(options.images, 0);
+    std::atomic<int> failed{0};
+    std::string algo, graph_file, first_error;
+    std::mutex mutex;
+    if (!options.graph_dir.empty()) {
+      graph_file = options.graph_dir + "/" + options.coll + "_" + format_bytes(bytes) + ".json";
+    }
+    auto body = [&](cf_image_t me) {
+      if (!options.algo.empty() && cf_coll_set_algorithm(kind_of(options.coll), options.algo.c_str())) {
+        std::lock_guard<std::mutex> lock(mutex);
+        first_error = cf_last_error();
+        failed = 1;
+        return;
+      }
+      std::vector<uint8_t> src(bytes), dst(bytes);
+      fill_source(step, me, src);
+      if (me == 0) {
+        const char* a = cf_coll_algorithm(kind_of(options.coll), bytes, bytes % 8 == 0 ? 8 : 1);
+        algo = a != nullptr ? a : "?";
+      }
+      const int warmup = std::max<uint32_t>(2, step.iters / 10);
+      int status = CF_OK;
+      for (int i = 0; i < warmup && status == CF_OK; ++i) {
+        status = run_once(step, me, src, dst, i == 0 && !graph_file.empty() ? &graph_file : nullptr);
+      }
+      cf_coll_barrier(CF_TEAM_ALL, kDefaultFlags);
+      const auto t0 = Clock::now();
+      for (uint32_t i = 0; i < step.iters && status == CF_OK; ++i) {
+        status = run_once(step, me, src, dst, nullptr);
+      }
+      const auto t1 = Clock::now();
+      per_image_us[me] = std::chrono::duration<double, std::micro>(t1 - t0).count() / step.iters;
+      ok[me] = status == CF_OK && verify(step, options.images, dst);
+      if (status != CF_OK) {
+        std::lock_guard<std::mutex> lock(mutex);
+        first_error = cf_last_error();
+        failed = 1;
+      }
+      cf_coll_barrier(CF_TEAM_ALL, kDefaultFlags);
+    };
+    auto trampoline = [](cf_image_t image, void* arg) { (*static_cast<decltype(body)*>(arg))(image); };
+    if (cf_run_images(options.images, nullptr, 0, trampoline, &body) != CF_OK || failed) {
+      *error = first_error.empty() ? cf_last_error() : first_error;
+      return false;
+    }
+    LatencyResult r;
+    r.coll = options.coll;
+    r.bytes = bytes;
+    r.images = options.images;
+    r.algo = algo;
+    r.iters = step.iters;
+    r.min_us = *std::min_element(per_image_us.begin(), per_image_us.end());
+    r.max_us = *std::max_element(per_image_us.begin(), per_image_us.end());
+    for (double v : per_image_us) r.avg_us += v / options.images;
+    r.verified = std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
+    r.graph_file = graph_file;
+    results->push_back(r);
+  }
+  return true;
+}
+
+std::string to_json_line(const LatencyResult& r) {
+  std::ostringstream out;
+  out.precision(4);
+  out << std::fixed << "{\"coll\":\"" << r.coll << "\",\"bytes\":" << r.bytes
+      << ",\"images\":" << r.images << ",\"nodes\":" << r.nodes << ",\"algo\":\"" << r.algo
+      << "\",\"iters\":" << r.iters << ",\"avg_us\":" << r.avg_us << ",\"min_us\":" << r.min_us
+      << ",\"max_us\":" << r.max_us << ",\"verified\":" << (r.verified ? "true" : "false") << "}";
+  return out.str();
+}
+
+std::string format_bytes(uint64_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + "M";
+  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + "K";
+  return std::to_string(bytes);
+}
+
+namespace {
+bool parse_one(const std::string& text, uint64_t* out) {
+  if (text.empty()) return false;
+  size_t pos = 0;
+  uint64_t v = 0;
+  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
+    if (v > (uint64_t{1} << 40)) return false;
+    v = v * 10 + (text[pos++] - '0');
+  }
+  if (pos == 0) return false;
+  const std::string suffix = text.substr(pos);
+  if (suffix == "K" || suffix == "k") v <<= 10;
+  else if (suffix == "M" || suffix == "m") v <<= 20;
+  else if (suffix == "G" || suffix == "g") v <<= 30;
+  else if (!suffix.empty()) return false;
+  *out = v;
+  return v > 0 && v <= (uint64_t{1} << 32);
+}
+}  // namespace
+
+bool parse_sizes(const std::string& text, std::vector<uint64_t>* out, std::string* error) {
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const size_t colon = item.find(':');
+    uint64_t lo = 0, hi = 0;
+    const bool ok = colon == std::string::npos
+                        ? parse_one(item, &lo) && (hi = lo, true)
+                        : parse_one(item.substr(0, colon), &lo) && parse_one(item.substr(colon + 1), &hi);
+    if (!ok || lo > hi) {
+      *error = "--sizes: '" + item + "' is not a size (1..4G, suffix K/M/G) or range LO:HI";
+      return false;
+    }
+    for (uint64_t v = lo; v <= hi; v *= 2) out->push_back(v);
+  }
+  if (out->empty()) {
+    *error = "--sizes: empty";
+    return false;
+  }
+  return true;
+}
+
+double memcpy_us(uint64_t bytes) {
+  // Warm buffers, mean of repeated copies: the same conditions as the
+  // benchmark loop it is compared with.
+  std::vector<uint8_t> a(bytes, 1), b(bytes, 0);
+  const int reps = static_cast<int>(std::clamp<uint64_t>((256ull << 20) / bytes, 5, 10000));
+  for (int rep = 0; rep < 2; ++rep) std::memcpy(b.data(), a.data(), bytes);
+  const auto t0 = Clock::now();
+  for (int rep = 0; rep < reps; ++rep) {
+    std::memcpy(b.data(), a.data(), bytes);
+    a[rep % bytes] = b[(rep + 1) % bytes];  // keep the copies observable
+  }
+  const auto t1 = Clock::now();
+  return std::chrono::duration<double, std::micro>(t1 - t0).count() / reps;
+}
+
+}  // namespace carflow_bench

@@ -1,0 +1,50 @@
+// OSU-style collective latency over inproc images: warm-up, then each image
+// times its own iterations; avg/min/max are the mean, minimum and maximum of
+// the per-image averages (as osu_* benchmarks report). A barrier separates
+// size steps. Results are verified against a sequential reference after the
+// timed loop (Gloo's benchmarks verify by default too).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace carflow_bench {
+
+struct LatencyOptions {
+  std::string coll;             // broadcast | barrier | allreduce
+  uint32_t images = 2;
+  std::vector<uint64_t> sizes;  // bytes (ignored by barrier: one step)
+  uint32_t iters = 0;           // 0 = by size (about 20 ms of work per step)
+  std::string algo;             // "" = default table
+  int flags = 0;                // 0 = IN_MYSYNC|OUT_MYSYNC|LOCAL|ALL_THREADS
+  std::string graph_dir;        // non-empty: image 0 dumps each step's DAG here
+};
+
+struct LatencyResult {
+  std::string coll;
+  uint64_t bytes = 0;
+  uint32_t images = 0;
+  uint32_t nodes = 1;
+  std::string algo;
+  uint32_t iters = 0;
+  double avg_us = 0, min_us = 0, max_us = 0;
+  bool verified = false;
+  std::string graph_file;  // set when graph_dir was given
+};
+
+// Runs every size; requires cf_init. False with *error on a bad option or a
+// failed call; a verification failure is reported in the result, not here.
+bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* results,
+                 std::string* error);
+
+std::string to_json_line(const LatencyResult& r);
+// "8", "4K", "1M", "8:4M" (powers of two from 8 to 4M), comma lists of these.
+bool parse_sizes(const std::string& text, std::vector<uint64_t>* out, std::string* error);
+std::string format_bytes(uint64_t bytes);
+
+// Mean wall time of one memcpy of `bytes` (warm buffers), in microseconds:
+// the reference the broadcast target is measured against.
+double memcpy_us(uint64_t bytes);
+
+}  // namespace carflow_bench

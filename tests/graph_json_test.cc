@@ -1,0 +1,404 @@
+// Graph JSON (schema "carflow.graph/1"): exact round trips, the document's
+// shape, a corpus of hostile documents, files, and the Graphviz rendering.
+#include <doctest/doctest.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "graph/builder.h"
+#include "graph/json.h"
+#include "graph_test_dags.h"
+
+namespace carflow {
+namespace {
+
+using OrderedJson = nlohmann::ordered_json;
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// The error dag_from_json reports, or "" when it loads.
+std::string load_error(const std::string& text) {
+  GlobalDag dag;
+  std::string error;
+  return dag_from_json(text, &dag, &error) ? "" : error;
+}
+
+const std::string& sample_text() {
+  static const std::string text = dag_to_json(test_dags::three_image_mix());
+  return text;
+}
+
+// one_message at the edges of every field's range.
+GlobalDag extreme_values_dag() {
+  GlobalDag dag = test_dags::one_message();
+  dag.spec.algorithm = "n\xc3\xa4me \"quoted\" [[{{ \\ \t";
+  dag.spec.flags = INT_MIN;
+  dag.spec.segment_bytes = UINT64_MAX;
+  dag.spec.nbytes = UINT64_MAX;
+  dag.spec.elem_size = UINT32_MAX;
+  dag.spec.root = 1;
+  for (LocalDag& image : dag.images) {
+    image.src_bytes = image.dst_bytes = UINT64_MAX;
+    image.temps = {0, UINT64_MAX};
+  }
+  dag.images[0].cars[0].src = temp(1, UINT64_MAX - 8, 8);
+  dag.images[0].cars[0].tag = UINT32_MAX;
+  dag.images[1].cars[0].dst = user_dst(UINT64_MAX - 8, 8);
+  dag.images[1].cars[0].tag = UINT32_MAX;
+  return dag;
+}
+
+TEST_CASE("saving then loading gives an equal DAG, and saving that again the same text") {
+  const std::vector<std::pair<const char*, GlobalDag>> dags = {
+      {"one_message", test_dags::one_message()},
+      {"three_image_mix", test_dags::three_image_mix()},
+      {"extreme_values", extreme_values_dag()}};
+  for (const auto& [name, dag] : dags) {
+    CAPTURE(name);
+    const std::string text = dag_to_json(dag);
+    GlobalDag loaded;
+    std::string error;
+    REQUIRE_MESSAGE(dag_from_json(text, &loaded, &error), error);
+    CHECK(loaded == dag);
+    CHECK(dag_to_json(loaded) == text);
+  }
+}
+
+TEST_CASE("the document follows schema carflow.graph/1") {
+  const std::string& text = sample_text();
+  CHECK(text.rfind("{\n \"schema\": \"carflow.graph/1\",\n \"scope\": \"global\",\n \"collective\": {", 0) == 0);
+  const OrderedJson doc = OrderedJson::parse(text);
+  CHECK(doc["collective"] == OrderedJson::parse(R"({"kind": "allreduce", "algorithm": "hand_built",
+      "images": 3, "root": 0, "nbytes": 16, "elem_size": 1, "segment_bytes": 0, "flags": 0})"));
+  const OrderedJson& image0 = doc["images"][0];
+  CHECK(image0["temps"] == OrderedJson::array({16}));
+  CHECK(image0["exit"] == 3);
+  CHECK(image0["cars"][0] == OrderedJson::parse(R"({"id": 0, "kind": "SEND", "peer": 1, "tag": 0,
+      "src": {"space": "user_src", "offset": 0, "length": 16}, "deps": []})"));
+  CHECK(image0["cars"][1]["dst"] == OrderedJson::parse(R"({"space": "temp", "slot": 0, "offset": 0, "length": 16})"));
+  CHECK(image0["cars"][2]["deps"] == OrderedJson::parse(R"([{"car": 1, "kind": "buffer"}])"));
+  CHECK(image0["cars"][3] == OrderedJson::parse(R"({"id": 3, "kind": "JOIN",
+      "deps": [{"car": 0, "kind": "progress"}, {"car": 2, "kind": "progress"}]})"));
+  const OrderedJson& image1 = doc["images"][1];
+  CHECK(image1["cars"][1]["incoming_left"] == true);
+  CHECK(image1["cars"][3] == OrderedJson::parse(R"({"id": 3, "kind": "SEND", "peer": 2, "tag": 6,
+      "deps": [{"car": 2, "kind": "progress"}]})"));
+  CHECK(!doc["images"][2]["cars"][0].contains("incoming_left"));
+  CHECK(doc["messages"] == OrderedJson::parse(R"([{"from": [0, 0], "to": [1, 1]},
+      {"from": [1, 2], "to": [2, 0]}, {"from": [1, 3], "to": [2, 1]}, {"from": [2, 2], "to": [0, 1]}])"));
+}
+
+// ---- the hostile corpus ---------------------------------------------------
+
+struct BadDocument {
+  const char* name;
+  std::function<std::string()> text;
+  std::string expected;  // part of the error: the JSON path and the rule
+};
+
+std::function<std::string()> edit(std::function<void(OrderedJson&)> change) {
+  return [change] {
+    OrderedJson doc = OrderedJson::parse(sample_text());
+    change(doc);
+    return doc.dump(1);
+  };
+}
+
+std::function<std::string()> raw(std::string text) {
+  return [text] { return text; };
+}
+
+// The sample text with its first `from` replaced, for values JSON libraries
+// will not produce (2^64, invalid UTF-8).
+std::function<std::string()> replace_text(std::string from, std::string to) {
+  return [from, to] {
+    std::string text = sample_text();
+    const size_t at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    return text.replace(at, from.size(), to);
+  };
+}
+
+OrderedJson& car(OrderedJson& doc, int image, int id) { return doc["images"][image]["cars"][id]; }
+
+std::vector<BadDocument> syntax_and_header_corpus() {
+  return {
+      {"not JSON", raw("{"), "not valid JSON"},
+      {"empty text", raw(""), "not valid JSON"},
+      {"trailing garbage", raw("{}x"), "not valid JSON"},
+      {"an array at the top", raw("[1, 2]"), "document: expected an object"},
+      {"null at the top", raw("null"), "document: expected an object"},
+      {"nesting 100000 deep", raw(std::string(100000, '[') + std::string(100000, ']')),
+       "document: nests deeper than 64 levels"},
+      {"unclosed nesting 100000 deep", raw(std::string(100000, '{')), "document: nests deeper than 64 levels"},
+      {"invalid UTF-8 in a string", replace_text("hand_built", "hand\xff\xfe"), "not valid JSON"},
+      {"invalid UTF-8 outside strings", replace_text("\"scope\"", "\xc3\x28"), "not valid JSON"},
+      {"another schema", edit([](OrderedJson& d) { d["schema"] = "carflow.graph/2"; }),
+       "schema: 'carflow.graph/2' is not supported (expected 'carflow.graph/1')"},
+      {"no schema", edit([](OrderedJson& d) { d.erase("schema"); }), "schema: missing"},
+      {"a numeric schema", edit([](OrderedJson& d) { d["schema"] = 1; }), "schema: expected a string"},
+      {"a local scope", edit([](OrderedJson& d) { d["scope"] = "local"; }), "scope: 'local' is not supported"},
+      {"an unknown top-level field", edit([](OrderedJson& d) { d["extra"] = 1; }),
+       "extra: not a field of the document"},
+      {"no collective", edit([](OrderedJson& d) { d.erase("collective"); }), "collective: missing"},
+      {"an unknown collective kind", edit([](OrderedJson& d) { d["collective"]["kind"] = "gather"; }),
+       "collective.kind: 'gather' is not a collective kind"},
+      {"zero images", edit([](OrderedJson& d) { d["collective"]["images"] = 0; }),
+       "collective.images: 0 is out of range [1, 65536]"},
+      {"too many images", edit([](OrderedJson& d) { d["collective"]["images"] = 70000; }),
+       "collective.images: 70000 is out of range [1, 65536]"},
+      {"negative nbytes", edit([](OrderedJson& d) { d["collective"]["nbytes"] = -1; }),
+       "collective.nbytes: expected an unsigned integer"},
+      {"fractional nbytes", edit([](OrderedJson& d) { d["collective"]["nbytes"] = 1.5; }),
+       "collective.nbytes: expected an unsigned integer"},
+      {"nbytes as a string", edit([](OrderedJson& d) { d["collective"]["nbytes"] = "16"; }),
+       "collective.nbytes: expected an unsigned integer"},
+      {"nbytes of 2^64", replace_text("\"nbytes\": 16", "\"nbytes\": 18446744073709551616"),
+       "collective.nbytes: expected an unsigned integer"},
+      {"src_bytes of 1e300", edit([](OrderedJson& d) { d["images"][0]["src_bytes"] = 1e300; }),
+       "images[0].src_bytes: expected an unsigned integer"},
+      {"flags as a string", edit([](OrderedJson& d) { d["collective"]["flags"] = "x"; }),
+       "collective.flags: expected an integer in the range of int"},
+      {"flags beyond int", edit([](OrderedJson& d) { d["collective"]["flags"] = 4294967296LL; }),
+       "collective.flags: expected an integer in the range of int"},
+      {"a root outside the team", edit([](OrderedJson& d) { d["collective"]["root"] = 3; }),
+       "collective.root: 3 is not a team rank (P = 3)"},
+      {"zero elem_size", edit([](OrderedJson& d) { d["collective"]["elem_size"] = 0; }),
+       "collective.elem_size: 0 is out of range"},
+  };
+}
+
+std::vector<BadDocument> image_corpus() {
+  return {
+      {"images not an array", edit([](OrderedJson& d) { d["images"] = OrderedJson::object(); }),
+       "images: expected an array"},
+      {"an image missing", edit([](OrderedJson& d) { d["images"].erase(2); }),
+       "images: 2 entries but collective.images is 3"},
+      {"a million images", edit([](OrderedJson& d) { d["images"] = std::vector<int>(1000000, 0); }),
+       "images: 1000000 entries exceed the limit of 65536"},
+      {"an image that is a number", edit([](OrderedJson& d) { d["images"][0] = 5; }),
+       "images[0]: expected an object"},
+      {"an image out of place", edit([](OrderedJson& d) { d["images"][1]["image"] = 2; }),
+       "images[1].image: 2 must equal its index 1"},
+      {"cars not an array", edit([](OrderedJson& d) { d["images"][0]["cars"] = OrderedJson::object(); }),
+       "images[0].cars: expected an array"},
+      {"a million temp slots", edit([](OrderedJson& d) { d["images"][0]["temps"] = std::vector<int>(1000000, 8); }),
+       "images[0].temps: 1000000 entries exceed the limit of 4096"},
+      {"a negative temp size", edit([](OrderedJson& d) { d["images"][0]["temps"][0] = -16; }),
+       "images[0].temps[0]: expected an unsigned integer"},
+      {"an exit outside the image", edit([](OrderedJson& d) { d["images"][0]["exit"] = 4; }),
+       "images[0].exit: 4 is not a CAR of this image (4 cars)"},
+      {"an exit that is not a JOIN", edit([](OrderedJson& d) { d["images"][0]["exit"] = 0; }),
+       "image 0 car 0 (SEND): the exit must be a JOIN"},
+      {"a CAR that does not reach the exit",
+       edit([](OrderedJson& d) { car(d, 0, 3)["deps"] = OrderedJson::parse(R"([{"car": 0, "kind": "progress"}])"); }),
+       "image 0 car 1 (RECV): does not reach the exit (car 3)"},
+  };
+}
+
+std::vector<BadDocument> car_corpus() {
+  return {
+      {"an id that is not its index", edit([](OrderedJson& d) { car(d, 0, 0)["id"] = 7; }),
+       "images[0].cars[0].id: 7 must equal its index 0"},
+      {"an unknown CAR kind", edit([](OrderedJson& d) { car(d, 0, 0)["kind"] = "FOO"; }),
+       "images[0].cars[0].kind: 'FOO' is not a CAR kind"},
+      {"an unknown CAR field", edit([](OrderedJson& d) { car(d, 0, 0)["foo"] = 1; }),
+       "images[0].cars[0].foo: not a field of a CAR"},
+      {"a SEND without a peer", edit([](OrderedJson& d) { car(d, 0, 0).erase("peer"); }),
+       "images[0].cars[0].peer: missing"},
+      {"a peer outside the team", edit([](OrderedJson& d) { car(d, 0, 0)["peer"] = 9; }),
+       "images[0].cars[0].peer: 9 is not a team rank (P = 3)"},
+      {"a peer equal to the image", edit([](OrderedJson& d) { car(d, 0, 0)["peer"] = 0; }),
+       "images[0].cars[0].peer: 0 is the image itself"},
+      {"a tag of 2^32", edit([](OrderedJson& d) { car(d, 0, 0)["tag"] = 4294967296ULL; }),
+       "images[0].cars[0].tag: 4294967296 is out of range [0, 4294967295]"},
+      {"a JOIN with a peer", edit([](OrderedJson& d) { car(d, 0, 3)["peer"] = 1; }),
+       "images[0].cars[3].peer: only SEND, RECV and RECV_REDUCE have one"},
+      {"incoming_left on a RECV", edit([](OrderedJson& d) { car(d, 0, 1)["incoming_left"] = true; }),
+       "images[0].cars[1].incoming_left: only RECV_REDUCE has incoming_left"},
+      {"incoming_left as a string", edit([](OrderedJson& d) { car(d, 1, 1)["incoming_left"] = "yes"; }),
+       "images[1].cars[1].incoming_left: expected true or false"},
+      {"a dependency on itself", edit([](OrderedJson& d) { car(d, 0, 2)["deps"][0]["car"] = 2; }),
+       "images[0].cars[2].deps[0].car: 2 is the CAR itself"},
+      {"a dependency out of range", edit([](OrderedJson& d) { car(d, 0, 2)["deps"][0]["car"] = 9; }),
+       "images[0].cars[2].deps[0].car: 9 is not a CAR of this image (4 cars)"},
+      {"an unknown dependency kind", edit([](OrderedJson& d) { car(d, 0, 2)["deps"][0]["kind"] = "data"; }),
+       "images[0].cars[2].deps[0].kind: 'data' is not a dependency kind"},
+      {"a million dependencies",
+       edit([](OrderedJson& d) { car(d, 0, 2)["deps"] = std::vector<OrderedJson>(1000000, car(d, 0, 2)["deps"][0]); }),
+       "images[0].cars[2].deps: 1000000 entries exceed the limit of 4"},
+      {"a dependency cycle",
+       edit([](OrderedJson& d) { car(d, 1, 0)["deps"] = OrderedJson::parse(R"([{"car": 2, "kind": "progress"}])"); }),
+       "image 1 car 0 (COPY): dependency cycle car 0 -> car 1 -> car 2 -> car 0"},
+  };
+}
+
+std::vector<BadDocument> buffer_and_message_corpus() {
+  return {
+      {"offset plus length past 2^64",
+       edit([](OrderedJson& d) { car(d, 0, 0)["src"]["offset"] = UINT64_MAX; }),
+       "image 0 car 0 (SEND): src: range [offset 18446744073709551615, length 16] runs past the end of user_src"},
+      {"a temp slot the image lacks", edit([](OrderedJson& d) { car(d, 2, 0)["dst"]["slot"] = 5; }),
+       "images[2].cars[0].dst.slot: 5 is not a temp slot (the image has 2)"},
+      {"a temp buffer without a slot", edit([](OrderedJson& d) { car(d, 2, 0)["dst"].erase("slot"); }),
+       "images[2].cars[0].dst.slot: missing"},
+      {"a slot on a user buffer", edit([](OrderedJson& d) { car(d, 0, 0)["src"]["slot"] = 0; }),
+       "images[0].cars[0].src.slot: only temp buffers have a slot"},
+      {"an unknown buffer space", edit([](OrderedJson& d) { car(d, 0, 0)["src"]["space"] = "gpu"; }),
+       "images[0].cars[0].src.space: 'gpu' is not a buffer space"},
+      {"a none buffer with a length",
+       edit([](OrderedJson& d) { car(d, 1, 3)["src"] = {{"space", "none"}, {"offset", 0}, {"length", 4}}; }),
+       "image 1 car 3 (SEND): src: a none buffer must have offset 0 and length 0"},
+      {"a SEND with a dst",
+       edit([](OrderedJson& d) { car(d, 0, 0)["dst"] = {{"space", "user_dst"}, {"offset", 0}, {"length", 16}}; }),
+       "image 0 car 0 (SEND): dst must be none for SEND (found user_dst)"},
+      {"an unmatched SEND", edit([](OrderedJson& d) { car(d, 0, 0)["tag"] = 7; }),
+       "image 1 car 1 (RECV_REDUCE): no SEND on image 0 matches (sender 0, receiver 1, tag 0)"},
+      {"a duplicate tag", edit([](OrderedJson& d) { car(d, 1, 3)["tag"] = 5; }),
+       "image 1 car 3 (SEND): duplicate message (sender 1, receiver 2, tag 5)"},
+      {"a byte-count mismatch", edit([](OrderedJson& d) { car(d, 2, 0)["dst"]["length"] = 8; }),
+       "image 2 car 0 (RECV): receives 8 bytes but its SEND image 1 car 2 (SEND) sends 16"},
+      {"a message list that disagrees", edit([](OrderedJson& d) { d["messages"][0]["to"] = {1, 0}; }),
+       "messages[0]: does not match the CARs, which pair image 0 car 0 with image 1 car 1"},
+      {"a message list too short", edit([](OrderedJson& d) { d["messages"].erase(3); }),
+       "messages: 3 entries but the DAG has 4 matched messages"},
+      {"a million messages", edit([](OrderedJson& d) { d["messages"] = std::vector<int>(1000000, 0); }),
+       "messages: 1000000 entries exceed the limit of 4"},
+      {"a message end that is not a pair", edit([](OrderedJson& d) { d["messages"][0]["from"] = {0}; }),
+       "messages[0].from: expected [image, car]"},
+  };
+}
+
+TEST_CASE("every document of the hostile corpus is rejected with its path and rule") {
+  std::vector<BadDocument> corpus = syntax_and_header_corpus();
+  for (auto part : {image_corpus(), car_corpus(), buffer_and_message_corpus()}) {
+    corpus.insert(corpus.end(), part.begin(), part.end());
+  }
+  CHECK(corpus.size() >= 25);
+  for (const BadDocument& bad : corpus) {
+    CAPTURE(bad.name);
+    const std::string error = load_error(bad.text());
+    CAPTURE(error);
+    CHECK(contains(error, bad.expected));
+  }
+}
+
+TEST_CASE("brackets inside strings do not count as nesting") {
+  GlobalDag dag = test_dags::one_message();
+  dag.spec.algorithm = std::string(100, '[') + "\\\"" + std::string(100, '{');
+  GlobalDag loaded;
+  std::string error;
+  CHECK_MESSAGE(dag_from_json(dag_to_json(dag), &loaded, &error), error);
+  CHECK(loaded == dag);
+}
+
+TEST_CASE("nesting of 64 levels passes the depth guard and 65 levels does not") {
+  CHECK(load_error(std::string(64, '[') + std::string(64, ']')) == "document: expected an object");
+  CHECK(load_error(std::string(65, '[') + std::string(65, ']')) == "document: nests deeper than 64 levels");
+}
+
+TEST_CASE("a failed load leaves the output untouched") {
+  GlobalDag out = test_dags::one_message();
+  std::string error;
+  CHECK(!dag_from_json(replace_text("\"peer\": 1", "\"peer\": 0")(), &out, &error));
+  CHECK(out == test_dags::one_message());
+}
+
+// ---- files ----------------------------------------------------------------
+
+std::string temp_path(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");  // set by bazel test
+  return (std::filesystem::path(dir != nullptr ? dir : "/tmp") / name).string();
+}
+
+TEST_CASE("save_dag_file and load_dag_file round trip through a file") {
+  const std::string path = temp_path("graph_json_test_roundtrip.json");
+  const GlobalDag dag = test_dags::three_image_mix();
+  std::string error;
+  REQUIRE_MESSAGE(save_dag_file(dag, path, &error), error);
+  CHECK(!std::filesystem::exists(path + ".tmp"));
+  GlobalDag loaded;
+  REQUIRE_MESSAGE(load_dag_file(path, &loaded, &error), error);
+  CHECK(loaded == dag);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("loading a missing file names the file") {
+  GlobalDag dag;
+  std::string error;
+  CHECK(!load_dag_file("/nonexistent/carflow/dag.json", &dag, &error));
+  CHECK(error == "/nonexistent/carflow/dag.json: cannot open (No such file or directory)");
+}
+
+TEST_CASE("loading a directory is rejected") {
+  GlobalDag dag;
+  std::string error;
+  const std::string dir = temp_path("");
+  CHECK(!load_dag_file(dir, &dag, &error));
+  CHECK(contains(error, "is a directory"));
+}
+
+TEST_CASE("loading a file over 512 MiB is rejected before it is read") {
+  const std::string path = temp_path("graph_json_test_huge.json");
+  {
+    std::ofstream create(path);
+  }
+  std::filesystem::resize_file(path, (uint64_t{512} << 20) + 1);  // sparse: no disk used
+  GlobalDag dag;
+  std::string error;
+  CHECK(!load_dag_file(path, &dag, &error));
+  CHECK(error == path + ": larger than the limit of 512 MiB (536870913 bytes)");
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("loading a file of bad JSON prefixes the error with the file name") {
+  const std::string path = temp_path("graph_json_test_bad.json");
+  {
+    std::ofstream file(path);
+    file << "{\"schema\": \"other\"}";
+  }
+  GlobalDag dag;
+  std::string error;
+  CHECK(!load_dag_file(path, &dag, &error));
+  CHECK(error == path + ": schema: 'other' is not supported (expected 'carflow.graph/1')");
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("save_dag_file refuses an invalid DAG and a path it cannot create") {
+  std::string error;
+  const std::string path = temp_path("graph_json_test_invalid.json");
+  CHECK(!save_dag_file(test_dags::crossed_receives(), path, &error));
+  CHECK(contains(error, "not saved, the DAG is invalid: deadlock"));
+  CHECK(!std::filesystem::exists(path));
+  CHECK(!save_dag_file(test_dags::one_message(), "/nonexistent/carflow/dag.json", &error));
+  CHECK(contains(error, "/nonexistent/carflow/dag.json: cannot create"));
+}
+
+// ---- Graphviz -------------------------------------------------------------
+
+TEST_CASE("dag_to_dot draws one cluster per image, dependency edges and bold message edges") {
+  const std::string dot = dag_to_dot(test_dags::three_image_mix());
+  CAPTURE(dot);
+  CHECK(dot.rfind("digraph carflow {\n", 0) == 0);
+  for (const char* part : {"subgraph cluster_0 {", "subgraph cluster_1 {", "subgraph cluster_2 {",
+                           "i1_c1 [label=\"1 RECV_REDUCE\\npeer 0 tag 0\\n16 B\"];",
+                           "i0_c3 [label=\"3 JOIN\\n(exit)\"];",
+                           "i0_c1 -> i0_c2 [style=dashed];", "i0_c2 -> i0_c3;",
+                           "i0_c0 -> i1_c1 [style=bold];", "i1_c3 -> i2_c1 [style=bold];",
+                           "i2_c2 -> i0_c1 [style=bold];"}) {
+    CAPTURE(part);
+    CHECK(contains(dot, part));
+  }
+  CHECK(dot.substr(dot.size() - 2) == "}\n");
+}
+
+}  // namespace
+}  // namespace carflow

@@ -1,0 +1,274 @@
+// The `carflow` command line: demo, plan, dot, bench, info.
+// `tools/carflow` (the shell entry) installs what is missing, builds this
+// binary and forwards its arguments here.
+#include <carflow/carflow.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/latency.h"
+#include "engine/config.h"
+#include "engine/selection.h"
+#include "graph/json.h"
+#include "graph/registry.h"
+#include "graph/transforms.h"
+#include "graph/validate.h"
+
+namespace {
+
+using Args = std::map<std::string, std::string>;
+
+const char kUsage[] =
+    "usage: carflow <command> [options]\n"
+    "  demo  [--images 8] [--out DIR]      broadcast, barrier, allreduce 8 B..4 MiB, verified;\n"
+    "                                      writes each DAG as JSON into DIR (cf-demo-graphs)\n"
+    "  plan  --coll C --images P --bytes N [--algo A] [--root R] [--elem-size E]\n"
+    "        [--in-allsync] [--out-allsync] --out F.json   build and validate a global DAG\n"
+    "  dot   F.json                        Graphviz rendering of a graph file, to stdout\n"
+    "  bench --coll C --images P --sizes LIST [--iters N] [--algo A] [--json]\n"
+    "                                      OSU-style latency; LIST like 8,1K,4M or 8:4M\n"
+    "  info                                environment knobs, algorithms, thresholds\n";
+
+// --key value pairs; flags without a value map to "1".
+bool parse_args(int argc, char** argv, int first, Args* out, std::string* error) {
+  for (int i = first; i < argc; ++i) {
+    std::string key = argv[i];
+    if (key.rfind("--", 0) != 0) {
+      (*out)["_" + std::to_string(out->size())] = key;
+      continue;
+    }
+    key = key.substr(2);
+    static const char* kFlags[] = {"json", "in-allsync", "out-allsync"};
+    bool is_flag = false;
+    for (const char* f : kFlags) is_flag |= key == f;
+    if (is_flag) {
+      (*out)[key] = "1";
+    } else if (i + 1 < argc) {
+      (*out)[key] = argv[++i];
+    } else {
+      *error = "--" + key + ": missing value";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool get_uint(const Args& args, const std::string& key, uint64_t fallback, uint64_t max,
+              uint64_t* out, std::string* error) {
+  auto it = args.find(key);
+  if (it == args.end()) {
+    *out = fallback;
+    return true;
+  }
+  std::vector<uint64_t> v;
+  std::string e;
+  if (!carflow_bench::parse_sizes(it->second, &v, &e) || v.size() != 1 || v[0] > max) {
+    // parse_sizes rejects 0; accept a plain 0 where the caller allows it
+    if (it->second == "0") {
+      *out = 0;
+      return true;
+    }
+    *error = "--" + key + ": '" + it->second + "' is not a number in [0, " + std::to_string(max) + "]";
+    return false;
+  }
+  *out = v[0];
+  return true;
+}
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "carflow: %s\n", message.c_str());
+  return 2;
+}
+
+int cmd_plan(const Args& args) {
+  std::string error;
+  carflow::CollectiveSpec spec;
+  auto coll = args.find("coll");
+  if (coll == args.end() || !carflow::parse_coll_kind(coll->second, &spec.kind)) {
+    return fail("--coll: expected broadcast, barrier or allreduce");
+  }
+  uint64_t images = 0, bytes = 0, root = 0, elem = 1, segment = 0;
+  if (!get_uint(args, "images", 0, 4096, &images, &error) ||
+      !get_uint(args, "bytes", spec.kind == carflow::CollKind::Barrier ? 0 : 8, uint64_t{1} << 32,
+                &bytes, &error) ||
+      !get_uint(args, "root", 0, 4095, &root, &error) ||
+      !get_uint(args, "elem-size", spec.kind == carflow::CollKind::Allreduce ? 8 : 1, 4096, &elem,
+                &error)) {
+    return fail(error);
+  }
+  carflow::Config config;
+  if (!carflow::Config::from_env(&config, &error)) return fail(error);
+  if (images == 0) return fail("--images: required, 1..4096");
+  if (root >= images) return fail("--root: must be below --images");
+  if (elem == 0 || bytes % elem != 0) return fail("--bytes: must be a multiple of --elem-size");
+  auto algo = args.find("algo");
+  spec.algorithm = algo != args.end()
+                       ? algo->second
+                       : carflow::SelectionTable(config)
+                             .choose(spec.kind, static_cast<uint32_t>(images), bytes,
+                                     static_cast<uint32_t>(elem), true)
+                             ->name;
+  const carflow::GeneratorInfo* gen =
+      carflow::GeneratorRegistry::instance().find(spec.kind, spec.algorithm);
+  if (gen != nullptr && gen->segmented) segment = config.segment_bytes;
+  spec.images = static_cast<uint32_t>(images);
+  spec.root = static_cast<uint32_t>(root);
+  spec.nbytes = bytes;
+  spec.elem_size = static_cast<uint32_t>(elem);
+  spec.segment_bytes = segment;
+  spec.flags = (args.count("in-allsync") ? carflow::kSpecInAllSync : 0) |
+               (args.count("out-allsync") ? carflow::kSpecOutAllSync : 0);
+  carflow::GlobalDag dag;
+  if (!carflow::generate_global(spec, &dag, &error)) return fail("--algo: " + error);
+  if (!carflow::validate_global(dag, &error)) return fail("invalid DAG: " + error);
+  const carflow::DagStats stats = carflow::dag_stats(dag);
+  auto out = args.find("out");
+  if (out == args.end()) return fail("--out: required (the JSON file to write)");
+  if (!carflow::save_dag_file(dag, out->second, &error)) return fail(error);
+  std::printf("%s %s on %u images, %llu bytes: %llu CARs, %llu messages (%llu bytes), "
+              "critical path %llu CARs; valid; wrote %s\n",
+              spec.algorithm.c_str(), coll->second.c_str(), spec.images,
+              static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(stats.cars),
+              static_cast<unsigned long long>(stats.messages),
+              static_cast<unsigned long long>(stats.message_bytes),
+              static_cast<unsigned long long>(stats.critical_path), out->second.c_str());
+  return 0;
+}
+
+int cmd_dot(const Args& args) {
+  auto file = args.find("_0");
+  if (file == args.end()) return fail("dot: a graph file is required (carflow dot F.json)");
+  carflow::GlobalDag dag;
+  std::string error;
+  if (!carflow::load_dag_file(file->second, &dag, &error)) return fail(file->second + ": " + error);
+  std::fputs(carflow::dag_to_dot(dag).c_str(), stdout);
+  return 0;
+}
+
+void print_table_header() {
+  std::printf("%-10s %10s %-20s %6s %10s %10s %10s %s\n", "coll", "bytes", "algorithm", "images",
+              "avg_us", "min_us", "max_us", "verified");
+}
+
+void print_row(const carflow_bench::LatencyResult& r) {
+  std::printf("%-10s %10s %-20s %6u %10.2f %10.2f %10.2f %s\n", r.coll.c_str(),
+              carflow_bench::format_bytes(r.bytes).c_str(), r.algo.c_str(), r.images, r.avg_us,
+              r.min_us, r.max_us, r.verified ? "yes" : "NO");
+}
+
+int cmd_bench(const Args& args) {
+  carflow_bench::LatencyOptions opt;
+  std::string error;
+  uint64_t images = 0, iters = 0;
+  if (!get_uint(args, "images", 2, 1024, &images, &error) ||
+      !get_uint(args, "iters", 0, 100000000, &iters, &error)) {
+    return fail(error);
+  }
+  opt.images = static_cast<uint32_t>(images);
+  opt.iters = static_cast<uint32_t>(iters);
+  auto coll = args.find("coll");
+  if (coll == args.end()) return fail("--coll: required (broadcast, barrier, allreduce)");
+  opt.coll = coll->second;
+  auto sizes = args.find("sizes");
+  if (opt.coll != "barrier" &&
+      !carflow_bench::parse_sizes(sizes == args.end() ? "8" : sizes->second, &opt.sizes, &error)) {
+    return fail(error);
+  }
+  if (args.count("algo")) opt.algo = args.at("algo");
+  std::vector<carflow_bench::LatencyResult> results;
+  if (!carflow_bench::run_latency(opt, &results, &error)) return fail(error);
+  const bool json = args.count("json") > 0;
+  if (!json) print_table_header();
+  bool all_ok = true;
+  for (const auto& r : results) {
+    if (json) {
+      std::printf("%s\n", carflow_bench::to_json_line(r).c_str());
+    } else {
+      print_row(r);
+    }
+    all_ok &= r.verified;
+  }
+  return all_ok ? 0 : 1;
+}
+
+int cmd_demo(const Args& args) {
+  std::string error;
+  uint64_t images = 8;
+  if (!get_uint(args, "images", 8, 1024, &images, &error)) return fail(error);
+  const std::string dir = args.count("out") ? args.at("out") : "cf-demo-graphs";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return fail("--out: cannot create '" + dir + "': " + ec.message());
+  std::printf("carflow demo: %llu inproc images; DAGs go to %s/\n\n",
+              static_cast<unsigned long long>(images), dir.c_str());
+  print_table_header();
+  bool all_ok = true;
+  size_t graphs = 0;
+  for (const char* coll : {"broadcast", "barrier", "allreduce"}) {
+    carflow_bench::LatencyOptions opt;
+    opt.coll = coll;
+    opt.images = static_cast<uint32_t>(images);
+    opt.graph_dir = dir;
+    carflow_bench::parse_sizes("8,64,512,4K,32K,256K,1M,4M", &opt.sizes, &error);
+    std::vector<carflow_bench::LatencyResult> results;
+    if (!carflow_bench::run_latency(opt, &results, &error)) return fail(error);
+    for (const auto& r : results) {
+      print_row(r);
+      all_ok &= r.verified;
+      graphs += std::filesystem::exists(r.graph_file);
+    }
+  }
+  std::printf("\n%s; %zu DAG files in %s/ (render one: tools/carflow dot %s/broadcast_4K.json)\n",
+              all_ok ? "all results verified" : "VERIFICATION FAILED", graphs, dir.c_str(),
+              dir.c_str());
+  return all_ok ? 0 : 1;
+}
+
+int cmd_info() {
+  carflow::Config config;
+  std::string error;
+  if (!carflow::Config::from_env(&config, &error)) return fail(error);
+  std::printf("environment (current values):\n");
+  for (const auto& row : config.describe()) {
+    std::printf("  %-24s %-12s %s\n", row[0].c_str(), row[1].c_str(), row[2].c_str());
+  }
+  std::printf("\nalgorithms (graph/generators/):\n");
+  for (const carflow::GeneratorInfo* g : carflow::GeneratorRegistry::instance().all()) {
+    std::printf("  %-10s %-20s %s%s%s\n", carflow::coll_kind_name(g->kind), g->name.c_str(),
+                g->summary.c_str(), g->preserves_order ? "" : " [commutative ops only]",
+                g->segmented ? " [segmented]" : "");
+  }
+  std::printf("\ndefault selection:\n"
+              "  broadcast  flat for P <= 2, else binomial (segments of CF_SEGMENT_BYTES)\n"
+              "  barrier    dissemination\n"
+              "  allreduce  recursive_doubling below CF_ALLREDUCE_RING_BYTES (%llu), ring at or\n"
+              "             above (if commutative and at least one element per image)\n",
+              static_cast<unsigned long long>(config.allreduce_ring_bytes));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  Args args;
+  std::string error;
+  if (!parse_args(argc, argv, 2, &args, &error)) return fail(error);
+  if (cmd == "plan") return cmd_plan(args);
+  if (cmd == "dot") return cmd_dot(args);
+  if (cmd == "info") return cmd_info();
+  if (cmd != "demo" && cmd != "bench") return fail("unknown command '" + cmd + "'\n" + kUsage);
+  if (cf_init(&argc, &argv) != CF_OK) return 2;  // prints the reason (fatal mode)
+  cf_set_error_mode(CF_ERRORS_RETURN);
+  const int rc = cmd == "demo" ? cmd_demo(args) : cmd_bench(args);
+  cf_finalize();
+  return rc;
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# tools/install.sh PREFIX: installs include/carflow/carflow.h, lib/libcarflow.so,
+# lib/libcarflow.a and lib/pkgconfig/carflow.pc, so that a C program builds with
+#   cc prog.c $(pkg-config --cflags --libs carflow)
+set -euo pipefail
+[ $# -eq 1 ] || { echo "usage: tools/install.sh PREFIX" >&2; exit 2; }
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PREFIX="$(mkdir -p "$1" && cd "$1" && pwd)"
+cd "$ROOT"
+bazel build //api:libcarflow_shared.so //api:libcarflow_static >&2
+mkdir -p "$PREFIX/include/carflow" "$PREFIX/lib/pkgconfig"
+install -m 644 api/include/carflow/carflow.h "$PREFIX/include/carflow/"
+install -m 755 bazel-bin/api/libcarflow_shared.so "$PREFIX/lib/libcarflow.so"
+install -m 644 bazel-bin/api/libcarflow_all.a "$PREFIX/lib/libcarflow.a"
+cat > "$PREFIX/lib/pkgconfig/carflow.pc" <<PC
+prefix=$PREFIX
+libdir=\${prefix}/lib
+includedir=\${prefix}/include
+
+Name: carflow
+Description: nonblocking collectives as CAR dataflow graphs
+Version: 0.1.0
+Cflags: -I\${includedir}
+Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lcarflow
+Libs.private: -ltbb -lpthread -lstdc++
+PC
+echo "installed carflow into $PREFIX"
