@@ -124,13 +124,19 @@ int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handl
   if (!choose_algorithm(call, &gen, error)) return kErrBadArg;
   Schedule* schedule = schedule_for(img, call, gen, error);
   if (schedule == nullptr) return kErrBadArg;
+  *handle = start_schedule(img, schedule, call.src, call.dst, call.op);
+  return kOk;
+}
+
+uint64_t Engine::start_schedule(ImageContext& img, Schedule* schedule, void* src, void* dst,
+                                const ReduceOp& op) {
   Instance* inst = schedule->acquire();
   inst->image = &img;
   inst->team = 0;
   inst->seq = img.next_seq++;
-  inst->src = static_cast<char*>(call.src);
-  inst->dst = static_cast<char*>(call.dst);
-  inst->op = call.op;
+  inst->src = static_cast<char*>(src);
+  inst->dst = static_cast<char*>(dst);
+  inst->op = op;
   uint32_t slot;
   if (!img.free_slots.empty()) {
     slot = img.free_slots.back();
@@ -142,12 +148,12 @@ int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handl
   }
   img.handle_slots[slot] = inst;
   inst->handle_slot = slot;
-  *handle = (uint64_t{img.handle_generation[slot]} << 32) | (slot + 1);
+  const uint64_t handle = (uint64_t{img.handle_generation[slot]} << 32) | (slot + 1);
   tls_on_app_thread = true;
-  // Roots are read before any may run: a fast instance can finish (and its
-  // CARs be reset by nobody) while we still iterate.
+  // The instance may finish during this loop; roots() belongs to the
+  // schedule, which outlives it, and each root is made ready exactly once.
   for (uint32_t root : schedule->roots()) make_ready(&inst->cars[root]);
-  return kOk;
+  return handle;
 }
 
 void Engine::make_ready(CarState* cs) {

@@ -111,6 +111,9 @@ class Engine final : public TransportHooks {
   // Starts a collective on `img`; returns kOk and *handle, or an error with
   // *error naming the argument and rule (nothing started).
   int start(ImageContext& img, const CollectiveCall& call, uint64_t* handle, std::string* error);
+  // Starts an already-built schedule (tests and the engine benchmark).
+  uint64_t start_schedule(ImageContext& img, Schedule* schedule, void* src, void* dst,
+                          const ReduceOp& op);
   // The algorithm start() would use (table, environment or call).
   bool choose_algorithm(const CollectiveCall& call, const GeneratorInfo** out,
                         std::string* error) const;

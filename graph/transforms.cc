@@ -16,14 +16,14 @@ CarId append_barrier(LocalDag& dag, uint32_t images, uint32_t tag_base,
     return static_cast<CarId>(dag.cars.size() - 1);
   };
   CarId prev_recv = kNoCar;
-  std::vector<Dep> last;
+  std::vector<Dep> sends;  // the closing JOIN waits for these too: every CAR reaches the exit
   for (uint32_t k = 0, dist = 1; dist < images; ++k, dist *= 2) {
     Car send;
     send.kind = CarKind::Send;
     send.peer = (dag.image + dist) % images;
     send.tag = tag_base + k;
     send.deps = prev_recv == kNoCar ? start_deps : std::vector<Dep>{after(prev_recv)};
-    add(std::move(send));
+    sends.push_back(after(add(std::move(send))));
     Car recv;
     recv.kind = CarKind::Recv;
     recv.peer = (dag.image + images - dist) % images;
@@ -32,7 +32,8 @@ CarId append_barrier(LocalDag& dag, uint32_t images, uint32_t tag_base,
   }
   Car join;
   join.kind = CarKind::Join;
-  join.deps = prev_recv == kNoCar ? std::move(start_deps) : std::vector<Dep>{after(prev_recv)};
+  join.deps = prev_recv == kNoCar ? std::move(start_deps) : std::move(sends);
+  if (prev_recv != kNoCar) join.deps.push_back(after(prev_recv));
   return add(std::move(join));
 }
 

@@ -1,0 +1,196 @@
+// White-box tests of the engine: dependency handling, matching paths of the
+// inproc transport, the schedule cache and instance pool.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "engine/engine.h"
+#include "engine/status.h"
+#include "graph/builder.h"
+
+namespace carflow {
+namespace {
+
+constexpr int kSumU64 = -1 - (kOpSum * 16 + kUint64);
+
+ReduceOp sum_u64() {
+  ReduceOp op;
+  std::string error;
+  REQUIRE(resolve_reduce_op(kSumU64, 0, 8, {}, &op, &error));
+  return op;
+}
+
+// A random lattice of REDUCE CARs over 8-byte temp slots: car i computes
+// slot[i] = slot[a] + slot[b] for earlier a, b. Any CAR that ran before its
+// predecessors would read a stale slot and change the final sum.
+TEST_CASE("a CAR never runs before its predecessors (random reduce lattices)") {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    CAPTURE(seed);
+    std::mt19937 rng(seed);
+    const uint32_t n = 200 + rng() % 2000;
+    DagBuilder b(0, 8, 8 * n);
+    std::vector<uint64_t> reference(n);
+    // Seeds: slot 0 and 1 come from the user source (value 1).
+    b.copy(user_dst(0, 8), user_src(0, 8));
+    b.copy(user_dst(8, 8), user_src(0, 8));
+    reference[0] = reference[1] = 1;
+    for (uint32_t i = 2; i < n; ++i) {
+      const uint32_t a = rng() % i, c = rng() % i;
+      b.reduce(user_dst(8 * i, 8), user_dst(8 * a, 8), user_dst(8 * c, 8),
+               {after_buffer(a), after_buffer(c)});
+      reference[i] = reference[a] + reference[c];
+    }
+    LocalDag dag = b.finish();
+    Engine engine(1, Config{});
+    ImageContext& img = engine.image(0);
+    Schedule schedule(CollectiveSpec{}, std::move(dag));
+    uint64_t one = 1;
+    std::vector<uint64_t> out(n, 0);
+    std::string error;
+    const uint64_t h = engine.start_schedule(img, &schedule, &one, out.data(), sum_u64());
+    REQUIRE(engine.wait_sync(img, h, &error) == kOk);
+    CHECK(out == reference);
+  }
+}
+
+// Runs `body(engine, image)` on one thread per image.
+template <typename F>
+void on_images(Engine& engine, F body) {
+  std::vector<std::thread> threads;
+  for (uint32_t i = 0; i < engine.images(); ++i) {
+    threads.emplace_back([&, i] { body(engine.image(i)); });
+  }
+  for (auto& t : threads) t.join();
+}
+
+CollectiveCall broadcast_call(uint32_t root, void* src, void* dst, uint64_t nbytes) {
+  CollectiveCall call;
+  call.kind = CollKind::Broadcast;
+  call.root = root;
+  call.src = src;
+  call.dst = dst;
+  call.nbytes = nbytes;
+  return call;
+}
+
+// The receiver posts its RECV only after the sender's SEND has been issued,
+// so the message must wait in the unexpected queue: eager below the
+// threshold (the SEND completes alone), single copy above it (the SEND
+// completes only when the late RECV copies straight from the sender).
+TEST_CASE("a message that arrives before its receive is claimed from the unexpected queue") {
+  for (uint64_t nbytes : {uint64_t{64}, uint64_t{1} << 20}) {
+    CAPTURE(nbytes);
+    Config config;
+    config.segment_bytes = 0;  // one message, whatever the size
+    Engine engine(2, config);
+    const bool eager = nbytes <= config.inproc_eager_bytes;
+    std::vector<uint8_t> src(nbytes), dst0(nbytes), dst1(nbytes, 0);
+    for (size_t i = 0; i < nbytes; ++i) src[i] = static_cast<uint8_t>(i * 13 + 5);
+    std::atomic<bool> sent{false}, root_done_before_recv{false};
+    on_images(engine, [&](ImageContext& img) {
+      std::string error;
+      uint64_t h = 0;
+      if (img.image == 0) {
+        REQUIRE(engine.start(img, broadcast_call(0, src.data(), dst0.data(), nbytes), &h, &error) == kOk);
+        root_done_before_recv = engine.is_done(engine.lookup(img, h));
+        sent = true;
+        CHECK(engine.wait_sync(img, h, &error) == kOk);
+      } else {
+        while (!sent.load()) std::this_thread::yield();
+        CHECK(engine.transport().unexpected_count(1) == 1);
+        REQUIRE(engine.start(img, broadcast_call(0, nullptr, dst1.data(), nbytes), &h, &error) == kOk);
+        CHECK(engine.wait_sync(img, h, &error) == kOk);
+      }
+    });
+    CHECK(dst1 == src);
+    CHECK(dst0 == src);
+    CHECK(root_done_before_recv.load() == eager);
+    const TransportStats stats = engine.transport().stats();
+    CHECK(stats.messages == 1);
+    CHECK(stats.unexpected == 1);
+    CHECK(stats.eager == (eager ? 1u : 0u));
+    CHECK(engine.transport().unexpected_count(1) == 0);
+  }
+}
+
+// The receive is posted first: a small message is copied by the sender
+// straight into it; a large one is copied once, on the receiving side.
+TEST_CASE("a message whose receive is already posted is copied once, without buffering") {
+  for (uint64_t nbytes : {uint64_t{64}, uint64_t{1} << 20}) {
+    CAPTURE(nbytes);
+    Config config;
+    config.segment_bytes = 0;  // one message, whatever the size
+    Engine engine(2, config);
+    std::vector<uint8_t> src(nbytes, 7), dst0(nbytes), dst1(nbytes, 0);
+    std::atomic<bool> posted{false};
+    on_images(engine, [&](ImageContext& img) {
+      std::string error;
+      uint64_t h = 0;
+      if (img.image == 1) {
+        REQUIRE(engine.start(img, broadcast_call(0, nullptr, dst1.data(), nbytes), &h, &error) == kOk);
+        posted = true;
+        CHECK(engine.wait_sync(img, h, &error) == kOk);
+      } else {
+        while (!posted.load()) std::this_thread::yield();
+        REQUIRE(engine.start(img, broadcast_call(0, src.data(), dst0.data(), nbytes), &h, &error) == kOk);
+        CHECK(engine.wait_sync(img, h, &error) == kOk);
+      }
+    });
+    CHECK(dst1 == src);
+    const TransportStats stats = engine.transport().stats();
+    CHECK(stats.unexpected == 0);
+    CHECK(stats.eager == 0);
+    if (nbytes <= config.inproc_eager_bytes) {
+      CHECK(stats.direct == 1);
+    } else {
+      CHECK(stats.single_copy == 1);
+    }
+  }
+}
+
+TEST_CASE("repeated calls reuse one schedule and one pooled instance") {
+  Engine engine(3, Config{});
+  std::vector<std::vector<uint8_t>> dst(3, std::vector<uint8_t>(4096));
+  std::vector<uint8_t> src(4096, 9);
+  on_images(engine, [&](ImageContext& img) {
+    std::string error;
+    for (int i = 0; i < 500; ++i) {
+      uint64_t h = 0;
+      REQUIRE(engine.start(img, broadcast_call(1, src.data(), dst[img.image].data(), 4096), &h,
+                           &error) == kOk);
+      REQUIRE(engine.wait_sync(img, h, &error) == kOk);
+    }
+  });
+  for (uint32_t i = 0; i < 3; ++i) {
+    ImageContext& img = engine.image(i);
+    CHECK(img.generator_runs.load() == 1);
+    REQUIRE(img.cache.size() == 1);
+    CHECK(img.cache.begin()->second->instances_created() == 1);
+    CHECK(dst[i] == src);
+  }
+}
+
+TEST_CASE("outstanding handles complete and sync in any order") {
+  const uint32_t n = 300;
+  Engine engine(4, Config{});
+  std::vector<std::vector<uint64_t>> dst(4, std::vector<uint64_t>(n, 0));
+  std::vector<uint64_t> src(n);
+  for (uint32_t i = 0; i < n; ++i) src[i] = i * 31 + 1;
+  on_images(engine, [&](ImageContext& img) {
+    std::string error;
+    std::vector<uint64_t> handles(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      REQUIRE(engine.start(img, broadcast_call(i % 4, &src[i], &dst[img.image][i], 8), &handles[i],
+                           &error) == kOk);
+    }
+    for (uint32_t i = n; i-- > 0;) CHECK(engine.wait_sync(img, handles[i], &error) == kOk);
+    CHECK(engine.wait_sync(img, handles[0], &error) == kErrBadArg);  // dead after sync
+  });
+  for (uint32_t i = 0; i < 4; ++i) CHECK(dst[i] == src);
+}
+
+}  // namespace
+}  // namespace carflow
