@@ -23,10 +23,6 @@ struct Worklist {
 };
 thread_local Worklist tls_work;
 
-bool is_message(CarKind kind) {
-  return kind == CarKind::Send || kind == CarKind::Recv || kind == CarKind::RecvReduce;
-}
-
 constexpr uint64_t kSlotMask = 0xffffffffull;
 
 }  // namespace
@@ -59,14 +55,21 @@ Engine::Engine(uint32_t images, const Config& config)
       images_ctx_[i]->vcs[peer]->node =
           std::make_unique<tbb::flow::function_node<tbb::flow::continue_msg>>(
               graph_, tbb::flow::serial, [this, i, peer](tbb::flow::continue_msg) {
+                running_bodies_.fetch_add(1, std::memory_order_relaxed);
                 serve_vc(i, peer);
+                running_bodies_.fetch_sub(1, std::memory_order_release);
                 return tbb::flow::continue_msg();
               });
     }
   }
 }
 
-Engine::~Engine() { graph_.wait_for_all(); }
+Engine::~Engine() {
+  graph_.wait_for_all();
+  // wait_for_all already guarantees no body runs; this acquire makes that
+  // visible to ThreadSanitizer, which cannot see inside Debian's libtbb.
+  while (running_bodies_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+}
 
 bool Engine::choose_algorithm(const CollectiveCall& call, const GeneratorInfo** out,
                               std::string* error) const {
@@ -160,7 +163,10 @@ void Engine::make_ready(CarState* cs) {
   Instance& inst = *cs->instance;
   const CompiledCar& car = inst.schedule->cars()[cs->index];
   Worklist& work = tls_work;
-  if (is_message(car.kind)) {
+  if (car.kind == CarKind::Send) {
+    // SENDs of one VC go out in order, one thread at a time (the VC's send
+    // queue). Receives need no such queue: posting one is a single insert
+    // into the VC's posted-receive queue in the transport.
     ImageContext::Vc& vc = *inst.image->vcs[car.peer];
     if (vc.ready.try_claim()) {  // idle VC: no queueing at all
       work.claimed.emplace_back(&vc, cs);
@@ -270,11 +276,17 @@ void Engine::complete(CarState* cs, int status) {
   }
   const CompiledCar& car = inst.schedule->cars()[cs->index];
   const uint32_t* succ = inst.schedule->successors(car);
+  // Every CAR reaches the exit, so the instance is done exactly when the
+  // exit completes; no per-instance counter is needed. After its last
+  // fetch_sub a thread must not touch `inst`: the owner may recycle it.
+  if (cs->index == inst.schedule->exit()) {
+    finish(inst);
+    return;
+  }
   for (uint32_t i = 0; i < car.succ_count; ++i) {
     CarState* next = &inst.cars[succ[i]];
     if (next->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(next);
   }
-  if (inst.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) finish(inst);
 }
 
 void Engine::finish(Instance& inst) {

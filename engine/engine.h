@@ -155,6 +155,7 @@ class Engine final : public TransportHooks {
   // outnumber the cores (a spinning thread then steals a peer's core).
   uint32_t spin_count_ = 0;
   std::unique_ptr<InprocTransport> transport_;
+  std::atomic<int> running_bodies_{0};  // flow-graph bodies in progress
   tbb::flow::graph graph_;  // before the images: their VC nodes live in it
   std::vector<std::unique_ptr<ImageContext>> images_ctx_;
 };

@@ -70,7 +70,6 @@ Instance* Schedule::acquire() {
   for (uint32_t i = 0; i < cars_.size(); ++i) {
     inst->cars[i].pending.store(cars_[i].deps, std::memory_order_relaxed);
   }
-  inst->remaining.store(static_cast<uint32_t>(cars_.size()), std::memory_order_relaxed);
   inst->status.store(0, std::memory_order_relaxed);
   inst->done.store(false, std::memory_order_relaxed);
   inst->next_free = nullptr;

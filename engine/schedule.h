@@ -54,6 +54,7 @@ class Schedule {
   const std::vector<CompiledCar>& cars() const { return cars_; }
   const uint32_t* successors(const CompiledCar& c) const { return &successors_[c.succ_begin]; }
   const std::vector<uint32_t>& roots() const { return roots_; }
+  uint32_t exit() const { return dag_.exit; }
   uint64_t temp_offset(uint32_t slot) const { return temp_offsets_[slot]; }
 
   // Pool: only the owning image's thread calls these.
@@ -83,7 +84,6 @@ struct Instance {
   ReduceOp op;
   std::unique_ptr<CarState[]> cars;
   char* temp = nullptr;            // arena, 64-byte aligned
-  std::atomic<uint32_t> remaining{0};
   std::atomic<int> status{0};
   std::atomic<bool> done{false};
   uint32_t handle_slot = 0;
