@@ -23,7 +23,13 @@ struct Worklist {
 };
 thread_local Worklist tls_work;
 
+// Handle layout: generation (16 bits) | image (16 bits) | slot + 1 (32 bits).
+// The image makes handles of different image threads differ, so syncing
+// another thread's handle is caught; the generation catches stale handles.
 constexpr uint64_t kSlotMask = 0xffffffffull;
+uint64_t make_handle(uint32_t generation, uint32_t image, uint32_t slot) {
+  return (uint64_t{generation & 0xffff} << 48) | (uint64_t{image & 0xffff} << 32) | (slot + 1);
+}
 
 }  // namespace
 
@@ -151,7 +157,7 @@ uint64_t Engine::start_schedule(ImageContext& img, Schedule* schedule, void* src
   }
   img.handle_slots[slot] = inst;
   inst->handle_slot = slot;
-  const uint64_t handle = (uint64_t{img.handle_generation[slot]} << 32) | (slot + 1);
+  const uint64_t handle = make_handle(img.handle_generation[slot], img.image, slot);
   tls_on_app_thread = true;
   // The instance may finish during this loop; roots() belongs to the
   // schedule, which outlives it, and each root is made ready exactly once.
@@ -332,7 +338,9 @@ bool Engine::poll(ImageContext& img) {
 Instance* Engine::lookup(ImageContext& img, uint64_t handle) {
   const uint64_t slot = (handle & kSlotMask) - 1;
   if ((handle & kSlotMask) == 0 || slot >= img.handle_slots.size()) return nullptr;
-  if (img.handle_generation[slot] != (handle >> 32)) return nullptr;
+  if (handle != make_handle(img.handle_generation[slot], img.image, static_cast<uint32_t>(slot))) {
+    return nullptr;
+  }
   return img.handle_slots[slot];
 }
 

@@ -22,7 +22,10 @@ CarId append_barrier(LocalDag& dag, uint32_t images, uint32_t tag_base,
     send.kind = CarKind::Send;
     send.peer = (dag.image + dist) % images;
     send.tag = tag_base + k;
-    send.deps = prev_recv == kNoCar ? start_deps : std::vector<Dep>{after(prev_recv)};
+    // As in the dissemination generator: round k waits for round k-1's
+    // receive and send, so it carries everything heard so far.
+    send.deps = prev_recv == kNoCar ? start_deps
+                                    : std::vector<Dep>{after(prev_recv), sends.back()};
     sends.push_back(after(add(std::move(send))));
     Car recv;
     recv.kind = CarKind::Recv;

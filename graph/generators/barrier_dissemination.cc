@@ -11,11 +11,17 @@ namespace {
 LocalDag dissemination_barrier(const CollectiveSpec& spec, uint32_t image) {
   const uint32_t P = spec.images;
   DagBuilder b(image, 0, 0);
-  CarId prev_recv = kNoCar;
+  // Round k's signal must carry everything heard in rounds 0..k-1: it waits
+  // for the previous round's receive and, through the previous send, for all
+  // earlier receives. Without the send chain, an image could finish having
+  // heard from only some images (a receive completing says nothing about
+  // the receives posted before it).
+  CarId prev_recv = kNoCar, prev_send = kNoCar;
   for (uint32_t k = 0, dist = 1; dist < P; ++k, dist *= 2) {
     DagBuilder::Deps deps;
     if (prev_recv != kNoCar) deps.push_back(after(prev_recv));
-    b.send((image + dist) % P, k, no_buffer(), deps);
+    if (prev_send != kNoCar) deps.push_back(after(prev_send));
+    prev_send = b.send((image + dist) % P, k, no_buffer(), deps);
     prev_recv = b.recv((image + P - dist) % P, k, no_buffer());
   }
   return b.finish();
