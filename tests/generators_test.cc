@@ -107,6 +107,69 @@ TEST_CASE("every generator's DAG round-trips through JSON exactly") {
   }
 }
 
+// Happens-before over the global DAG: dependency edges inside an image and
+// message edges (SEND -> its receive) between images. A barrier (or an
+// ALLSYNC transform) is only correct if every image's exit is reachable
+// from every image's first CARs: nobody leaves before everybody entered.
+std::vector<std::vector<bool>> exits_reached_from_entries(const GlobalDag& dag) {
+  std::vector<MessageEdge> edges;
+  std::string error;
+  REQUIRE(match_messages(dag, &edges, &error));
+  const uint32_t P = dag.spec.images;
+  std::vector<size_t> base(P + 1, 0);
+  for (uint32_t i = 0; i < P; ++i) base[i + 1] = base[i] + dag.images[i].cars.size();
+  std::vector<std::vector<size_t>> succ(base[P]);
+  for (uint32_t i = 0; i < P; ++i) {
+    for (CarId c = 0; c < dag.images[i].cars.size(); ++c) {
+      for (const Dep& d : dag.images[i].cars[c].deps) succ[base[i] + d.car].push_back(base[i] + c);
+    }
+  }
+  for (const MessageEdge& e : edges) succ[base[e.from_image] + e.from_car].push_back(base[e.to_image] + e.to_car);
+  std::vector<std::vector<bool>> reached(P, std::vector<bool>(P, false));
+  for (uint32_t from = 0; from < P; ++from) {
+    std::vector<bool> seen(base[P], false);
+    std::vector<size_t> stack;
+    for (CarId c = 0; c < dag.images[from].cars.size(); ++c) {
+      if (dag.images[from].cars[c].deps.empty()) stack.push_back(base[from] + c);
+    }
+    while (!stack.empty()) {
+      const size_t n = stack.back();
+      stack.pop_back();
+      if (seen[n]) continue;
+      seen[n] = true;
+      for (size_t m : succ[n]) stack.push_back(m);
+    }
+    for (uint32_t to = 0; to < P; ++to) reached[from][to] = seen[base[to] + dag.images[to].exit];
+  }
+  return reached;
+}
+
+TEST_CASE("no image leaves a barrier, or an ALLSYNC collective, before every image has entered") {
+  for (uint32_t P = 1; P <= 33; ++P) {
+    for (const GeneratorInfo* gen : GeneratorRegistry::instance().all()) {
+      const bool is_barrier = gen->kind == CollKind::Barrier;
+      CollectiveSpec spec;
+      spec.kind = gen->kind;
+      spec.algorithm = gen->name;
+      spec.images = P;
+      spec.nbytes = is_barrier ? 0 : 64;
+      spec.elem_size = gen->kind == CollKind::Allreduce ? 8 : 1;
+      // Barriers as they are; other collectives with IN_ALLSYNC.
+      spec.flags = is_barrier ? 0 : kSpecInAllSync;
+      GlobalDag dag;
+      std::string error;
+      REQUIRE(generate_global(spec, &dag, &error));
+      const auto reached = exits_reached_from_entries(dag);
+      for (uint32_t from = 0; from < P; ++from) {
+        for (uint32_t to = 0; to < P; ++to) {
+          INFO(gen->name, " P=", P, ": image ", to, "'s exit does not wait for image ", from);
+          CHECK(reached[from][to]);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("binomial broadcast reaches every image in ceil(log2 P) message hops") {
   for (uint32_t P = 1; P <= 33; ++P) {
     CollectiveSpec spec;
