@@ -552,7 +552,8 @@ int cf_get_stats(cf_stats_t* out) {
   }
   Engine& engine = *rt.engine();
   const carflow::TransportStats s = engine.transport().stats();
-  *out = cf_stats_t{s.messages, s.bytes, s.eager, s.direct, s.single_copy, s.unexpected, 0};
+  *out = cf_stats_t{s.messages, s.bytes, s.eager, s.direct, s.single_copy, s.unexpected, 0,
+                    s.fastbox};
   for (uint32_t i = 0; i < engine.images(); ++i) {
     out->schedules_built += engine.image(i).generator_runs.load(std::memory_order_relaxed);
   }

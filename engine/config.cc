@@ -42,6 +42,7 @@ bool Config::from_env(Config* out, std::string* error) {
   Config c;
   uint64_t spin = c.spin_count, yields = c.yield_count;
   if (!read_uint("CF_INPROC_EAGER_BYTES", 0, 1 << 20, &c.inproc_eager_bytes, error) ||
+      !read_uint("CF_INPROC_FASTBOX_BYTES", 0, 108, &c.inproc_fastbox_bytes, error) ||
       !read_uint("CF_SEGMENT_BYTES", 0, uint64_t{1} << 40, &c.segment_bytes, error) ||
       !read_uint("CF_ALLREDUCE_RING_BYTES", 0, uint64_t{1} << 40, &c.allreduce_ring_bytes,
                  error) ||
@@ -68,6 +69,8 @@ std::vector<std::vector<std::string>> Config::describe() const {
   return {
       {"CF_INPROC_EAGER_BYTES", std::to_string(inproc_eager_bytes),
        "inproc: messages up to this size are copied eagerly; larger ones single-copy"},
+      {"CF_INPROC_FASTBOX_BYTES", std::to_string(inproc_fastbox_bytes),
+       "inproc: messages up to this size go through a per-VC box the receiver polls, when images <= cores (0 = off, max 108)"},
       {"CF_SEGMENT_BYTES", std::to_string(segment_bytes),
        "pipelined algorithms cut messages into segments of this size (0 = off)"},
       {"CF_ALLREDUCE_RING_BYTES", std::to_string(allreduce_ring_bytes),

@@ -11,6 +11,7 @@ namespace carflow {
 
 struct Config {
   uint64_t inproc_eager_bytes = 8192;       // CF_INPROC_EAGER_BYTES
+  uint64_t inproc_fastbox_bytes = 108;      // CF_INPROC_FASTBOX_BYTES (0 = off)
   uint64_t segment_bytes = 256 * 1024;      // CF_SEGMENT_BYTES (0 = no segmentation)
   uint64_t allreduce_ring_bytes = 64 * 1024;  // CF_ALLREDUCE_RING_BYTES: ring at or above
   std::string algo_broadcast;               // CF_ALGO_BROADCAST ("" = by table)

@@ -166,6 +166,20 @@ class Engine final : public TransportHooks {
 // of a wake-up that raced with going to sleep; the protocol does not need it.
 template <typename Done>
 void Engine::wait_until(ImageContext& img, Done done) {
+  if (done()) return;
+  // While this thread polls, small messages to it may be left in its
+  // fastboxes for it to match (transports/inproc); the guard ends that on
+  // every way out, including before sleeping.
+  struct Polling {
+    Transport& t;
+    uint32_t image;
+    bool on = false;
+    void set(bool v) {
+      if (v != on) t.set_polling(image, on = v);
+    }
+    ~Polling() { set(false); }
+  } polling{*transport_, img.image};
+  polling.set(true);
   for (uint32_t i = 0; i < spin_count_; ++i) {
     if (done()) return;
     poll(img);
@@ -176,12 +190,15 @@ void Engine::wait_until(ImageContext& img, Done done) {
   }
   while (!done()) {
     if (poll(img)) continue;
+    polling.set(false);  // takes what is in the boxes; senders now do the matching
+    if (done()) return;
     img.sleepers.fetch_add(1, std::memory_order_seq_cst);
     {
       std::unique_lock<std::mutex> lock(img.sleep_mutex);
       if (!done()) img.sleep_cv.wait_for(lock, std::chrono::milliseconds(100));
     }
     img.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    polling.set(true);
   }
 }
 

@@ -56,6 +56,7 @@ struct TransportStats {
   uint64_t direct = 0;          // sends copied straight into a posted receive
   uint64_t single_copy = 0;     // large messages copied once, sender to receiver
   uint64_t unexpected = 0;      // messages that arrived before their receive
+  uint64_t fastbox = 0;         // small messages handed over in a per-VC box
 };
 
 // What the transport asks of the engine.
@@ -79,6 +80,10 @@ class Transport {
   virtual bool progress(uint32_t image, uint32_t peer, bool on_app_thread) = 0;
   // The same for every VC into `image` (a cheap check when there is none).
   virtual bool progress_all(uint32_t image, bool on_app_thread) = 0;
+  // The application thread of `image` is (on) or stops being (off) in a
+  // loop that calls progress_all: transports may then leave small messages
+  // for it to match instead of matching them on the sender's thread.
+  virtual void set_polling(uint32_t image, bool on) = 0;
   virtual TransportStats stats() const = 0;
 };
 

@@ -1,5 +1,6 @@
 #include "transports/inproc/inproc_transport.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -9,11 +10,16 @@ namespace carflow {
 // Status for a SEND/RECV pair whose byte counts differ (CF_ERR_MISMATCH).
 static constexpr int kMismatch = -7;
 
-InprocTransport::InprocTransport(uint32_t images, uint64_t eager_bytes, TransportHooks* hooks)
-    : images_(images), eager_bytes_(eager_bytes), hooks_(hooks) {
+InprocTransport::InprocTransport(uint32_t images, uint64_t eager_bytes, uint64_t fastbox_bytes,
+                                 TransportHooks* hooks)
+    : images_(images),
+      eager_bytes_(eager_bytes),
+      fastbox_bytes_(std::min<uint64_t>({fastbox_bytes, eager_bytes, kFastboxBytes})),
+      hooks_(hooks) {
   for (uint32_t i = 0; i < images; ++i) {
     mailboxes_.push_back(std::make_unique<Mailbox>());
     mailboxes_.back()->pulls.resize(images);
+    mailboxes_.back()->boxes = std::make_unique<FastBox[]>(images);
   }
 }
 
@@ -75,45 +81,106 @@ void InprocTransport::push_pull(uint32_t image, MsgOp* recv_op) {
   hooks_->deferred_work(image, recv_op->peer, recv_op->deliver.app_thread_only);
 }
 
-void InprocTransport::send(MsgOp* op) {
-  Mailbox& mb = *mailboxes_[op->peer];
-  const bool small = op->nbytes <= eager_bytes_;
+void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, const void* data,
+                             uint64_t nbytes, MsgOp* send_op) {
+  Mailbox& mb = *mailboxes_[image];
+  const bool small = nbytes <= eager_bytes_;
   mb.lock.lock();
   mb.stats.messages++;
-  mb.stats.bytes += op->nbytes;
-  MsgOp* posted = mb.posted.take(op->self, op->key);
+  mb.stats.bytes += nbytes;
+  MsgOp* posted = mb.posted.take(src, key);
   if (posted != nullptr) {
     const bool may_deliver_here = tls_on_app_thread || !posted->deliver.app_thread_only;
-    const bool direct = small && may_deliver_here && posted->nbytes == op->nbytes;
-    (direct ? mb.stats.direct : mb.stats.single_copy)++;
+    // A box copy (send_op == nullptr) is taken on the receiver's own thread,
+    // so it is always delivered here.
+    const bool direct = (small && may_deliver_here) || send_op == nullptr;
+    if (posted->nbytes == nbytes) (direct ? mb.stats.direct : mb.stats.single_copy)++;
     mb.lock.unlock();
-    if (posted->nbytes != op->nbytes) {
+    if (posted->nbytes != nbytes) {
       posted->on_complete(posted, kMismatch);
-      op->on_complete(op, kMismatch);
+      if (send_op != nullptr) send_op->on_complete(send_op, kMismatch);
     } else if (direct) {
-      deliver(posted, op->buf);
+      deliver(posted, data);
       posted->on_complete(posted, 0);
-      op->on_complete(op, 0);
+      if (send_op != nullptr) send_op->on_complete(send_op, 0);
     } else {
-      posted->matched = op;
-      push_pull(op->peer, posted);
+      posted->matched = send_op;
+      push_pull(image, posted);
     }
     return;
   }
   mb.stats.unexpected++;
   if (small) mb.stats.eager++;
   Unexpected* u = take_block(mb, small);
-  u->src = op->self;
-  u->key = op->key;
-  u->nbytes = op->nbytes;
-  u->send = small ? nullptr : op;
-  if (small && op->nbytes > 0) std::memcpy(u->data(), op->buf, op->nbytes);
+  u->src = src;
+  u->key = key;
+  u->nbytes = nbytes;
+  u->send = small ? nullptr : send_op;
+  if (small && nbytes > 0) std::memcpy(u->data(), data, nbytes);
   mb.unexpected.insert(u);
   mb.lock.unlock();
-  if (small) op->on_complete(op, 0);
+  if (small && send_op != nullptr) send_op->on_complete(send_op, 0);
+}
+
+bool InprocTransport::try_fastbox(MsgOp* op) {
+  if (op->nbytes > fastbox_bytes_) return false;
+  Mailbox& mb = *mailboxes_[op->peer];
+  if (!mb.polling.load(std::memory_order_acquire)) return false;
+  FastBox& box = mb.boxes[op->self];
+  if (box.state.load(std::memory_order_acquire) != FastBox::kEmpty) return false;
+  box.nbytes = static_cast<uint32_t>(op->nbytes);
+  box.key = op->key;
+  if (op->nbytes > 0) std::memcpy(box.data, op->buf, op->nbytes);
+  box.state.store(FastBox::kFull, std::memory_order_seq_cst);
+  // The receiver may have stopped polling meanwhile: then either it saw the
+  // box in its final check, or we take the message back (Dekker: each side
+  // writes its flag, then reads the other's).
+  if (!mb.polling.load(std::memory_order_seq_cst)) {
+    uint32_t full = FastBox::kFull;
+    if (box.state.compare_exchange_strong(full, FastBox::kEmpty, std::memory_order_acq_rel)) {
+      return false;
+    }
+  }
+  box.handed.store(box.handed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  op->on_complete(op, 0);
+  return true;
+}
+
+bool InprocTransport::take_fastbox(uint32_t image, uint32_t src) {
+  FastBox& box = mailboxes_[image]->boxes[src];
+  if (box.state.load(std::memory_order_acquire) != FastBox::kFull) return false;
+  uint32_t full = FastBox::kFull;
+  if (!box.state.compare_exchange_strong(full, FastBox::kTaking, std::memory_order_acq_rel)) {
+    return false;
+  }
+  // Copy out and free the box first: the sender may refill it while we match.
+  char data[kFastboxBytes];
+  const uint32_t nbytes = box.nbytes;
+  const MsgKey key = box.key;
+  if (nbytes > 0) std::memcpy(data, box.data, nbytes);
+  box.state.store(FastBox::kEmpty, std::memory_order_release);
+  arrive(image, src, key, data, nbytes, nullptr);
+  return true;
+}
+
+void InprocTransport::send(MsgOp* op) {
+  if (fastbox_bytes_ > 0 && try_fastbox(op)) return;
+  arrive(op->peer, op->self, op->key, op->buf, op->nbytes, op);
+}
+
+void InprocTransport::set_polling(uint32_t image, bool on) {
+  if (fastbox_bytes_ == 0) return;
+  Mailbox& mb = *mailboxes_[image];
+  mb.polling.store(on, std::memory_order_seq_cst);
+  if (!on) {
+    for (uint32_t src = 0; src < images_; ++src) take_fastbox(image, src);
+  }
 }
 
 void InprocTransport::recv(MsgOp* op) {
+  // A message waiting in the box goes through the queues first, so the
+  // lookup below sees it.
+  if (fastbox_bytes_ > 0) take_fastbox(op->self, op->peer);
   Mailbox& mb = *mailboxes_[op->self];
   mb.lock.lock();
   Unexpected* u = mb.unexpected.take(op->peer, op->key);
@@ -178,8 +245,11 @@ bool InprocTransport::progress(uint32_t image, uint32_t peer, bool on_app_thread
 
 bool InprocTransport::progress_all(uint32_t image, bool on_app_thread) {
   Mailbox& mb = *mailboxes_[image];
-  if (mb.pending_pulls.load(std::memory_order_acquire) == 0) return false;
   bool did = false;
+  if (fastbox_bytes_ > 0 && on_app_thread) {
+    for (uint32_t src = 0; src < images_; ++src) did |= take_fastbox(image, src);
+  }
+  if (mb.pending_pulls.load(std::memory_order_acquire) == 0) return did;
   for (uint32_t peer = 0; peer < images_; ++peer) did |= progress(image, peer, on_app_thread);
   return did;
 }
@@ -196,6 +266,9 @@ TransportStats InprocTransport::stats() const {
     s.direct += m.direct;
     s.single_copy += m.single_copy;
     s.unexpected += m.unexpected;
+    for (uint32_t src = 0; src < images_; ++src) {
+      s.fastbox += mb->boxes[src].handed.load(std::memory_order_relaxed);
+    }
   }
   return s;
 }

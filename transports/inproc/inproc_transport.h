@@ -11,6 +11,13 @@
 //  - not posted, large: single copy; a descriptor of the sender's buffer
 //    waits in the unexpected queue and the RECV copies straight from it, then
 //    completes both sides.
+//  - fastbox: while the receiver's thread is waiting (polling), a message of
+//    up to kFastboxBytes goes into a one-slot box per VC that the receiver
+//    polls and matches itself (MPICH Nemesis calls this a fastbox): one
+//    cache-line handover instead of the sender locking the receiver's
+//    mailbox and running its CARs. States: empty -> full (sender) ->
+//    taking (receiver, by CAS) -> empty. A sender that finds the receiver
+//    no longer polling retracts its message by CAS and takes the paths above.
 // Threshold: CF_INPROC_EAGER_BYTES (see README).
 #pragma once
 
@@ -26,7 +33,10 @@ namespace carflow {
 
 class InprocTransport final : public Transport {
  public:
-  InprocTransport(uint32_t images, uint64_t eager_bytes, TransportHooks* hooks);
+  // fastbox_bytes: largest message handed over in a box (0 = boxes off;
+  // capped at kFastboxBytes and eager_bytes).
+  InprocTransport(uint32_t images, uint64_t eager_bytes, uint64_t fastbox_bytes,
+                  TransportHooks* hooks);
   ~InprocTransport() override;
 
   const char* name() const override { return "inproc"; }
@@ -34,6 +44,8 @@ class InprocTransport final : public Transport {
   void recv(MsgOp* op) override;
   bool progress(uint32_t image, uint32_t peer, bool on_app_thread) override;
   bool progress_all(uint32_t image, bool on_app_thread) override;
+  void set_polling(uint32_t image, bool on) override;
+  static constexpr uint32_t kFastboxBytes = 108;
   TransportStats stats() const override;
   uint64_t eager_bytes() const { return eager_bytes_; }
   // Messages waiting in `image`'s unexpected queue (tests, diagnostics).
@@ -54,6 +66,14 @@ class InprocTransport final : public Transport {
   struct UnexpectedKey {
     std::pair<uint32_t, MsgKey> operator()(const Unexpected* u) const { return {u->src, u->key}; }
   };
+  struct alignas(64) FastBox {
+    enum : uint32_t { kEmpty = 0, kFull = 1, kTaking = 2 };
+    std::atomic<uint32_t> state{kEmpty};
+    uint32_t nbytes = 0;
+    MsgKey key;
+    char data[kFastboxBytes];
+    std::atomic<uint64_t> handed{0};  // written by the one sender only
+  };
   struct alignas(64) Mailbox {
     SpinLock lock;
     KeyTable<MsgOp, PostedKey> posted;
@@ -67,15 +87,26 @@ class InprocTransport final : public Transport {
     std::vector<PullQueue> pulls;        // per source VC: matched receives still to copy
     std::atomic<uint32_t> pending_pulls{0};
     TransportStats stats;                // counted under `lock`, which senders hold anyway
+    std::unique_ptr<FastBox[]> boxes;    // by sending image
+    alignas(64) std::atomic<bool> polling{false};
   };
 
   Unexpected* take_block(Mailbox& mb, bool eager);  // under mb.lock
   void free_block(Mailbox& mb, Unexpected* u);      // under mb.lock
   void push_pull(uint32_t image, MsgOp* recv_op);
   void deliver(MsgOp* recv_op, const void* src);
+  // Matches a message from `src` against `image`'s posted receives, or files
+  // it as unexpected. `send_op` is the sender's op (nullptr when the SEND has
+  // completed already and `data` is a copy). Returns after calling every
+  // completion it owes.
+  void arrive(uint32_t image, uint32_t src, const MsgKey& key, const void* data, uint64_t nbytes,
+              MsgOp* send_op);
+  bool try_fastbox(MsgOp* op);
+  bool take_fastbox(uint32_t image, uint32_t src);
 
   const uint32_t images_;
   const uint64_t eager_bytes_;
+  const uint64_t fastbox_bytes_;  // 0 = boxes off
   TransportHooks* const hooks_;
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;
 };
