@@ -17,7 +17,8 @@ bool parse_name(const std::array<const char*, N>& names, const std::string& name
   return false;
 }
 
-constexpr std::array<const char*, 3> kCollNames = {"broadcast", "barrier", "allreduce"};
+constexpr std::array<const char*, kCollKinds> kCollNames = {
+    "broadcast", "barrier", "allreduce", "scatter", "gather", "gather_all", "exchange", "permute"};
 constexpr std::array<const char*, 6> kCarNames = {"SEND", "RECV", "RECV_REDUCE",
                                                   "REDUCE", "COPY", "JOIN"};
 constexpr std::array<const char*, 4> kSpaceNames = {"none", "user_src", "user_dst", "temp"};

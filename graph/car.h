@@ -72,7 +72,18 @@ struct Car {
   uint64_t message_bytes() const { return kind == CarKind::Send ? src.length : dst.length; }
 };
 
-enum class CollKind : uint8_t { Broadcast, Barrier, Allreduce };
+// The order is the C API's CF_KIND_* order.
+enum class CollKind : uint8_t {
+  Broadcast,
+  Barrier,
+  Allreduce,
+  Scatter,    // root's block i goes to image i
+  Gather,     // image i's block goes to block i of the root's destination
+  GatherAll,  // every image's destination gets every image's block
+  Exchange,   // block j of image i's source goes to block i of image j's destination
+  Permute,    // image i's source goes to image perm[i]'s destination
+};
+inline constexpr int kCollKinds = 8;
 
 const char* coll_kind_name(CollKind kind);
 bool parse_coll_kind(const std::string& name, CollKind* kind);
@@ -90,10 +101,23 @@ struct CollectiveSpec {
   std::string algorithm;       // generator name within the kind
   uint32_t images = 1;         // team size P
   uint32_t root = 0;           // rooted collectives: team rank of the root
-  uint64_t nbytes = 0;         // bytes per image (broadcast, allreduce)
+  uint64_t nbytes = 0;         // bytes per image, or per block (graph/layout.h)
   uint32_t elem_size = 1;      // reductions: element size; segments cut on elements
   uint64_t segment_bytes = 0;  // pipelining chunk; 0 = no segmentation
   int flags = 0;               // the call's CF_COLL_* flags
+  // Variable-size ("v") forms; empty = every block is nbytes, packed.
+  //   scatter, gather, gather_all: counts[i] = bytes of image i's block;
+  //     displs[i] = its offset in the buffer holding all blocks (empty = packed).
+  //   exchange: counts[i * P + j] = bytes image i sends to image j; blocks are
+  //     packed in rank order in both source and destination (displs empty).
+  std::vector<uint64_t> counts;
+  std::vector<uint64_t> displs;
+  std::vector<uint32_t> perm;  // permute: image i sends to perm[i]
+  // Algorithm parameters (0 = the generator's default); part of the DAG's shape.
+  uint32_t radix = 0;          // k of k-nomial / k-ary trees
+  uint32_t window = 0;         // flow-controlled exchange: messages in flight per image
+  // LogP model parameters in nanoseconds (logp broadcast): latency, overhead, gap.
+  uint32_t logp_L = 0, logp_o = 0, logp_g = 0;
   bool operator==(const CollectiveSpec&) const = default;
 };
 

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "graph/layout.h"
 #include "graph/validate.h"
 
 namespace carflow {
@@ -100,6 +101,15 @@ OrderedJson spec_to_json(const CollectiveSpec& spec) {
   j["elem_size"] = spec.elem_size;
   j["segment_bytes"] = spec.segment_bytes;
   j["flags"] = spec.flags;
+  // Optional fields: written only when they differ from their defaults.
+  if (!spec.counts.empty()) j["counts"] = spec.counts;
+  if (!spec.displs.empty()) j["displs"] = spec.displs;
+  if (!spec.perm.empty()) j["perm"] = spec.perm;
+  if (spec.radix != 0) j["radix"] = spec.radix;
+  if (spec.window != 0) j["window"] = spec.window;
+  if (spec.logp_L != 0 || spec.logp_o != 0 || spec.logp_g != 0) {
+    j["logp"] = {{"L", spec.logp_L}, {"o", spec.logp_o}, {"g", spec.logp_g}};
+  }
   return j;
 }
 
@@ -170,6 +180,12 @@ class GraphReader {
                  const char* what, Enum* out);
   bool read_flags(const Json& obj, const Path& at, int* out);
   bool read_spec(const Json& value, const Path& at, CollectiveSpec* spec);
+  template <typename T>
+  bool read_optional_array(const Json& obj, const Path& at, const char* key, uint64_t max_entries,
+                           uint64_t max_value, std::vector<T>* out);
+  template <typename T>
+  bool read_optional_uint(const Json& obj, const Path& at, const char* key, uint64_t max, T* out);
+  bool read_spec_extras(const Json& value, const Path& at, CollectiveSpec* spec);
   bool read_image(const Json& value, const Path& at, uint32_t index, uint32_t images, LocalDag* dag);
   bool read_temps(const Json& obj, const Path& at, std::vector<uint64_t>* temps);
   bool read_car(const Json& value, const Path& at, const ImageContext& ctx, CarId id, Car* car);
@@ -274,11 +290,14 @@ bool GraphReader::read_flags(const Json& obj, const Path& at, int* out) {
 bool GraphReader::read_spec(const Json& value, const Path& at, CollectiveSpec* spec) {
   if (!expect_object(value, at) ||
       !only_fields(value, at,
-                   {"kind", "algorithm", "images", "root", "nbytes", "elem_size", "segment_bytes", "flags"},
+                   {"kind", "algorithm", "images", "root", "nbytes", "elem_size", "segment_bytes",
+                    "flags", "counts", "displs", "perm", "radix", "window", "logp"},
                    "the collective")) {
     return false;
   }
-  if (!read_name(value, at, "kind", parse_coll_kind, "a collective kind (broadcast, barrier, allreduce)",
+  if (!read_name(value, at, "kind", parse_coll_kind,
+                 "a collective kind (broadcast, barrier, allreduce, scatter, gather, gather_all, "
+                 "exchange, permute)",
                  &spec->kind) ||
       !read_string(value, at, "algorithm", &spec->algorithm) ||
       !read_uint(value, at, "images", 1, kMaxImages, &spec->images) ||
@@ -296,6 +315,54 @@ bool GraphReader::read_spec(const Json& value, const Path& at, CollectiveSpec* s
     return fail_at(at.field("root"), std::to_string(spec->root) + " is not a team rank (P = " +
                                          std::to_string(spec->images) + ")");
   }
+  return read_spec_extras(value, at, spec);
+}
+
+template <typename T>
+bool GraphReader::read_optional_array(const Json& obj, const Path& at, const char* key,
+                                      uint64_t max_entries, uint64_t max_value, std::vector<T>* out) {
+  const auto it = obj.find(key);
+  if (it == obj.end()) return true;
+  const Path here = at.field(key);
+  if (!expect_array(*it, here, max_entries)) return false;
+  out->reserve(it->size());
+  for (size_t i = 0; i < it->size(); ++i) {
+    uint64_t x = 0;
+    if (!uint_value((*it)[i], here.at(i), 0, max_value, &x)) return false;
+    out->push_back(static_cast<T>(x));
+  }
+  return true;
+}
+
+template <typename T>
+bool GraphReader::read_optional_uint(const Json& obj, const Path& at, const char* key, uint64_t max,
+                                     T* out) {
+  return obj.find(key) == obj.end() || read_uint(obj, at, key, 0, max, out);
+}
+
+// The layout and algorithm-parameter fields; check_layout (graph/layout.h)
+// then applies the per-kind rules, so a generator never sees a bad layout.
+bool GraphReader::read_spec_extras(const Json& value, const Path& at, CollectiveSpec* spec) {
+  const uint64_t P = spec->images;
+  if (!read_optional_array(value, at, "counts", P * P, UINT64_MAX, &spec->counts) ||
+      !read_optional_array(value, at, "displs", P, UINT64_MAX, &spec->displs) ||
+      !read_optional_array(value, at, "perm", P, UINT32_MAX, &spec->perm) ||
+      !read_optional_uint(value, at, "radix", UINT32_MAX, &spec->radix) ||
+      !read_optional_uint(value, at, "window", UINT32_MAX, &spec->window)) {
+    return false;
+  }
+  const auto logp = value.find("logp");
+  if (logp != value.end()) {
+    const Path here = at.field("logp");
+    if (!expect_object(*logp, here) || !only_fields(*logp, here, {"L", "o", "g"}, "logp") ||
+        !read_uint(*logp, here, "L", 0, UINT32_MAX, &spec->logp_L) ||
+        !read_uint(*logp, here, "o", 0, UINT32_MAX, &spec->logp_o) ||
+        !read_uint(*logp, here, "g", 0, UINT32_MAX, &spec->logp_g)) {
+      return false;
+    }
+  }
+  std::string problem;
+  if (!check_layout(*spec, &problem)) return fail_at(at, problem);
   return true;
 }
 

@@ -5,12 +5,15 @@
 // long before memory runs out.
 #include "graph/validate.h"
 
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
 #include <tuple>
 #include <utility>
+
+#include "graph/layout.h"
 
 namespace carflow {
 namespace {
@@ -498,7 +501,7 @@ bool check_deadlock_free(const GlobalDag& dag, const std::vector<MessageEdge>& e
 }
 
 bool check_spec(const CollectiveSpec& spec, std::string* error) {
-  if (static_cast<unsigned>(spec.kind) > unsigned(CollKind::Allreduce)) {
+  if (static_cast<unsigned>(spec.kind) >= unsigned(kCollKinds)) {
     return fail(error, "spec.kind: " + std::to_string(unsigned(spec.kind)) + " is not a collective kind");
   }
   if (spec.images == 0) return fail(error, "spec.images: the team size must be at least 1");
@@ -507,6 +510,8 @@ bool check_spec(const CollectiveSpec& spec, std::string* error) {
                            std::to_string(spec.images) + ")");
   }
   if (spec.elem_size == 0) return fail(error, "spec.elem_size: must be at least 1");
+  std::string problem;
+  if (!check_layout(spec, &problem)) return fail(error, "spec." + problem);
   return true;
 }
 

@@ -1,0 +1,159 @@
+#include "graph/layout.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace carflow {
+namespace {
+
+constexpr uint64_t kMaxExtent = uint64_t{1} << 48;
+
+std::string at(const char* field, uint64_t i) { return std::string(field) + "[" + std::to_string(i) + "]"; }
+
+}  // namespace
+
+BlockLayout::BlockLayout(const CollectiveSpec& spec) : nbytes_(spec.nbytes) {
+  const uint32_t P = spec.images;
+  if (spec.counts.empty()) {
+    extent_ = uint64_t{P} * nbytes_;
+    return;
+  }
+  uniform_ = false;
+  lengths_ = spec.counts;
+  offsets_.resize(P);
+  uint64_t next = 0;
+  for (uint32_t i = 0; i < P; ++i) {
+    offsets_[i] = spec.displs.empty() ? next : spec.displs[i];
+    next += lengths_[i];
+    extent_ = std::max(extent_, offsets_[i] + lengths_[i]);
+  }
+  packed_ = spec.displs.empty() || spec.displs == [&] {
+    std::vector<uint64_t> p(P);
+    std::exclusive_scan(lengths_.begin(), lengths_.end(), p.begin(), uint64_t{0});
+    return p;
+  }();
+  if (packed_) {
+    for (uint32_t i = 1; i < P && packed_; ++i) packed_ = lengths_[i] == lengths_[0];
+  }
+}
+
+ExchangeLayout::ExchangeLayout(const CollectiveSpec& spec) : P_(spec.images), nbytes_(spec.nbytes) {
+  if (spec.counts.empty()) return;
+  uniform_ = false;
+  counts_ = spec.counts;
+  const uint64_t n = uint64_t{P_} * P_;
+  send_off_.resize(n);
+  recv_off_.resize(n);
+  for (uint32_t a = 0; a < P_; ++a) {
+    uint64_t s = 0, r = 0;
+    for (uint32_t b = 0; b < P_; ++b) {
+      send_off_[uint64_t{a} * P_ + b] = s;
+      s += counts_[uint64_t{a} * P_ + b];   // a sends to b
+      recv_off_[uint64_t{a} * P_ + b] = r;
+      r += counts_[uint64_t{b} * P_ + a];   // a receives from b
+    }
+  }
+}
+
+uint64_t ExchangeLayout::src_bytes(uint32_t image) const {
+  if (uniform_) return uint64_t{P_} * nbytes_;
+  return send_offset(image, P_ - 1) + length(image, P_ - 1);
+}
+
+uint64_t ExchangeLayout::dst_bytes(uint32_t image) const {
+  if (uniform_) return uint64_t{P_} * nbytes_;
+  return recv_offset(image, P_ - 1) + length(P_ - 1, image);
+}
+
+bool check_layout(const CollectiveSpec& spec, std::string* error) {
+  const uint64_t P = spec.images;
+  const bool blocks = spec.kind == CollKind::Scatter || spec.kind == CollKind::Gather ||
+                      spec.kind == CollKind::GatherAll;
+  const bool exchange = spec.kind == CollKind::Exchange;
+  if (!spec.perm.empty() && spec.kind != CollKind::Permute) {
+    *error = "perm: only permute takes a permutation";
+    return false;
+  }
+  if (spec.kind == CollKind::Permute) {
+    if (spec.perm.size() != P) {
+      *error = "perm: needs one entry per image (" + std::to_string(P) + "), got " +
+               std::to_string(spec.perm.size());
+      return false;
+    }
+    std::vector<bool> seen(P, false);
+    for (uint64_t i = 0; i < P; ++i) {
+      if (spec.perm[i] >= P || seen[spec.perm[i]]) {
+        *error = at("perm", i) + ": " + std::to_string(spec.perm[i]) +
+                 (spec.perm[i] >= P ? " is not a team rank" : " is named twice (perm must be a permutation)");
+        return false;
+      }
+      seen[spec.perm[i]] = true;
+    }
+  }
+  if (!spec.counts.empty() && !blocks && !exchange) {
+    *error = std::string("counts: ") + coll_kind_name(spec.kind) + " has no variable-size form";
+    return false;
+  }
+  if (!spec.displs.empty() && !blocks) {
+    *error = std::string("displs: ") + coll_kind_name(spec.kind) + " takes no displacements";
+    return false;
+  }
+  if (!spec.displs.empty() && spec.counts.empty()) {
+    *error = "displs: given without counts";
+    return false;
+  }
+  if (spec.counts.empty()) {
+    const uint64_t per_image = exchange || blocks ? P : 1;
+    if (spec.nbytes >= kMaxExtent / per_image) {
+      *error = "nbytes: " + std::to_string(spec.nbytes) + " times " + std::to_string(per_image) +
+               " blocks exceeds 2^48 bytes";
+      return false;
+    }
+    return true;
+  }
+  const uint64_t want = exchange ? P * P : P;
+  if (spec.counts.size() != want) {
+    *error = "counts: needs " + std::to_string(want) + " entries (" +
+             (exchange ? "P * P" : "one per image") + "), got " + std::to_string(spec.counts.size());
+    return false;
+  }
+  if (!spec.displs.empty() && spec.displs.size() != P) {
+    *error = "displs: needs one entry per image (" + std::to_string(P) + "), got " +
+             std::to_string(spec.displs.size());
+    return false;
+  }
+  // Sums of counts below 2^48 each: no offset arithmetic can overflow.
+  uint64_t total = 0;
+  for (uint64_t i = 0; i < spec.counts.size(); ++i) {
+    if (spec.counts[i] >= kMaxExtent || (total += spec.counts[i]) >= kMaxExtent) {
+      *error = at("counts", i) + ": the counts add up to 2^48 bytes or more";
+      return false;
+    }
+  }
+  for (uint64_t i = 0; i < spec.displs.size(); ++i) {
+    if (spec.displs[i] >= kMaxExtent) {
+      *error = at("displs", i) + ": " + std::to_string(spec.displs[i]) + " is 2^48 or more";
+      return false;
+    }
+  }
+  // Blocks that several images write must not overlap (scatter only reads).
+  if (!spec.displs.empty() && spec.kind != CollKind::Scatter) {
+    std::vector<uint32_t> order;
+    for (uint32_t i = 0; i < P; ++i) {
+      if (spec.counts[i] > 0) order.push_back(i);
+    }
+    std::sort(order.begin(), order.end(),
+              [&](uint32_t a, uint32_t b) { return spec.displs[a] < spec.displs[b]; });
+    for (size_t k = 1; k < order.size(); ++k) {
+      const uint32_t a = order[k - 1], b = order[k];
+      if (spec.displs[a] + spec.counts[a] > spec.displs[b]) {
+        *error = "displs: the blocks of images " + std::to_string(a) + " and " + std::to_string(b) +
+                 " overlap in the destination";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace carflow

@@ -1,0 +1,86 @@
+// Checks a generator end to end without threads: builds the global DAG,
+// validates it, runs it with the sequential executor (graph/simulate.h) in
+// several random orders, and compares every image's destination with the
+// sequential reference (tests/coll_reference.h).
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "graph/registry.h"
+#include "graph/simulate.h"
+#include "graph/transforms.h"
+#include "graph/validate.h"
+#include "tests/coll_reference.h"
+
+namespace carflow::testref {
+
+// A spec for `kind`/`algorithm` with the fields every kind needs; permute
+// gets the permutation i -> (i * 3 + 1) mod P when that is one, else a shift.
+inline CollectiveSpec make_spec(CollKind kind, const std::string& algorithm, uint32_t P,
+                                uint32_t root, uint64_t nbytes) {
+  CollectiveSpec s;
+  s.kind = kind;
+  s.algorithm = algorithm;
+  s.images = P;
+  s.root = root % P;
+  s.nbytes = kind == CollKind::Barrier ? 0 : nbytes;
+  if (kind == CollKind::Permute) {
+    const uint32_t mul = (P % 3 == 0) ? 1 : 3;
+    for (uint32_t i = 0; i < P; ++i) s.perm.push_back((i * mul + 1) % P);
+  }
+  return s;
+}
+
+struct GenOutcome {
+  bool ok = false;
+  uint64_t messages = 0;  // without sync transforms
+  GlobalDag dag;
+};
+
+// Runs the whole check; reports failures through doctest with the spec in
+// the message. `seeds` random orders are tried.
+inline GenOutcome check_generator(const CollectiveSpec& spec, int seeds = 3) {
+  GenOutcome out;
+  std::string error;
+  INFO(coll_kind_name(spec.kind), " ", spec.algorithm, " P=", spec.images, " root=", spec.root,
+       " nbytes=", spec.nbytes, " counts=", spec.counts.size(), " segment=", spec.segment_bytes,
+       " radix=", spec.radix, " window=", spec.window);
+  if (!generate_global(spec, &out.dag, &error)) {
+    FAIL_CHECK("generate: ", error);
+    return out;
+  }
+  if (!validate_global(out.dag, &error)) {
+    FAIL_CHECK("validate: ", error);
+    return out;
+  }
+  const std::vector<Bytes> src = inputs(spec);
+  const std::vector<Bytes> want = expected(spec, src);
+  for (int seed = 0; seed < seeds; ++seed) {
+    std::vector<Bytes> s = src, d = blank_outputs(spec);
+    SimResult r;
+    if (!simulate(out.dag, &s, &d, nullptr, static_cast<uint64_t>(seed), &r, &error)) {
+      FAIL_CHECK("simulate (seed ", seed, "): ", error);
+      return out;
+    }
+    for (uint32_t i = 0; i < spec.images; ++i) {
+      if (d[i] != want[i]) {
+        uint64_t k = 0;
+        while (k < d[i].size() && k < want[i].size() && d[i][k] == want[i][k]) ++k;
+        FAIL_CHECK("image ", i, " destination differs from the reference at byte ", k,
+                   " (seed ", seed, ")");
+        return out;
+      }
+      if (s[i] != src[i]) {
+        FAIL_CHECK("image ", i, " source buffer was modified (seed ", seed, ")");
+        return out;
+      }
+    }
+    out.messages = r.messages;
+  }
+  out.ok = true;
+  return out;
+}
+
+}  // namespace carflow::testref
