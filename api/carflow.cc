@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/api_internal.h"
 #include "engine/runtime.h"
 #include "engine/status.h"
 
@@ -17,11 +18,13 @@ using carflow::Engine;
 using carflow::ImageContext;
 using carflow::Runtime;
 
-namespace {
+namespace carflow::api {
 
 thread_local ImageContext* t_image = nullptr;
 thread_local int t_status = CF_OK;
 thread_local std::string t_error;
+
+int last_status() { return t_status; }
 
 int fail(int status, const std::string& message) {
   t_status = status;
@@ -33,7 +36,7 @@ int fail(int status, const std::string& message) {
   return status;
 }
 
-int succeed(int status = CF_OK) {
+int succeed(int status) {
   t_status = status;
   return status;
 }
@@ -59,7 +62,7 @@ constexpr int kOutFlags = CF_COLL_OUT_NOSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_OUT_
 constexpr int kAddrFlags = CF_COLL_SINGLE | CF_COLL_LOCAL;
 
 bool check_common(const ImageContext& img, cf_team_t team, int flags, bool blocking,
-                  std::string* error) {
+                  std::string* error, bool multi_address) {
   if (team != CF_TEAM_ALL) {
     *error = "team: only CF_TEAM_ALL exists in this release";
     return false;
@@ -90,6 +93,25 @@ bool check_common(const ImageContext& img, cf_team_t team, int flags, bool block
     return false;
   }
   const uint32_t images = img.engine->images();
+  if (multi_address) {
+    // Seed, "CURRENT PROPOSAL": LOCAL with ALL_THREADS is not permitted for
+    // the m forms (one address per caller: use the single-address form);
+    // LOCAL alone is the representative-thread mode.
+    if (flags & CF_COLL_LOCAL) {
+      *error = (flags & CF_COLL_ALL_THREADS)
+                   ? "flags: an m form with CF_COLL_LOCAL | CF_COLL_ALL_THREADS is not permitted "
+                     "(each caller has one address: use the single-address form)"
+                   : "flags: CF_COLL_LOCAL on an m form is the representative-thread mode, not "
+                     "supported in this release";
+      return false;
+    }
+    if (images > 1 && !(flags & CF_COLL_ALL_THREADS)) {
+      *error = "flags: this node has " + std::to_string(images) +
+               " images; every image thread must call with CF_COLL_ALL_THREADS";
+      return false;
+    }
+    return true;
+  }
   if (images > 1 && !(flags & CF_COLL_ALL_THREADS)) {
     *error = "flags: this node has " + std::to_string(images) +
              " images; every image thread must call with CF_COLL_ALL_THREADS (the "
@@ -132,13 +154,14 @@ void set_sync_modes(CollectiveCall* call, int flags) {
   call->out_allsync = (flags & CF_COLL_OUT_ALLSYNC) != 0;
 }
 
-CollKind kind_of(int kind) {
-  return kind == CF_KIND_BROADCAST ? CollKind::Broadcast
-         : kind == CF_KIND_BARRIER ? CollKind::Barrier
-                                   : CollKind::Allreduce;
-}
+// CF_KIND_* follow CollKind's order (graph/car.h).
+CollKind kind_of(int kind) { return static_cast<CollKind>(kind); }
+bool valid_kind(int kind) { return kind >= 0 && kind < carflow::kCollKinds; }
+constexpr const char* kKindRule = "kind: expected a CF_KIND_* value (0 to CF_KIND_PERMUTE)";
 
-}  // namespace
+}  // namespace carflow::api
+
+using namespace carflow::api;
 
 extern "C" {
 
@@ -508,9 +531,7 @@ int cf_graph_dump_json(cf_coll_handle_t handle, const char* path) {
 int cf_coll_set_algorithm(int kind, const char* name) {
   ImageContext* img = current_image("cf_coll_set_algorithm");
   if (img == nullptr) return t_status;
-  if (kind < CF_KIND_BROADCAST || kind > CF_KIND_ALLREDUCE) {
-    return fail(CF_ERR_BAD_ARG, "kind: expected CF_KIND_BROADCAST, CF_KIND_BARRIER or CF_KIND_ALLREDUCE");
-  }
+  if (!valid_kind(kind)) return fail(CF_ERR_BAD_ARG, kKindRule);
   const std::string algo = name == nullptr ? "" : name;
   const auto& reg = carflow::GeneratorRegistry::instance();
   const carflow::GeneratorInfo* gen = algo.empty() ? nullptr : reg.find(kind_of(kind), algo);
@@ -525,8 +546,8 @@ int cf_coll_set_algorithm(int kind, const char* name) {
 const char* cf_coll_algorithm(int kind, size_t nbytes, size_t elem_size) {
   ImageContext* img = current_image("cf_coll_algorithm");
   if (img == nullptr) return nullptr;
-  if (kind < CF_KIND_BROADCAST || kind > CF_KIND_ALLREDUCE) {
-    fail(CF_ERR_BAD_ARG, "kind: expected CF_KIND_BROADCAST, CF_KIND_BARRIER or CF_KIND_ALLREDUCE");
+  if (!valid_kind(kind)) {
+    fail(CF_ERR_BAD_ARG, kKindRule);
     return nullptr;
   }
   CollectiveCall call;

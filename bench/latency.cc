@@ -9,6 +9,8 @@
 #include <mutex>
 #include <sstream>
 
+#include "graph/reference.h"
+
 namespace carflow_bench {
 namespace {
 
@@ -18,9 +20,24 @@ constexpr int kDefaultFlags =
     CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_LOCAL | CF_COLL_ALL_THREADS;
 
 int kind_of(const std::string& coll) {
-  return coll == "broadcast" ? CF_KIND_BROADCAST
-         : coll == "barrier" ? CF_KIND_BARRIER
-                             : CF_KIND_ALLREDUCE;
+  carflow::CollKind kind = carflow::CollKind::Barrier;
+  carflow::parse_coll_kind(coll, &kind);
+  return static_cast<int>(kind);
+}
+
+bool is_movement(const std::string& coll) { return coll != "barrier" && coll != "allreduce"; }
+
+// The spec the reference checks a data-movement step against: root 0,
+// bytes per block, permute by i -> i + 1.
+carflow::CollectiveSpec movement_spec(const std::string& coll, uint32_t images, uint64_t bytes) {
+  carflow::CollectiveSpec spec;
+  carflow::parse_coll_kind(coll, &spec.kind);
+  spec.images = images;
+  spec.nbytes = bytes;
+  if (spec.kind == carflow::CollKind::Permute) {
+    for (uint32_t i = 0; i < images; ++i) spec.perm.push_back((i + 1) % images);
+  }
+  return spec;
 }
 
 uint32_t iterations_for(uint64_t bytes, uint32_t requested) {
@@ -35,6 +52,9 @@ struct Step {
   uint64_t bytes;
   uint32_t iters;
   int flags;
+  carflow::CollectiveSpec spec;                 // data movement only
+  std::vector<std::vector<uint8_t>> inputs;     // per image (data movement)
+  std::vector<std::vector<uint8_t>> expected;   // per image (data movement)
 };
 
 // Runs one collective call for the step; returns its status.
@@ -42,8 +62,20 @@ int run_once(const Step& step, cf_image_t me, std::vector<uint8_t>& src, std::ve
              std::string* graph_path) {
   const std::string& coll = step.options->coll;
   cf_coll_handle_t h;
+  const auto& perm = step.spec.perm;
   if (coll == "broadcast") {
     h = cf_coll_broadcast_nb(CF_TEAM_ALL, dst.data(), 0, src.data(), step.bytes, step.flags);
+  } else if (coll == "scatter") {
+    h = cf_coll_scatter_nb(CF_TEAM_ALL, dst.data(), 0, src.data(), step.bytes, step.flags);
+  } else if (coll == "gather") {
+    h = cf_coll_gather_nb(CF_TEAM_ALL, 0, dst.data(), src.data(), step.bytes, step.flags);
+  } else if (coll == "gather_all") {
+    h = cf_coll_gather_all_nb(CF_TEAM_ALL, dst.data(), src.data(), step.bytes, step.flags);
+  } else if (coll == "exchange") {
+    h = cf_coll_exchange_nb(CF_TEAM_ALL, dst.data(), src.data(), step.bytes, step.flags);
+  } else if (coll == "permute") {
+    const std::vector<cf_image_t> p(perm.begin(), perm.end());
+    h = cf_coll_permute_nb(CF_TEAM_ALL, dst.data(), src.data(), step.bytes, p.data(), step.flags);
   } else if (coll == "barrier") {
     h = cf_coll_barrier_nb(CF_TEAM_ALL, step.flags);
   } else {
@@ -58,8 +90,8 @@ int run_once(const Step& step, cf_image_t me, std::vector<uint8_t>& src, std::ve
 }
 
 void fill_source(const Step& step, cf_image_t me, std::vector<uint8_t>& src) {
-  if (step.options->coll == "broadcast") {
-    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
+  if (is_movement(step.options->coll)) {
+    src = step.inputs[me];
   } else if (step.bytes % 8 == 0) {
     double v = me + 1.0;
     for (size_t i = 0; i < src.size() / 8; ++i) std::memcpy(&src[i * 8], &v, 8);
@@ -68,14 +100,9 @@ void fill_source(const Step& step, cf_image_t me, std::vector<uint8_t>& src) {
   }
 }
 
-bool verify(const Step& step, uint32_t images, const std::vector<uint8_t>& dst) {
+bool verify(const Step& step, cf_image_t me, uint32_t images, const std::vector<uint8_t>& dst) {
   if (step.options->coll == "barrier") return true;
-  if (step.options->coll == "broadcast") {
-    for (size_t i = 0; i < dst.size(); ++i) {
-      if (dst[i] != static_cast<uint8_t>(i * 7 + 3)) return false;
-    }
-    return true;
-  }
+  if (is_movement(step.options->coll)) return dst == step.expected[me];
   if (step.bytes % 8 == 0) {
     const double want = images * (images + 1.0) / 2.0;
     for (size_t i = 0; i < dst.size() / 8; ++i) {
@@ -93,8 +120,11 @@ bool verify(const Step& step, uint32_t images, const std::vector<uint8_t>& dst) 
 
 bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* results,
                  std::string* error) {
-  if (options.coll != "broadcast" && options.coll != "barrier" && options.coll != "allreduce") {
-    *error = "--coll: '" + options.coll + "' is not one of broadcast, barrier, allreduce";
+  carflow::CollKind parsed;
+  if (!carflow::parse_coll_kind(options.coll, &parsed)) {
+    *error = "--coll: '" + options.coll +
+             "' is not one of broadcast, barrier, allreduce, scatter, gather, gather_all, exchange, "
+             "permute";
     return false;
   }
   std::vector<uint64_t> sizes = options.coll == "barrier" ? std::vector<uint64_t>{0} : options.sizes;
@@ -104,7 +134,12 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
   }
   for (uint64_t bytes : sizes) {
     Step step{&options, bytes, iterations_for(bytes, options.iters),
-              options.flags != 0 ? options.flags : kDefaultFlags};
+              options.flags != 0 ? options.flags : kDefaultFlags, {}, {}, {}};
+    if (is_movement(options.coll)) {
+      step.spec = movement_spec(options.coll, options.images, bytes);
+      step.inputs = carflow::reference::inputs(step.spec);
+      step.expected = carflow::reference::expected(step.spec, step.inputs);
+    }
     std::vector<double> per_image_us(options.images, 0);
     std::vector<char> ok(options.images, 0);
     std::atomic<int> failed{0};
@@ -121,6 +156,7 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
         return;
       }
       std::vector<uint8_t> src(bytes), dst(bytes);
+      if (is_movement(options.coll)) dst = carflow::reference::blank_outputs(step.spec)[me];
       fill_source(step, me, src);
       if (me == 0) {
         const char* a = cf_coll_algorithm(kind_of(options.coll), bytes, bytes % 8 == 0 ? 8 : 1);
@@ -138,7 +174,7 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
       }
       const auto t1 = Clock::now();
       per_image_us[me] = std::chrono::duration<double, std::micro>(t1 - t0).count() / step.iters;
-      ok[me] = status == CF_OK && verify(step, options.images, dst);
+      ok[me] = status == CF_OK && verify(step, me, options.images, dst);
       if (status != CF_OK) {
         std::lock_guard<std::mutex> lock(mutex);
         first_error = cf_last_error();

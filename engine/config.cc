@@ -1,5 +1,6 @@
 #include "engine/config.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 
@@ -38,9 +39,20 @@ bool read_algo(const char* name, CollKind kind, std::string* out, std::string* e
 
 }  // namespace
 
+std::string Config::algo_variable(CollKind kind) {
+  std::string name = std::string("CF_ALGO_") + coll_kind_name(kind);
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
 bool Config::from_env(Config* out, std::string* error) {
   Config c;
-  uint64_t spin = c.spin_count, yields = c.yield_count;
+  uint64_t spin = c.spin_count, yields = c.yield_count, radix = c.tree_radix,
+           window = c.exchange_window, L = c.logp_L, o = c.logp_o, g = c.logp_g;
+  for (int k = 0; k < kCollKinds; ++k) {
+    const CollKind kind = static_cast<CollKind>(k);
+    if (!read_algo(algo_variable(kind).c_str(), kind, &c.algo[k], error)) return false;
+  }
   if (!read_uint("CF_INPROC_EAGER_BYTES", 0, 1 << 20, &c.inproc_eager_bytes, error) ||
       !read_uint("CF_INPROC_FASTBOX_BYTES", 0, 108, &c.inproc_fastbox_bytes, error) ||
       !read_uint("CF_SEGMENT_BYTES", 0, uint64_t{1} << 40, &c.segment_bytes, error) ||
@@ -48,9 +60,15 @@ bool Config::from_env(Config* out, std::string* error) {
                  error) ||
       !read_uint("CF_SPIN_COUNT", 0, 100000000, &spin, error) ||
       !read_uint("CF_YIELD_COUNT", 0, 100000000, &yields, error) ||
-      !read_algo("CF_ALGO_BROADCAST", CollKind::Broadcast, &c.algo_broadcast, error) ||
-      !read_algo("CF_ALGO_BARRIER", CollKind::Barrier, &c.algo_barrier, error) ||
-      !read_algo("CF_ALGO_ALLREDUCE", CollKind::Allreduce, &c.algo_allreduce, error)) {
+      !read_uint("CF_BROADCAST_LARGE_BYTES", 0, uint64_t{1} << 40, &c.broadcast_large_bytes, error) ||
+      !read_uint("CF_ROOTED_TREE_BYTES", 0, uint64_t{1} << 40, &c.rooted_tree_bytes, error) ||
+      !read_uint("CF_GATHER_ALL_SMALL_BYTES", 0, uint64_t{1} << 40, &c.gather_all_small_bytes, error) ||
+      !read_uint("CF_EXCHANGE_SMALL_BYTES", 0, uint64_t{1} << 40, &c.exchange_small_bytes, error) ||
+      !read_uint("CF_TREE_RADIX", 2, 64, &radix, error) ||
+      !read_uint("CF_EXCHANGE_WINDOW", 1, 65536, &window, error) ||
+      !read_uint("CF_LOGP_L", 0, 1000000000, &L, error) ||
+      !read_uint("CF_LOGP_O", 0, 1000000000, &o, error) ||
+      !read_uint("CF_LOGP_G", 0, 1000000000, &g, error)) {
     return false;
   }
   if (c.segment_bytes != 0 && c.segment_bytes < 64) {
@@ -58,6 +76,15 @@ bool Config::from_env(Config* out, std::string* error) {
              ": must be 0 (no segmentation) or at least 64";
     return false;
   }
+  if (L + o + g == 0) {
+    *error = "CF_LOGP_L, CF_LOGP_O, CF_LOGP_G: may not all be 0";
+    return false;
+  }
+  c.tree_radix = static_cast<uint32_t>(radix);
+  c.exchange_window = static_cast<uint32_t>(window);
+  c.logp_L = static_cast<uint32_t>(L);
+  c.logp_o = static_cast<uint32_t>(o);
+  c.logp_g = static_cast<uint32_t>(g);
   c.spin_count = static_cast<uint32_t>(spin);
   c.yield_count = static_cast<uint32_t>(yields);
   *out = c;
@@ -65,8 +92,8 @@ bool Config::from_env(Config* out, std::string* error) {
 }
 
 std::vector<std::vector<std::string>> Config::describe() const {
-  auto algo = [](const std::string& a) { return a.empty() ? std::string("(table)") : a; };
-  return {
+  auto shown = [](const std::string& a) { return a.empty() ? std::string("(table)") : a; };
+  std::vector<std::vector<std::string>> rows = {
       {"CF_INPROC_EAGER_BYTES", std::to_string(inproc_eager_bytes),
        "inproc: messages up to this size are copied eagerly; larger ones single-copy"},
       {"CF_INPROC_FASTBOX_BYTES", std::to_string(inproc_fastbox_bytes),
@@ -75,12 +102,29 @@ std::vector<std::vector<std::string>> Config::describe() const {
        "pipelined algorithms cut messages into segments of this size (0 = off)"},
       {"CF_ALLREDUCE_RING_BYTES", std::to_string(allreduce_ring_bytes),
        "default allreduce: recursive doubling below this size, ring at or above"},
-      {"CF_ALGO_BROADCAST", algo(algo_broadcast), "force a broadcast algorithm"},
-      {"CF_ALGO_BARRIER", algo(algo_barrier), "force a barrier algorithm"},
-      {"CF_ALGO_ALLREDUCE", algo(algo_allreduce), "force an allreduce algorithm"},
-      {"CF_SPIN_COUNT", std::to_string(spin_count), "waits poll this many times, then yield"},
-      {"CF_YIELD_COUNT", std::to_string(yield_count), "then yield this many times, then block"},
+      {"CF_BROADCAST_LARGE_BYTES", std::to_string(broadcast_large_bytes),
+       "default broadcast on P > 2: binomial below, scatter_allgather at or above"},
+      {"CF_ROOTED_TREE_BYTES", std::to_string(rooted_tree_bytes),
+       "default scatter/gather: binomial below this block size, flat at or above"},
+      {"CF_GATHER_ALL_SMALL_BYTES", std::to_string(gather_all_small_bytes),
+       "default gather_all: bruck below this block size, direct at or above"},
+      {"CF_EXCHANGE_SMALL_BYTES", std::to_string(exchange_small_bytes),
+       "default exchange: bruck below this block size, pairwise at or above"},
+      {"CF_TREE_RADIX", std::to_string(tree_radix), "k of the knomial broadcast and kary barrier"},
+      {"CF_EXCHANGE_WINDOW", std::to_string(exchange_window),
+       "windowed exchange: messages in flight per image"},
+      {"CF_LOGP_L", std::to_string(logp_L), "logp broadcast: network latency L in ns"},
+      {"CF_LOGP_O", std::to_string(logp_o), "logp broadcast: per-message overhead o in ns"},
+      {"CF_LOGP_G", std::to_string(logp_g), "logp broadcast: gap g between sends in ns"},
   };
+  for (int k = 0; k < kCollKinds; ++k) {
+    const CollKind kind = static_cast<CollKind>(k);
+    rows.push_back({algo_variable(kind), shown(algo[k]),
+                    std::string("force a ") + coll_kind_name(kind) + " algorithm"});
+  }
+  rows.push_back({"CF_SPIN_COUNT", std::to_string(spin_count), "waits poll this many times, then yield"});
+  rows.push_back({"CF_YIELD_COUNT", std::to_string(yield_count), "then yield this many times, then block"});
+  return rows;
 }
 
 }  // namespace carflow

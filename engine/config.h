@@ -2,10 +2,13 @@
 // here and nowhere else (STYLE.md rule 10).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "graph/car.h"
 
 namespace carflow {
 
@@ -14,9 +17,18 @@ struct Config {
   uint64_t inproc_fastbox_bytes = 108;      // CF_INPROC_FASTBOX_BYTES (0 = off)
   uint64_t segment_bytes = 256 * 1024;      // CF_SEGMENT_BYTES (0 = no segmentation)
   uint64_t allreduce_ring_bytes = 64 * 1024;  // CF_ALLREDUCE_RING_BYTES: ring at or above
-  std::string algo_broadcast;               // CF_ALGO_BROADCAST ("" = by table)
-  std::string algo_barrier;                 // CF_ALGO_BARRIER
-  std::string algo_allreduce;               // CF_ALGO_ALLREDUCE
+  // CF_ALGO_<KIND> (BROADCAST, BARRIER, ALLREDUCE, SCATTER, GATHER,
+  // GATHER_ALL, EXCHANGE, PERMUTE), indexed by CollKind; "" = by table.
+  std::array<std::string, kCollKinds> algo;
+  // Cut-offs of the default table (README, "Algorithm selection").
+  uint64_t broadcast_large_bytes = 512 * 1024;  // CF_BROADCAST_LARGE_BYTES
+  uint64_t rooted_tree_bytes = 2048;        // CF_ROOTED_TREE_BYTES: scatter/gather binomial below
+  uint64_t gather_all_small_bytes = 1024;   // CF_GATHER_ALL_SMALL_BYTES: bruck below
+  uint64_t exchange_small_bytes = 256;      // CF_EXCHANGE_SMALL_BYTES: bruck below
+  // Algorithm parameters.
+  uint32_t tree_radix = 4;                  // CF_TREE_RADIX: k of knomial / kary
+  uint32_t exchange_window = 8;             // CF_EXCHANGE_WINDOW: windowed exchange
+  uint32_t logp_L = 500, logp_o = 150, logp_g = 200;  // CF_LOGP_L / _O / _G (ns)
   uint32_t spin_count = 4000;               // CF_SPIN_COUNT: polls before yielding
   uint32_t yield_count = 200;               // CF_YIELD_COUNT: yields before blocking
 
@@ -24,6 +36,8 @@ struct Config {
   static bool from_env(Config* out, std::string* error);
   // (name, value, meaning) for `carflow info` and the README.
   std::vector<std::vector<std::string>> describe() const;
+  // "CF_ALGO_GATHER_ALL" for CollKind::GatherAll.
+  static std::string algo_variable(CollKind kind);
 };
 
 }  // namespace carflow

@@ -6,6 +6,7 @@
 
 #include "engine/status.h"
 #include "graph/json.h"
+#include "graph/layout.h"
 #include "graph/transforms.h"
 #include "graph/validate.h"
 
@@ -35,10 +36,16 @@ uint64_t make_handle(uint32_t generation, uint32_t image, uint32_t slot) {
 
 size_t ScheduleKeyHash::operator()(const ScheduleKey& k) const {
   uint64_t h = reinterpret_cast<uintptr_t>(k.generator);
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001B3ull; };
   for (uint64_t v : {uint64_t(k.kind), uint64_t(k.images), uint64_t(k.root), uint64_t(k.elem_size),
-                     k.nbytes, k.segment_bytes, uint64_t(k.in_allsync) * 2 + k.out_allsync}) {
-    h = (h ^ v) * 0x100000001B3ull;
+                     k.nbytes, k.segment_bytes, uint64_t(k.in_allsync) * 2 + k.out_allsync,
+                     uint64_t(k.radix), uint64_t(k.window), uint64_t(k.logp_L), uint64_t(k.logp_o),
+                     uint64_t(k.logp_g)}) {
+    mix(v);
   }
+  for (uint64_t v : k.counts) mix(v);
+  for (uint64_t v : k.displs) mix(v);
+  for (uint32_t v : k.perm) mix(v);
   return static_cast<size_t>(h ^ (h >> 32));
 }
 
@@ -85,7 +92,10 @@ bool Engine::choose_algorithm(const CollectiveCall& call, const GeneratorInfo** 
                               std::string* error) const {
   const GeneratorInfo* gen = call.algorithm;
   if (gen == nullptr) {
-    gen = selection_.choose(call.kind, images_, call.nbytes, call.elem_size, call.op.commutative);
+    // The v forms are chosen by their largest block.
+    uint64_t nbytes = call.nbytes;
+    for (uint64_t c : call.counts) nbytes = std::max(nbytes, c);
+    gen = selection_.choose(call.kind, images_, nbytes, call.elem_size, call.op.commutative);
   }
   if (call.kind == CollKind::Allreduce && !call.op.commutative && !gen->preserves_order) {
     *error = "func: a CF_COLL_NONCOMM function needs an order-preserving algorithm; '" +
@@ -99,8 +109,24 @@ bool Engine::choose_algorithm(const CollectiveCall& call, const GeneratorInfo** 
 Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
                                const GeneratorInfo* gen, std::string* error) {
   const uint64_t segment = gen->segmented ? config_.segment_bytes : 0;
-  ScheduleKey key{call.kind, gen,  images_,       call.root,       call.elem_size,
-                  call.nbytes, segment, call.in_allsync, call.out_allsync};
+  const bool logp = (gen->params & kUsesLogp) != 0;
+  ScheduleKey key{call.kind,
+                  gen,
+                  images_,
+                  call.root,
+                  call.elem_size,
+                  call.nbytes,
+                  segment,
+                  call.in_allsync,
+                  call.out_allsync,
+                  (gen->params & kUsesRadix) ? config_.tree_radix : 0,
+                  (gen->params & kUsesWindow) ? config_.exchange_window : 0,
+                  logp ? config_.logp_L : 0,
+                  logp ? config_.logp_o : 0,
+                  logp ? config_.logp_g : 0,
+                  call.counts,
+                  call.displs,
+                  call.perm};
   if (img.last_schedule != nullptr && img.last_key == key) return img.last_schedule;
   auto it = img.cache.find(key);
   if (it != img.cache.end()) {
@@ -117,6 +143,15 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   spec.elem_size = call.elem_size;
   spec.segment_bytes = segment;
   spec.flags = (call.in_allsync ? kSpecInAllSync : 0) | (call.out_allsync ? kSpecOutAllSync : 0);
+  spec.counts = key.counts;
+  spec.displs = key.displs;
+  spec.perm = key.perm;
+  spec.radix = key.radix;
+  spec.window = key.window;
+  spec.logp_L = key.logp_L;
+  spec.logp_o = key.logp_o;
+  spec.logp_g = key.logp_g;
+  if (!check_layout(spec, error)) return nullptr;
   LocalDag dag = generate_local(*gen, spec, img.image);
   img.generator_runs.fetch_add(1, std::memory_order_relaxed);
   if (!validate_local(dag, images_, error)) {

@@ -40,12 +40,17 @@ namespace carflow {
 
 class Engine;
 
+// Everything that shapes one image's DAG. The vectors are empty except for
+// the v forms and permute, so building a key allocates nothing otherwise.
 struct ScheduleKey {
   CollKind kind;
   const GeneratorInfo* generator;
   uint32_t images, root, elem_size;
   uint64_t nbytes, segment_bytes;
   bool in_allsync, out_allsync;
+  uint32_t radix, window, logp_L, logp_o, logp_g;
+  std::vector<uint64_t> counts, displs;
+  std::vector<uint32_t> perm;
   bool operator==(const ScheduleKey&) const = default;
 };
 struct ScheduleKeyHash {
@@ -61,6 +66,9 @@ struct CollectiveCall {
   uint64_t nbytes = 0;
   uint32_t elem_size = 1;
   ReduceOp op;           // allreduce only
+  // v forms (graph/layout.h): counts and displs in bytes; permute: perm.
+  std::vector<uint64_t> counts, displs;
+  std::vector<uint32_t> perm;
   bool in_allsync = false;
   bool out_allsync = false;
   int flags = 0;
@@ -89,7 +97,7 @@ class ImageContext {
   std::vector<uint32_t> handle_generation;
   std::vector<uint32_t> free_slots;
   std::atomic<uint64_t> generator_runs{0};  // schedule-cache misses
-  const GeneratorInfo* algorithm[3] = {};  // per-kind override (cf_coll_set_algorithm)
+  const GeneratorInfo* algorithm[kCollKinds] = {};  // per-kind override (cf_coll_set_algorithm)
   Schedule* last_schedule = nullptr;        // one-entry cache in front of `cache`
   ScheduleKey last_key{};
 

@@ -1,19 +1,23 @@
 #include "engine/selection.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace carflow {
 
-SelectionTable::SelectionTable(const Config& config)
-    : allreduce_ring_bytes_(config.allreduce_ring_bytes) {
+SelectionTable::SelectionTable(const Config& config) : config_(config) {
   const GeneratorRegistry& reg = GeneratorRegistry::instance();
-  flat_broadcast_ = reg.find(CollKind::Broadcast, "flat");
-  binomial_broadcast_ = reg.find(CollKind::Broadcast, "binomial");
-  dissemination_barrier_ = reg.find(CollKind::Barrier, "dissemination");
-  recursive_doubling_allreduce_ = reg.find(CollKind::Allreduce, "recursive_doubling");
-  ring_allreduce_ = reg.find(CollKind::Allreduce, "ring");
   // Config::from_env has checked these names; "" finds nothing (no override).
-  forced_[static_cast<int>(CollKind::Broadcast)] = reg.find(CollKind::Broadcast, config.algo_broadcast);
-  forced_[static_cast<int>(CollKind::Barrier)] = reg.find(CollKind::Barrier, config.algo_barrier);
-  forced_[static_cast<int>(CollKind::Allreduce)] = reg.find(CollKind::Allreduce, config.algo_allreduce);
+  for (int k = 0; k < kCollKinds; ++k) forced_[k] = reg.find(static_cast<CollKind>(k), config.algo[k]);
+}
+
+const GeneratorInfo* SelectionTable::get(CollKind kind, const char* name) const {
+  const GeneratorInfo* gen = GeneratorRegistry::instance().find(kind, name);
+  if (gen == nullptr) {  // the table names only generators linked into the library
+    std::fprintf(stderr, "carflow: internal error: no %s generator '%s'\n", coll_kind_name(kind), name);
+    std::abort();
+  }
+  return gen;
 }
 
 const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint64_t nbytes,
@@ -21,15 +25,26 @@ const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint
   if (forced_[static_cast<int>(kind)] != nullptr) return forced_[static_cast<int>(kind)];
   switch (kind) {
     case CollKind::Broadcast:
-      return images <= 2 ? flat_broadcast_ : binomial_broadcast_;
+      if (images <= 2) return get(kind, "flat");
+      return nbytes >= config_.broadcast_large_bytes ? get(kind, "scatter_allgather")
+                                                     : get(kind, "binomial");
     case CollKind::Barrier:
-      return dissemination_barrier_;
+      return get(kind, "dissemination");
     case CollKind::Allreduce:
       // Ring needs commutativity and at least one element per image.
-      return nbytes >= allreduce_ring_bytes_ && commutative &&
+      return nbytes >= config_.allreduce_ring_bytes && commutative &&
                      nbytes >= uint64_t{images} * elem_size
-                 ? ring_allreduce_
-                 : recursive_doubling_allreduce_;
+                 ? get(kind, "ring")
+                 : get(kind, "recursive_doubling");
+    case CollKind::Scatter:
+    case CollKind::Gather:
+      return nbytes < config_.rooted_tree_bytes ? get(kind, "binomial") : get(kind, "flat");
+    case CollKind::GatherAll:
+      return nbytes < config_.gather_all_small_bytes ? get(kind, "bruck") : get(kind, "direct");
+    case CollKind::Exchange:
+      return nbytes < config_.exchange_small_bytes ? get(kind, "bruck") : get(kind, "pairwise");
+    case CollKind::Permute:
+      return get(kind, "direct");
   }
   return nullptr;
 }

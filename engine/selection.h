@@ -1,7 +1,9 @@
 // The default algorithm table (README, "Algorithm selection"), as data
 // resolved once: environment overrides first, then the table by (P, bytes).
+// The cut-offs are Config knobs, in the spirit of MPT's MPICH_*_SHORT_MSG.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "engine/config.h"
@@ -12,19 +14,17 @@ namespace carflow {
 class SelectionTable {
  public:
   explicit SelectionTable(const Config& config);
-  // The generator for a call; never nullptr. `commutative`: the op allows
-  // reordering (allreduce only).
+  // The generator for a call; never nullptr. `nbytes`: the call's size as
+  // the table reads it (whole vector for broadcast and allreduce, one
+  // block for scatter, gather, gather_all and exchange, the largest block
+  // for the v forms). `commutative`: the op allows reordering (allreduce).
   const GeneratorInfo* choose(CollKind kind, uint32_t images, uint64_t nbytes, uint32_t elem_size,
                               bool commutative) const;
 
  private:
-  uint64_t allreduce_ring_bytes_;
-  const GeneratorInfo* forced_[3] = {};
-  const GeneratorInfo* flat_broadcast_;
-  const GeneratorInfo* binomial_broadcast_;
-  const GeneratorInfo* dissemination_barrier_;
-  const GeneratorInfo* recursive_doubling_allreduce_;
-  const GeneratorInfo* ring_allreduce_;
+  const GeneratorInfo* get(CollKind kind, const char* name) const;
+  const Config config_;
+  std::array<const GeneratorInfo*, kCollKinds> forced_{};
 };
 
 }  // namespace carflow

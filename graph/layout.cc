@@ -65,6 +65,34 @@ uint64_t ExchangeLayout::dst_bytes(uint32_t image) const {
   return recv_offset(image, P_ - 1) + length(P_ - 1, image);
 }
 
+uint64_t src_extent(const CollectiveSpec& s, uint32_t image) {
+  switch (s.kind) {
+    case CollKind::Broadcast: return image == s.root ? s.nbytes : 0;
+    case CollKind::Scatter: return image == s.root ? BlockLayout(s).extent() : 0;
+    case CollKind::Gather:
+    case CollKind::GatherAll: return BlockLayout(s).length(image);
+    case CollKind::Exchange: return ExchangeLayout(s).src_bytes(image);
+    case CollKind::Permute:
+    case CollKind::Allreduce: return s.nbytes;
+    case CollKind::Barrier: return 0;
+  }
+  return 0;
+}
+
+uint64_t dst_extent(const CollectiveSpec& s, uint32_t image) {
+  switch (s.kind) {
+    case CollKind::Broadcast: return s.nbytes;
+    case CollKind::Scatter: return BlockLayout(s).length(image);
+    case CollKind::Gather: return image == s.root ? BlockLayout(s).extent() : 0;
+    case CollKind::GatherAll: return BlockLayout(s).extent();
+    case CollKind::Exchange: return ExchangeLayout(s).dst_bytes(image);
+    case CollKind::Permute:
+    case CollKind::Allreduce: return s.nbytes;
+    case CollKind::Barrier: return 0;
+  }
+  return 0;
+}
+
 bool check_layout(const CollectiveSpec& spec, std::string* error) {
   const uint64_t P = spec.images;
   const bool blocks = spec.kind == CollKind::Scatter || spec.kind == CollKind::Gather ||

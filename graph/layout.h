@@ -65,6 +65,11 @@ class ExchangeLayout {
   std::vector<uint64_t> counts_, send_off_, recv_off_;
 };
 
+// Bytes of image `image`'s user source / destination buffer for a
+// data-movement spec (0 where the image does not use that buffer).
+uint64_t src_extent(const CollectiveSpec& spec, uint32_t image);
+uint64_t dst_extent(const CollectiveSpec& spec, uint32_t image);
+
 // Checks the layout fields of `spec` against its kind: counts / displs / perm
 // sizes, no overflow (every extent below 2^48), gather and gather_all blocks
 // that do not overlap, perm a permutation. Returns false with *error naming

@@ -15,6 +15,12 @@ namespace carflow {
 
 using GeneratorFn = LocalDag (*)(const CollectiveSpec& spec, uint32_t image);
 
+// Algorithm parameters a generator reads from its spec (GeneratorInfo::params);
+// the engine fills only those, so other DAGs' specs stay free of them.
+inline constexpr unsigned kUsesRadix = 1u << 0;   // spec.radix
+inline constexpr unsigned kUsesWindow = 1u << 1;  // spec.window
+inline constexpr unsigned kUsesLogp = 1u << 2;    // spec.logp_L, logp_o, logp_g
+
 struct GeneratorInfo {
   CollKind kind;
   std::string name;
@@ -22,6 +28,7 @@ struct GeneratorInfo {
   bool preserves_order = true;  // safe for non-commutative operators
   bool segmented = false;       // honours spec.segment_bytes
   std::string summary;          // one line for `carflow info`
+  unsigned params = 0;          // kUses* bits
 };
 
 class GeneratorRegistry {

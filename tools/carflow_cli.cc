@@ -3,6 +3,7 @@
 // binary and forwards its arguments here.
 #include <carflow/carflow.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "engine/config.h"
 #include "engine/selection.h"
 #include "graph/json.h"
+#include "graph/layout.h"
 #include "graph/registry.h"
 #include "graph/transforms.h"
 #include "graph/validate.h"
@@ -24,13 +26,15 @@ using Args = std::map<std::string, std::string>;
 
 const char kUsage[] =
     "usage: carflow <command> [options]\n"
-    "  demo  [--images 8] [--out DIR]      broadcast, barrier, allreduce 8 B..4 MiB, verified;\n"
+    "  demo  [--images 8] [--out DIR]      every collective, 8 B..4 MiB, verified;\n"
     "                                      writes each DAG as JSON into DIR (cf-demo-graphs)\n"
     "  plan  --coll C --images P --bytes N [--algo A] [--root R] [--elem-size E]\n"
     "        [--in-allsync] [--out-allsync] --out F.json   build and validate a global DAG\n"
     "  dot   F.json                        Graphviz rendering of a graph file, to stdout\n"
     "  bench --coll C --images P --sizes LIST [--iters N] [--algo A] [--json]\n"
     "                                      OSU-style latency; LIST like 8,1K,4M or 8:4M\n"
+    "  compare [--coll C] [--images 8] [--sizes 8,1M] [--iters N]\n"
+    "                                      every algorithm vs the default choice, one run\n"
     "  info                                environment knobs, algorithms, thresholds\n";
 
 // --key value pairs; flags without a value map to "1".
@@ -84,12 +88,20 @@ int fail(const std::string& message) {
   return 2;
 }
 
+std::string kinds_list() {
+  std::string out;
+  for (int k = 0; k < carflow::kCollKinds; ++k) {
+    out += (k ? ", " : "") + std::string(carflow::coll_kind_name(static_cast<carflow::CollKind>(k)));
+  }
+  return out;
+}
+
 int cmd_plan(const Args& args) {
   std::string error;
   carflow::CollectiveSpec spec;
   auto coll = args.find("coll");
   if (coll == args.end() || !carflow::parse_coll_kind(coll->second, &spec.kind)) {
-    return fail("--coll: expected broadcast, barrier or allreduce");
+    return fail("--coll: expected one of " + kinds_list());
   }
   uint64_t images = 0, bytes = 0, root = 0, elem = 1, segment = 0;
   if (!get_uint(args, "images", 0, 4096, &images, &error) ||
@@ -122,6 +134,17 @@ int cmd_plan(const Args& args) {
   spec.segment_bytes = segment;
   spec.flags = (args.count("in-allsync") ? carflow::kSpecInAllSync : 0) |
                (args.count("out-allsync") ? carflow::kSpecOutAllSync : 0);
+  if (spec.kind == carflow::CollKind::Permute) {  // the shift i -> i + 1
+    for (uint32_t i = 0; i < spec.images; ++i) spec.perm.push_back((i + 1) % spec.images);
+  }
+  if (gen != nullptr) {  // the parameters the engine would give this generator
+    if (gen->params & carflow::kUsesRadix) spec.radix = config.tree_radix;
+    if (gen->params & carflow::kUsesWindow) spec.window = config.exchange_window;
+    if (gen->params & carflow::kUsesLogp) {
+      spec.logp_L = config.logp_L, spec.logp_o = config.logp_o, spec.logp_g = config.logp_g;
+    }
+  }
+  if (!carflow::check_layout(spec, &error)) return fail("--bytes: " + error);
   carflow::GlobalDag dag;
   if (!carflow::generate_global(spec, &dag, &error)) return fail("--algo: " + error);
   if (!carflow::validate_global(dag, &error)) return fail("invalid DAG: " + error);
@@ -171,7 +194,7 @@ int cmd_bench(const Args& args) {
   opt.images = static_cast<uint32_t>(images);
   opt.iters = static_cast<uint32_t>(iters);
   auto coll = args.find("coll");
-  if (coll == args.end()) return fail("--coll: required (broadcast, barrier, allreduce)");
+  if (coll == args.end()) return fail("--coll: required (" + kinds_list() + ")");
   opt.coll = coll->second;
   auto sizes = args.find("sizes");
   if (opt.coll != "barrier" &&
@@ -195,6 +218,59 @@ int cmd_bench(const Args& args) {
   return all_ok ? 0 : 1;
 }
 
+// Every registered algorithm of a collective against the default choice, in
+// one run: the table behind the README's selection defaults.
+int cmd_compare(const Args& args) {
+  std::string error;
+  uint64_t images = 8, iters = 0;
+  if (!get_uint(args, "images", 8, 1024, &images, &error) ||
+      !get_uint(args, "iters", 0, 100000000, &iters, &error)) {
+    return fail(error);
+  }
+  std::vector<std::string> colls;
+  if (args.count("coll")) {
+    colls.push_back(args.at("coll"));
+  } else {
+    colls = {"broadcast", "scatter", "gather", "gather_all", "exchange", "barrier"};
+  }
+  std::vector<uint64_t> sizes;
+  if (!carflow_bench::parse_sizes(args.count("sizes") ? args.at("sizes") : "8,1M", &sizes, &error)) {
+    return fail(error);
+  }
+  std::printf("%-10s %10s %-20s %10s %8s\n", "coll", "bytes", "algorithm", "avg_us", "vs_best");
+  bool all_ok = true;
+  for (const std::string& coll : colls) {
+    carflow::CollKind kind;
+    if (!carflow::parse_coll_kind(coll, &kind)) return fail("--coll: expected one of " + kinds_list());
+    for (uint64_t bytes : kind == carflow::CollKind::Barrier ? std::vector<uint64_t>{0} : sizes) {
+      std::vector<std::pair<std::string, double>> rows;  // "" = default
+      std::string default_algo;
+      std::vector<std::string> algos = {""};
+      for (const auto* g : carflow::GeneratorRegistry::instance().list(kind)) algos.push_back(g->name);
+      for (const std::string& algo : algos) {
+        carflow_bench::LatencyOptions opt;
+        opt.coll = coll;
+        opt.images = static_cast<uint32_t>(images);
+        opt.iters = static_cast<uint32_t>(iters);
+        opt.sizes = {bytes};
+        opt.algo = algo;
+        std::vector<carflow_bench::LatencyResult> results;
+        if (!carflow_bench::run_latency(opt, &results, &error)) return fail(coll + " " + algo + ": " + error);
+        all_ok &= results[0].verified;
+        if (algo.empty()) default_algo = results[0].algo;
+        rows.emplace_back(algo.empty() ? "default=" + results[0].algo : algo, results[0].avg_us);
+      }
+      double best = rows[1].second;
+      for (size_t i = 1; i < rows.size(); ++i) best = std::min(best, rows[i].second);
+      for (const auto& [name, us] : rows) {
+        std::printf("%-10s %10s %-20s %10.2f %8.2f\n", coll.c_str(),
+                    carflow_bench::format_bytes(bytes).c_str(), name.c_str(), us, us / best);
+      }
+    }
+  }
+  return all_ok ? 0 : 1;
+}
+
 int cmd_demo(const Args& args) {
   std::string error;
   uint64_t images = 8;
@@ -208,12 +284,17 @@ int cmd_demo(const Args& args) {
   print_table_header();
   bool all_ok = true;
   size_t graphs = 0;
-  for (const char* coll : {"broadcast", "barrier", "allreduce"}) {
+  for (const char* coll : {"broadcast", "barrier", "allreduce", "scatter", "gather", "gather_all",
+                           "exchange", "permute"}) {
     carflow_bench::LatencyOptions opt;
     opt.coll = coll;
     opt.images = static_cast<uint32_t>(images);
     opt.graph_dir = dir;
-    carflow_bench::parse_sizes("8,64,512,4K,32K,256K,1M,4M", &opt.sizes, &error);
+    // Per-block sizes for the P-block collectives: up to 256 KiB a block.
+    const bool blocks = std::strcmp(coll, "broadcast") && std::strcmp(coll, "barrier") &&
+                        std::strcmp(coll, "allreduce") && std::strcmp(coll, "permute");
+    carflow_bench::parse_sizes(blocks ? "8,64,512,4K,32K,256K" : "8,64,512,4K,32K,256K,1M,4M",
+                               &opt.sizes, &error);
     std::vector<carflow_bench::LatencyResult> results;
     if (!carflow_bench::run_latency(opt, &results, &error)) return fail(error);
     for (const auto& r : results) {
@@ -242,12 +323,20 @@ int cmd_info() {
                 g->summary.c_str(), g->preserves_order ? "" : " [commutative ops only]",
                 g->segmented ? " [segmented]" : "");
   }
-  std::printf("\ndefault selection:\n"
-              "  broadcast  flat for P <= 2, else binomial (segments of CF_SEGMENT_BYTES)\n"
+  const auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+  std::printf("\ndefault selection (README, \"Algorithm selection\"):\n"
+              "  broadcast  flat for P <= 2; else binomial below CF_BROADCAST_LARGE_BYTES (%llu),\n"
+              "             scatter_allgather at or above\n"
               "  barrier    dissemination\n"
               "  allreduce  recursive_doubling below CF_ALLREDUCE_RING_BYTES (%llu), ring at or\n"
-              "             above (if commutative and at least one element per image)\n",
-              static_cast<unsigned long long>(config.allreduce_ring_bytes));
+              "             above (if commutative and at least one element per image)\n"
+              "  scatter, gather  binomial below CF_ROOTED_TREE_BYTES (%llu) per block, flat at or above\n"
+              "  gather_all bruck below CF_GATHER_ALL_SMALL_BYTES (%llu) per block, direct at or above\n"
+              "  exchange   bruck below CF_EXCHANGE_SMALL_BYTES (%llu) per block, pairwise at or above\n"
+              "  permute    direct\n",
+              u(config.broadcast_large_bytes), u(config.allreduce_ring_bytes),
+              u(config.rooted_tree_bytes), u(config.gather_all_small_bytes),
+              u(config.exchange_small_bytes));
   return 0;
 }
 
@@ -265,10 +354,10 @@ int main(int argc, char** argv) {
   if (cmd == "plan") return cmd_plan(args);
   if (cmd == "dot") return cmd_dot(args);
   if (cmd == "info") return cmd_info();
-  if (cmd != "demo" && cmd != "bench") return fail("unknown command '" + cmd + "'\n" + kUsage);
+  if (cmd != "demo" && cmd != "bench" && cmd != "compare") return fail("unknown command '" + cmd + "'\n" + kUsage);
   if (cf_init(&argc, &argv) != CF_OK) return 2;  // prints the reason (fatal mode)
   cf_set_error_mode(CF_ERRORS_RETURN);
-  const int rc = cmd == "demo" ? cmd_demo(args) : cmd_bench(args);
+  const int rc = cmd == "demo" ? cmd_demo(args) : cmd == "compare" ? cmd_compare(args) : cmd_bench(args);
   cf_finalize();
   return rc;
 }

@@ -135,6 +135,94 @@ int cf_coll_broadcast(cf_team_t team, void *dst, cf_image_t srcimage, void *src,
 cf_coll_handle_t cf_coll_barrier_nb(cf_team_t team, int flags);
 int cf_coll_barrier(cf_team_t team, int flags);
 
+/* Scatter, gather, gather_all, exchange (seed semantics; nbytes per block).
+   Block i of a buffer that holds one block per image is at i * nbytes.
+   - scatter: image i's dst gets block i of srcimage's src (P * nbytes).
+   - gather: block i of dstimage's dst (P * nbytes) gets image i's src.
+   - gather_all: block i of every image's dst (P * nbytes) gets image i's src.
+   - exchange: block j of image i's src (P * nbytes) goes to block i of image
+     j's dst (P * nbytes).
+   Overlap (seed rule): src and dst must be disjoint, except that the
+   calling image's own block of the P-block buffer may be identical to its
+   single block (scatter on srcimage, gather on dstimage, gather_all);
+   exchange has no exceptions. Other overlaps are CF_ERR_BAD_ARG. NULL is
+   accepted for a buffer the image does not use (src of scatter off
+   srcimage, dst of gather off dstimage). */
+cf_coll_handle_t cf_coll_scatter_nb(cf_team_t team, void *dst, cf_image_t srcimage, void *src,
+                                    size_t nbytes, int flags);
+int cf_coll_scatter(cf_team_t team, void *dst, cf_image_t srcimage, void *src, size_t nbytes,
+                    int flags);
+cf_coll_handle_t cf_coll_gather_nb(cf_team_t team, cf_image_t dstimage, void *dst, void *src,
+                                   size_t nbytes, int flags);
+int cf_coll_gather(cf_team_t team, cf_image_t dstimage, void *dst, void *src, size_t nbytes,
+                   int flags);
+cf_coll_handle_t cf_coll_gather_all_nb(cf_team_t team, void *dst, void *src, size_t nbytes,
+                                       int flags);
+int cf_coll_gather_all(cf_team_t team, void *dst, void *src, size_t nbytes, int flags);
+cf_coll_handle_t cf_coll_exchange_nb(cf_team_t team, void *dst, void *src, size_t nbytes,
+                                     int flags);
+int cf_coll_exchange(cf_team_t team, void *dst, void *src, size_t nbytes, int flags);
+
+/* Multiple-address ("m") forms: dstlist / srclist hold one address per
+   image of the team (node-major image order), identical on every caller;
+   each image uses its own entry. They need CF_COLL_SINGLE (with
+   CF_COLL_ALL_THREADS when a node has several images); CF_COLL_LOCAL with
+   ALL_THREADS is not permitted (seed), LOCAL alone (one representative
+   thread per node) is not in this release. */
+cf_coll_handle_t cf_coll_broadcastm_nb(cf_team_t team, void *const dstlist[], cf_image_t srcimage,
+                                       void *src, size_t nbytes, int flags);
+int cf_coll_broadcastm(cf_team_t team, void *const dstlist[], cf_image_t srcimage, void *src,
+                       size_t nbytes, int flags);
+cf_coll_handle_t cf_coll_scatterm_nb(cf_team_t team, void *const dstlist[], cf_image_t srcimage,
+                                     void *src, size_t nbytes, int flags);
+int cf_coll_scatterm(cf_team_t team, void *const dstlist[], cf_image_t srcimage, void *src,
+                     size_t nbytes, int flags);
+cf_coll_handle_t cf_coll_gatherm_nb(cf_team_t team, cf_image_t dstimage, void *dst,
+                                    void *const srclist[], size_t nbytes, int flags);
+int cf_coll_gatherm(cf_team_t team, cf_image_t dstimage, void *dst, void *const srclist[],
+                    size_t nbytes, int flags);
+cf_coll_handle_t cf_coll_gather_allm_nb(cf_team_t team, void *const dstlist[],
+                                        void *const srclist[], size_t nbytes, int flags);
+int cf_coll_gather_allm(cf_team_t team, void *const dstlist[], void *const srclist[],
+                        size_t nbytes, int flags);
+cf_coll_handle_t cf_coll_exchangem_nb(cf_team_t team, void *const dstlist[],
+                                      void *const srclist[], size_t nbytes, int flags);
+int cf_coll_exchangem(cf_team_t team, void *const dstlist[], void *const srclist[],
+                      size_t nbytes, int flags);
+
+/* Variable-contribution ("v") forms, sizes in bytes. counts and displs are
+   single-valued: the same on every image.
+   - scatterv / gatherv / gather_allv: counts[i] = bytes of image i's block
+     (0 allowed), displs[i] = its offset in the P-block buffer (NULL: packed
+     in rank order). Blocks that are written (gatherv, gather_allv) must not
+     overlap.
+   - exchangev: counts[i * P + j] = bytes image i sends to image j; blocks are
+     packed in rank order in src (by destination) and dst (by source).
+   A block of 0 bytes may come with a NULL buffer. */
+cf_coll_handle_t cf_coll_scatterv_nb(cf_team_t team, void *dst, cf_image_t srcimage, void *src,
+                                     const size_t counts[], const size_t displs[], int flags);
+int cf_coll_scatterv(cf_team_t team, void *dst, cf_image_t srcimage, void *src,
+                     const size_t counts[], const size_t displs[], int flags);
+cf_coll_handle_t cf_coll_gatherv_nb(cf_team_t team, cf_image_t dstimage, void *dst, void *src,
+                                    const size_t counts[], const size_t displs[], int flags);
+int cf_coll_gatherv(cf_team_t team, cf_image_t dstimage, void *dst, void *src,
+                    const size_t counts[], const size_t displs[], int flags);
+cf_coll_handle_t cf_coll_gather_allv_nb(cf_team_t team, void *dst, void *src,
+                                        const size_t counts[], const size_t displs[], int flags);
+int cf_coll_gather_allv(cf_team_t team, void *dst, void *src, const size_t counts[],
+                        const size_t displs[], int flags);
+cf_coll_handle_t cf_coll_exchangev_nb(cf_team_t team, void *dst, void *src, const size_t counts[],
+                                      int flags);
+int cf_coll_exchangev(cf_team_t team, void *dst, void *src, const size_t counts[], int flags);
+
+/* Permute: image i's src (nbytes) goes to image perm[i]'s dst. perm is a
+   permutation of 0..P-1, the same on every image. src and dst must be
+   disjoint unless perm[i] == i, where they may be identical. */
+cf_coll_handle_t cf_coll_permute_nb(cf_team_t team, void *dst, void *src, size_t nbytes,
+                                    const cf_image_t perm[], int flags);
+int cf_coll_permute(cf_team_t team, void *dst, void *src, size_t nbytes, const cf_image_t perm[],
+                    int flags);
+
 /* ---- computation, MPI style: element-wise over elem_count elements ------
    dst[i] = src_0[i] op src_1[i] op ... op src_{P-1}[i] on every image.
    func: CF_BUILTIN(op, type) or an index into cf_coll_init's fn_tbl; func_arg
@@ -184,7 +272,16 @@ int cf_poll(void);
 int cf_graph_dump_json(cf_coll_handle_t handle, const char *path);
 
 /* ---- extensions: algorithm choice and statistics ------------------------- */
-enum { CF_KIND_BROADCAST, CF_KIND_BARRIER, CF_KIND_ALLREDUCE };
+enum {
+  CF_KIND_BROADCAST,
+  CF_KIND_BARRIER,
+  CF_KIND_ALLREDUCE,
+  CF_KIND_SCATTER,
+  CF_KIND_GATHER,
+  CF_KIND_GATHER_ALL,
+  CF_KIND_EXCHANGE,
+  CF_KIND_PERMUTE
+};
 /* Forces the calling image's algorithm for a collective kind (NULL or "" =
    back to the default table). All images must make the same choice.
    Errors: CF_ERR_BAD_ARG naming the valid algorithms; CF_ERR_NOT_INIT. */

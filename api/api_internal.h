@@ -1,0 +1,37 @@
+// What the C API's source files share: the per-thread status and error
+// text, the checks every collective makes, and starting a call. Not public.
+#pragma once
+
+#include <string>
+
+#include "carflow/carflow.h"
+#include "engine/runtime.h"
+
+namespace carflow::api {
+
+extern thread_local ImageContext* t_image;  // the calling thread's image
+
+// Records a failure (status, message naming the argument and rule); aborts
+// in CF_ERRORS_ARE_FATAL mode. Returns status.
+int fail(int status, const std::string& message);
+int succeed(int status = CF_OK);
+int last_status();
+// The calling thread's image, or nullptr after reporting why not.
+ImageContext* current_image(const char* function);
+// Team, flag groups, AGGREGATE and the LOCAL / SINGLE / ALL_THREADS rules
+// (multi_address: the rules of the m forms).
+bool check_common(const ImageContext& img, cf_team_t team, int flags, bool blocking,
+                  std::string* error, bool multi_address = false);
+// True when [a, a+n) and [b, b+m) share a byte.
+inline bool ranges_overlap(const void* a, size_t n, const void* b, size_t m) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return n > 0 && m > 0 && x < y + m && y < x + n;
+}
+bool overlap_not_identical(const void* a, const void* b, size_t n);
+void set_sync_modes(CollectiveCall* call, int flags);
+// Starts the call; the handle, or CF_COLL_INVALID_HANDLE after fail().
+cf_coll_handle_t start(ImageContext& img, const CollectiveCall& call);
+// Blocking forms: waits for a started handle (or returns the start's error).
+int finish_blocking(cf_coll_handle_t handle);
+
+}  // namespace carflow::api

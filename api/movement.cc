@@ -1,0 +1,359 @@
+// The C API's data-movement collectives beyond broadcast: scatter, gather,
+// gather_all, exchange, permute, their multiple-address ("m") and
+// variable-size ("v") forms, and broadcastm. Every check runs before
+// anything starts, so a rejected call changes nothing.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "api/api_internal.h"
+#include "graph/layout.h"
+
+using carflow::CollectiveCall;
+using carflow::CollectiveSpec;
+using carflow::CollKind;
+using carflow::ImageContext;
+using namespace carflow::api;
+
+namespace {
+
+// Stands in for a NULL buffer of 0 bytes, so no CAR ever sees a null base.
+char g_empty_buffer[1];
+
+// One call as the API received it, before any check.
+struct Movement {
+  const char* function;
+  CollKind kind;
+  cf_team_t team;
+  int flags;
+  bool blocking = false;
+  bool multi_address = false;   // an m form: dst / src came from a list
+  bool rooted = false;
+  const char* root_name = "";   // "srcimage" or "dstimage"
+  cf_image_t root = 0;
+  void* dst = nullptr;
+  void* src = nullptr;
+  size_t nbytes = 0;
+  const size_t* counts = nullptr;  // v forms
+  const size_t* displs = nullptr;
+  bool variable = false;
+  const cf_image_t* perm = nullptr;  // permute
+};
+
+std::string str(uint64_t v) { return std::to_string(v); }
+
+// The seed's overlap rule for one image: `dst` and `src` must be disjoint,
+// except that the image's own block may be identical (same address and
+// length) where `own_block_identical` allows it.
+bool check_overlap(const Movement& m, const CollectiveSpec& spec, uint32_t me, uint64_t src_len,
+                   uint64_t dst_len, std::string* error) {
+  if (!ranges_overlap(m.src, src_len, m.dst, dst_len)) return true;
+  const char* src = static_cast<const char*>(m.src);
+  const char* dst = static_cast<const char*>(m.dst);
+  switch (m.kind) {
+    case CollKind::Broadcast:
+      if (src == dst) return true;
+      break;
+    case CollKind::Scatter: {  // own block of src is dst
+      const carflow::BlockLayout blocks(spec);
+      if (dst == src + blocks.offset(me) && dst_len == blocks.length(me)) return true;
+      break;
+    }
+    case CollKind::Gather:
+    case CollKind::GatherAll: {  // own block of dst is src
+      const carflow::BlockLayout blocks(spec);
+      if (src == dst + blocks.offset(me) && src_len == blocks.length(me)) return true;
+      break;
+    }
+    case CollKind::Permute:
+      if (src == dst && spec.perm[me] == me) return true;
+      break;
+    default:
+      break;
+  }
+  *error = "src, dst: the buffers overlap (only an image's own block may be identical to its "
+           "counterpart; " + std::string(carflow::coll_kind_name(m.kind)) +
+           (m.kind == CollKind::Exchange ? " allows no overlap)" : " allows no other overlap)");
+  return false;
+}
+
+cf_coll_handle_t start_movement(Movement m) {
+  ImageContext* img = current_image(m.function);
+  if (img == nullptr) return CF_COLL_INVALID_HANDLE;
+  std::string error;
+  if (!check_common(*img, m.team, m.flags, m.blocking, &error, m.multi_address)) {
+    return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
+  }
+  const uint32_t P = img->engine->images();
+  const uint32_t me = img->image;
+  if (m.rooted && m.root >= P) {
+    return fail(CF_ERR_BAD_ARG, std::string(m.root_name) + ": " + str(m.root) +
+                                    " is not a rank of the team (size " + str(P) + ")"),
+           CF_COLL_INVALID_HANDLE;
+  }
+  CollectiveSpec spec;
+  spec.kind = m.kind;
+  spec.images = P;
+  spec.root = m.rooted ? m.root : 0;
+  if (m.variable) {
+    if (m.counts == nullptr) return fail(CF_ERR_BAD_ARG, "counts: NULL"), CF_COLL_INVALID_HANDLE;
+    const uint64_t n = m.kind == CollKind::Exchange ? uint64_t{P} * P : P;
+    spec.counts.assign(m.counts, m.counts + n);
+    if (m.displs != nullptr) spec.displs.assign(m.displs, m.displs + P);
+  } else if (m.nbytes == 0) {
+    return fail(CF_ERR_BAD_ARG, "nbytes: must be > 0"), CF_COLL_INVALID_HANDLE;
+  } else {
+    spec.nbytes = m.nbytes;
+  }
+  if (m.kind == CollKind::Permute) {
+    if (m.perm == nullptr) return fail(CF_ERR_BAD_ARG, "perm: NULL"), CF_COLL_INVALID_HANDLE;
+    spec.perm.assign(m.perm, m.perm + P);
+  }
+  if (!carflow::check_layout(spec, &error)) return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
+  const uint64_t src_len = carflow::src_extent(spec, me);
+  const uint64_t dst_len = carflow::dst_extent(spec, me);
+  const char* list_note = m.multi_address ? " (its entry of the list)" : "";
+  if (src_len > 0 && m.src == nullptr) {
+    return fail(CF_ERR_BAD_ARG, std::string(m.multi_address && m.kind != CollKind::Broadcast &&
+                                                    m.kind != CollKind::Scatter
+                                                ? "srclist"
+                                                : "src") +
+                                    ": NULL on image " + str(me) + list_note + ", which sends " +
+                                    str(src_len) + " bytes from it"),
+           CF_COLL_INVALID_HANDLE;
+  }
+  if (dst_len > 0 && m.dst == nullptr) {
+    return fail(CF_ERR_BAD_ARG, std::string(m.multi_address && m.kind != CollKind::Gather ? "dstlist" : "dst") +
+                                    ": NULL on image " + str(me) + list_note + ", which receives " +
+                                    str(dst_len) + " bytes into it"),
+           CF_COLL_INVALID_HANDLE;
+  }
+  if (!check_overlap(m, spec, me, src_len, dst_len, &error)) {
+    return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
+  }
+  CollectiveCall call;
+  call.kind = m.kind;
+  call.root = spec.root;
+  call.src = src_len > 0 ? m.src : g_empty_buffer;
+  call.dst = dst_len > 0 ? m.dst : g_empty_buffer;
+  call.nbytes = spec.nbytes;
+  call.counts = std::move(spec.counts);
+  call.displs = std::move(spec.displs);
+  call.perm = std::move(spec.perm);
+  call.algorithm = img->algorithm[static_cast<int>(m.kind)];
+  set_sync_modes(&call, m.flags);
+  return start(*img, call);
+}
+
+// The calling image's entry of an m form's list (checked before use).
+void* entry(void* const list[], bool* ok) {
+  *ok = list != nullptr && t_image != nullptr;
+  return *ok ? list[t_image->image] : nullptr;
+}
+
+cf_coll_handle_t list_missing(const char* function, const char* list) {
+  if (current_image(function) == nullptr) return CF_COLL_INVALID_HANDLE;
+  return fail(CF_ERR_BAD_ARG, std::string(list) + ": NULL"), CF_COLL_INVALID_HANDLE;
+}
+
+int blocking(cf_coll_handle_t handle) { return finish_blocking(handle); }
+
+}  // namespace
+
+extern "C" {
+
+// ---- single address ----------------------------------------------------------
+
+cf_coll_handle_t cf_coll_scatter_nb(cf_team_t team, void* dst, cf_image_t srcimage, void* src,
+                                    size_t nbytes, int flags) {
+  Movement m{"cf_coll_scatter_nb", CollKind::Scatter, team, flags};
+  m.rooted = true, m.root_name = "srcimage", m.root = srcimage;
+  m.dst = dst, m.src = src, m.nbytes = nbytes;
+  return start_movement(m);
+}
+
+cf_coll_handle_t cf_coll_gather_nb(cf_team_t team, cf_image_t dstimage, void* dst, void* src,
+                                   size_t nbytes, int flags) {
+  Movement m{"cf_coll_gather_nb", CollKind::Gather, team, flags};
+  m.rooted = true, m.root_name = "dstimage", m.root = dstimage;
+  m.dst = dst, m.src = src, m.nbytes = nbytes;
+  return start_movement(m);
+}
+
+cf_coll_handle_t cf_coll_gather_all_nb(cf_team_t team, void* dst, void* src, size_t nbytes,
+                                       int flags) {
+  Movement m{"cf_coll_gather_all_nb", CollKind::GatherAll, team, flags};
+  m.dst = dst, m.src = src, m.nbytes = nbytes;
+  return start_movement(m);
+}
+
+cf_coll_handle_t cf_coll_exchange_nb(cf_team_t team, void* dst, void* src, size_t nbytes,
+                                     int flags) {
+  Movement m{"cf_coll_exchange_nb", CollKind::Exchange, team, flags};
+  m.dst = dst, m.src = src, m.nbytes = nbytes;
+  return start_movement(m);
+}
+
+cf_coll_handle_t cf_coll_permute_nb(cf_team_t team, void* dst, void* src, size_t nbytes,
+                                    const cf_image_t perm[], int flags) {
+  Movement m{"cf_coll_permute_nb", CollKind::Permute, team, flags};
+  m.dst = dst, m.src = src, m.nbytes = nbytes, m.perm = perm;
+  return start_movement(m);
+}
+
+// ---- variable size -------------------------------------------------------------
+
+cf_coll_handle_t cf_coll_scatterv_nb(cf_team_t team, void* dst, cf_image_t srcimage, void* src,
+                                     const size_t counts[], const size_t displs[], int flags) {
+  Movement m{"cf_coll_scatterv_nb", CollKind::Scatter, team, flags};
+  m.rooted = true, m.root_name = "srcimage", m.root = srcimage;
+  m.dst = dst, m.src = src, m.variable = true, m.counts = counts, m.displs = displs;
+  return start_movement(m);
+}
+
+cf_coll_handle_t cf_coll_gatherv_nb(cf_team_t team, cf_image_t dstimage, void* dst, void* src,
+                                    const size_t counts[], const size_t displs[], int flags) {
+  Movement m{"cf_coll_gatherv_nb", CollKind::Gather, team, flags};
+  m.rooted = true, m.root_name = "dstimage", m.root = dstimage;
+  m.dst = dst, m.src = src, m.variable = true, m.counts = counts, m.displs = displs;
+  return start_movement(m);
+}
+
+cf_coll_handle_t cf_coll_gather_allv_nb(cf_team_t team, void* dst, void* src,
+                                        const size_t counts[], const size_t displs[], int flags) {
+  Movement m{"cf_coll_gather_allv_nb", CollKind::GatherAll, team, flags};
+  m.dst = dst, m.src = src, m.variable = true, m.counts = counts, m.displs = displs;
+  return start_movement(m);
+}
+
+cf_coll_handle_t cf_coll_exchangev_nb(cf_team_t team, void* dst, void* src, const size_t counts[],
+                                      int flags) {
+  Movement m{"cf_coll_exchangev_nb", CollKind::Exchange, team, flags};
+  m.dst = dst, m.src = src, m.variable = true, m.counts = counts;
+  return start_movement(m);
+}
+
+// ---- multiple addresses ------------------------------------------------------------
+
+cf_coll_handle_t cf_coll_broadcastm_nb(cf_team_t team, void* const dstlist[], cf_image_t srcimage,
+                                       void* src, size_t nbytes, int flags) {
+  bool ok;
+  void* dst = entry(dstlist, &ok);
+  if (!ok) return list_missing("cf_coll_broadcastm_nb", "dstlist");
+  Movement m{"cf_coll_broadcastm_nb", CollKind::Broadcast, team, flags};
+  m.multi_address = true, m.rooted = true, m.root_name = "srcimage", m.root = srcimage;
+  m.dst = dst, m.src = src, m.nbytes = nbytes;
+  return start_movement(m);
+}
+
+cf_coll_handle_t cf_coll_scatterm_nb(cf_team_t team, void* const dstlist[], cf_image_t srcimage,
+                                     void* src, size_t nbytes, int flags) {
+  bool ok;
+  void* dst = entry(dstlist, &ok);
+  if (!ok) return list_missing("cf_coll_scatterm_nb", "dstlist");
+  Movement m{"cf_coll_scatterm_nb", CollKind::Scatter, team, flags};
+  m.multi_address = true, m.rooted = true, m.root_name = "srcimage", m.root = srcimage;
+  m.dst = dst, m.src = src, m.nbytes = nbytes;
+  return start_movement(m);
+}
+
+cf_coll_handle_t cf_coll_gatherm_nb(cf_team_t team, cf_image_t dstimage, void* dst,
+                                    void* const srclist[], size_t nbytes, int flags) {
+  bool ok;
+  void* src = entry(srclist, &ok);
+  if (!ok) return list_missing("cf_coll_gatherm_nb", "srclist");
+  Movement m{"cf_coll_gatherm_nb", CollKind::Gather, team, flags};
+  m.multi_address = true, m.rooted = true, m.root_name = "dstimage", m.root = dstimage;
+  m.dst = dst, m.src = src, m.nbytes = nbytes;
+  return start_movement(m);
+}
+
+cf_coll_handle_t cf_coll_gather_allm_nb(cf_team_t team, void* const dstlist[],
+                                        void* const srclist[], size_t nbytes, int flags) {
+  bool ok_dst, ok_src;
+  void* dst = entry(dstlist, &ok_dst);
+  void* src = entry(srclist, &ok_src);
+  if (!ok_dst) return list_missing("cf_coll_gather_allm_nb", "dstlist");
+  if (!ok_src) return list_missing("cf_coll_gather_allm_nb", "srclist");
+  Movement m{"cf_coll_gather_allm_nb", CollKind::GatherAll, team, flags};
+  m.multi_address = true, m.dst = dst, m.src = src, m.nbytes = nbytes;
+  return start_movement(m);
+}
+
+cf_coll_handle_t cf_coll_exchangem_nb(cf_team_t team, void* const dstlist[],
+                                      void* const srclist[], size_t nbytes, int flags) {
+  bool ok_dst, ok_src;
+  void* dst = entry(dstlist, &ok_dst);
+  void* src = entry(srclist, &ok_src);
+  if (!ok_dst) return list_missing("cf_coll_exchangem_nb", "dstlist");
+  if (!ok_src) return list_missing("cf_coll_exchangem_nb", "srclist");
+  Movement m{"cf_coll_exchangem_nb", CollKind::Exchange, team, flags};
+  m.multi_address = true, m.dst = dst, m.src = src, m.nbytes = nbytes;
+  return start_movement(m);
+}
+
+// ---- blocking forms: AGGREGATE is refused by check_common (blocking = true)
+
+#define CF_BLOCKING(call_nb, ...)            \
+  do {                                       \
+    if (flags & CF_COLL_AGGREGATE) {         \
+      return fail(CF_ERR_BAD_ARG, "flags: CF_COLL_AGGREGATE is not allowed on a blocking call"); \
+    }                                        \
+    return blocking(call_nb(__VA_ARGS__));   \
+  } while (0)
+
+int cf_coll_scatter(cf_team_t team, void* dst, cf_image_t srcimage, void* src, size_t nbytes,
+                    int flags) {
+  CF_BLOCKING(cf_coll_scatter_nb, team, dst, srcimage, src, nbytes, flags);
+}
+int cf_coll_gather(cf_team_t team, cf_image_t dstimage, void* dst, void* src, size_t nbytes,
+                   int flags) {
+  CF_BLOCKING(cf_coll_gather_nb, team, dstimage, dst, src, nbytes, flags);
+}
+int cf_coll_gather_all(cf_team_t team, void* dst, void* src, size_t nbytes, int flags) {
+  CF_BLOCKING(cf_coll_gather_all_nb, team, dst, src, nbytes, flags);
+}
+int cf_coll_exchange(cf_team_t team, void* dst, void* src, size_t nbytes, int flags) {
+  CF_BLOCKING(cf_coll_exchange_nb, team, dst, src, nbytes, flags);
+}
+int cf_coll_permute(cf_team_t team, void* dst, void* src, size_t nbytes, const cf_image_t perm[],
+                    int flags) {
+  CF_BLOCKING(cf_coll_permute_nb, team, dst, src, nbytes, perm, flags);
+}
+int cf_coll_scatterv(cf_team_t team, void* dst, cf_image_t srcimage, void* src,
+                     const size_t counts[], const size_t displs[], int flags) {
+  CF_BLOCKING(cf_coll_scatterv_nb, team, dst, srcimage, src, counts, displs, flags);
+}
+int cf_coll_gatherv(cf_team_t team, cf_image_t dstimage, void* dst, void* src,
+                    const size_t counts[], const size_t displs[], int flags) {
+  CF_BLOCKING(cf_coll_gatherv_nb, team, dstimage, dst, src, counts, displs, flags);
+}
+int cf_coll_gather_allv(cf_team_t team, void* dst, void* src, const size_t counts[],
+                        const size_t displs[], int flags) {
+  CF_BLOCKING(cf_coll_gather_allv_nb, team, dst, src, counts, displs, flags);
+}
+int cf_coll_exchangev(cf_team_t team, void* dst, void* src, const size_t counts[], int flags) {
+  CF_BLOCKING(cf_coll_exchangev_nb, team, dst, src, counts, flags);
+}
+int cf_coll_broadcastm(cf_team_t team, void* const dstlist[], cf_image_t srcimage, void* src,
+                       size_t nbytes, int flags) {
+  CF_BLOCKING(cf_coll_broadcastm_nb, team, dstlist, srcimage, src, nbytes, flags);
+}
+int cf_coll_scatterm(cf_team_t team, void* const dstlist[], cf_image_t srcimage, void* src,
+                     size_t nbytes, int flags) {
+  CF_BLOCKING(cf_coll_scatterm_nb, team, dstlist, srcimage, src, nbytes, flags);
+}
+int cf_coll_gatherm(cf_team_t team, cf_image_t dstimage, void* dst, void* const srclist[],
+                    size_t nbytes, int flags) {
+  CF_BLOCKING(cf_coll_gatherm_nb, team, dstimage, dst, srclist, nbytes, flags);
+}
+int cf_coll_gather_allm(cf_team_t team, void* const dstlist[], void* const srclist[],
+                        size_t nbytes, int flags) {
+  CF_BLOCKING(cf_coll_gather_allm_nb, team, dstlist, srclist, nbytes, flags);
+}
+int cf_coll_exchangem(cf_team_t team, void* const dstlist[], void* const srclist[], size_t nbytes,
+                      int flags) {
+  CF_BLOCKING(cf_coll_exchangem_nb, team, dstlist, srclist, nbytes, flags);
+}
+
+}  // extern "C"

@@ -1,0 +1,85 @@
+// Sequential references for the data-movement collectives: the inputs every
+// image starts with and the destination bytes every image must end with,
+// computed directly from the definitions (graph/layout.h conventions).
+// Used by the generator tests (graph/simulate.h), the engine and API tests
+// and the benchmarks' verification.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "graph/car.h"
+#include "graph/layout.h"
+
+namespace carflow::reference {
+
+using Bytes = std::vector<uint8_t>;
+
+// Destination bytes no collective writes keep this value.
+inline constexpr uint8_t kUntouched = 0xEE;
+
+inline uint8_t pattern(uint32_t image, uint64_t offset, uint32_t salt = 0) {
+  return static_cast<uint8_t>((image * 131u + offset * 7u + (offset >> 8) * 3u + salt * 17u) % 251u);
+}
+
+inline uint64_t src_bytes(const CollectiveSpec& s, uint32_t image) { return src_extent(s, image); }
+inline uint64_t dst_bytes(const CollectiveSpec& s, uint32_t image) { return dst_extent(s, image); }
+
+inline std::vector<Bytes> inputs(const CollectiveSpec& s, uint32_t salt = 0) {
+  std::vector<Bytes> src(s.images);
+  for (uint32_t i = 0; i < s.images; ++i) {
+    src[i].resize(src_bytes(s, i));
+    for (uint64_t k = 0; k < src[i].size(); ++k) src[i][k] = pattern(i, k, salt);
+  }
+  return src;
+}
+
+// Destination buffers as the test hands them to the collective.
+inline std::vector<Bytes> blank_outputs(const CollectiveSpec& s) {
+  std::vector<Bytes> dst(s.images);
+  for (uint32_t i = 0; i < s.images; ++i) dst[i].assign(dst_bytes(s, i), kUntouched);
+  return dst;
+}
+
+// Data-movement kinds only (broadcast, scatter, gather, gather_all, exchange, permute).
+inline std::vector<Bytes> expected(const CollectiveSpec& s, const std::vector<Bytes>& src) {
+  std::vector<Bytes> dst = blank_outputs(s);
+  const uint32_t P = s.images;
+  auto put = [](Bytes& to, uint64_t to_off, const Bytes& from, uint64_t from_off, uint64_t n) {
+    for (uint64_t k = 0; k < n; ++k) to[to_off + k] = from[from_off + k];
+  };
+  switch (s.kind) {
+    case CollKind::Broadcast:
+      for (uint32_t i = 0; i < P; ++i) put(dst[i], 0, src[s.root], 0, s.nbytes);
+      break;
+    case CollKind::Scatter: {
+      const BlockLayout L(s);
+      for (uint32_t i = 0; i < P; ++i) put(dst[i], 0, src[s.root], L.offset(i), L.length(i));
+      break;
+    }
+    case CollKind::Gather:
+    case CollKind::GatherAll: {
+      const BlockLayout L(s);
+      for (uint32_t to = 0; to < P; ++to) {
+        if (s.kind == CollKind::Gather && to != s.root) continue;
+        for (uint32_t i = 0; i < P; ++i) put(dst[to], L.offset(i), src[i], 0, L.length(i));
+      }
+      break;
+    }
+    case CollKind::Exchange: {
+      const ExchangeLayout L(s);
+      for (uint32_t i = 0; i < P; ++i) {
+        for (uint32_t j = 0; j < P; ++j) put(dst[j], L.recv_offset(j, i), src[i], L.send_offset(i, j), L.length(i, j));
+      }
+      break;
+    }
+    case CollKind::Permute:
+      for (uint32_t i = 0; i < P; ++i) put(dst[s.perm[i]], 0, src[i], 0, s.nbytes);
+      break;
+    case CollKind::Barrier:
+    case CollKind::Allreduce: break;
+  }
+  return dst;
+}
+
+}  // namespace carflow::reference
