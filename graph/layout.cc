@@ -131,9 +131,10 @@ bool check_layout(const CollectiveSpec& spec, std::string* error) {
     return false;
   }
   if (spec.counts.empty()) {
-    const uint64_t per_image = exchange || blocks ? P : 1;
-    if (spec.nbytes >= kMaxExtent / per_image) {
-      *error = "nbytes: " + std::to_string(spec.nbytes) + " times " + std::to_string(per_image) +
+    // A P-block buffer must stay addressable; single-buffer kinds are
+    // bounded by the buffer checks of validation instead.
+    if ((exchange || blocks) && spec.nbytes >= kMaxExtent / P) {
+      *error = "nbytes: " + std::to_string(spec.nbytes) + " times " + std::to_string(P) +
                " blocks exceeds 2^48 bytes";
       return false;
     }

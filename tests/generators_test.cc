@@ -154,12 +154,7 @@ TEST_CASE("no image leaves a barrier, or an ALLSYNC collective, before every ima
   for (uint32_t P = 1; P <= 33; ++P) {
     for (const GeneratorInfo* gen : GeneratorRegistry::instance().all()) {
       const bool is_barrier = gen->kind == CollKind::Barrier;
-      CollectiveSpec spec;
-      spec.kind = gen->kind;
-      spec.algorithm = gen->name;
-      spec.images = P;
-      spec.nbytes = is_barrier ? 0 : 64;
-      spec.elem_size = gen->kind == CollKind::Allreduce ? 8 : 1;
+      CollectiveSpec spec = spec_for(*gen, P, 0, 64);
       // Barriers as they are; other collectives with IN_ALLSYNC.
       spec.flags = is_barrier ? 0 : kSpecInAllSync;
       GlobalDag dag;

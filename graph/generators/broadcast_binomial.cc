@@ -1,6 +1,6 @@
 // Binomial-tree broadcast, pipelined by segments: an image forwards segment s
 // to its children as soon as s has arrived, largest subtree first.
-// Exactly P-1 messages per segment; depth ceil(log2 P).
+// Exactly P-1 messages per segment; depth floor(log2 P) (at most ceil(log2 P)).
 #include "graph/builder.h"
 #include "graph/generators/patterns.h"
 #include "graph/registry.h"

@@ -1,0 +1,38 @@
+// One image's part of a tree broadcast pipelined by segments, for any tree
+// shape (graph/generators/trees.h): the image receives segment s from its
+// parent straight into its destination and forwards it to its children, in
+// the node's child order, as soon as s has arrived. The root sends from its
+// source while its own COPY into its destination runs alongside.
+// Exactly P-1 messages per segment; tag = segment index.
+#pragma once
+
+#include "graph/builder.h"
+#include "graph/car.h"
+#include "graph/generators/patterns.h"
+#include "graph/generators/trees.h"
+
+namespace carflow {
+
+inline LocalDag tree_broadcast(const CollectiveSpec& spec, uint32_t image,
+                               const patterns::TreeNode& node, uint64_t segment_bytes) {
+  const uint32_t P = spec.images;
+  const bool is_root = image == spec.root;
+  DagBuilder b(image, is_root ? spec.nbytes : 0, spec.nbytes);
+  const auto segments = split_segments(spec.nbytes, segment_bytes, 1);
+  if (is_root) b.copy(user_dst(0, spec.nbytes), user_src(0, spec.nbytes));
+  for (uint32_t s = 0; s < segments.size(); ++s) {
+    const Segment& seg = segments[s];
+    BufferRef data = is_root ? user_src(seg.offset, seg.length) : user_dst(seg.offset, seg.length);
+    DagBuilder::Deps deps;
+    if (node.has_parent) {
+      CarId got = b.recv(patterns::real_rank(node.parent, spec.root, P), s, data);
+      deps.push_back(after_buffer(got));
+    }
+    for (uint32_t child : node.children) {
+      b.send(patterns::real_rank(child, spec.root, P), s, data, deps);
+    }
+  }
+  return b.finish();
+}
+
+}  // namespace carflow
