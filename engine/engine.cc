@@ -55,7 +55,9 @@ ImageContext::ImageContext(Engine* engine_in, uint32_t image_in, uint32_t images
 }
 
 Engine::Engine(uint32_t images, const Config& config)
-    : images_(images), config_(config), selection_(config) {
+    : images_(images),
+      config_(config),
+      selection_(config, std::max(1u, std::thread::hardware_concurrency())) {
   const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
   spin_count_ = images > cores ? config.spin_count / 64 : config.spin_count;
   // Boxes pay off when every image has a core to poll on; when image threads

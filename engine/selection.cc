@@ -5,7 +5,8 @@
 
 namespace carflow {
 
-SelectionTable::SelectionTable(const Config& config) : config_(config) {
+SelectionTable::SelectionTable(const Config& config, uint32_t cores)
+    : config_(config), cores_(cores == 0 ? 1 : cores) {
   const GeneratorRegistry& reg = GeneratorRegistry::instance();
   // Config::from_env has checked these names; "" finds nothing (no override).
   for (int k = 0; k < kCollKinds; ++k) forced_[k] = reg.find(static_cast<CollKind>(k), config.algo[k]);
@@ -23,13 +24,16 @@ const GeneratorInfo* SelectionTable::get(CollKind kind, const char* name) const 
 const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint64_t nbytes,
                                             uint32_t elem_size, bool commutative) const {
   if (forced_[static_cast<int>(kind)] != nullptr) return forced_[static_cast<int>(kind)];
+  const bool oversubscribed = images > cores_;
+  const bool power_of_two = (images & (images - 1)) == 0;
   switch (kind) {
     case CollKind::Broadcast:
-      if (images <= 2) return get(kind, "flat");
-      return nbytes >= config_.broadcast_large_bytes ? get(kind, "scatter_allgather")
-                                                     : get(kind, "binomial");
+      // Large: every receiver copies straight from the root's buffer
+      // (single-copy), so the flat tree moves the data once, in parallel.
+      if (images <= 2 || nbytes >= config_.broadcast_large_bytes) return get(kind, "flat");
+      return get(kind, "knomial");
     case CollKind::Barrier:
-      return get(kind, "dissemination");
+      return oversubscribed ? get(kind, "kary") : get(kind, "dissemination");
     case CollKind::Allreduce:
       // Ring needs commutativity and at least one element per image.
       return nbytes >= config_.allreduce_ring_bytes && commutative &&
@@ -40,7 +44,8 @@ const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint
     case CollKind::Gather:
       return nbytes < config_.rooted_tree_bytes ? get(kind, "binomial") : get(kind, "flat");
     case CollKind::GatherAll:
-      return nbytes < config_.gather_all_small_bytes ? get(kind, "bruck") : get(kind, "direct");
+      if (nbytes >= config_.gather_all_small_bytes) return get(kind, "direct");
+      return power_of_two ? get(kind, "recursive_doubling") : get(kind, "bruck");
     case CollKind::Exchange:
       return nbytes < config_.exchange_small_bytes ? get(kind, "bruck") : get(kind, "pairwise");
     case CollKind::Permute:

@@ -13,7 +13,9 @@ namespace carflow {
 
 class SelectionTable {
  public:
-  explicit SelectionTable(const Config& config);
+  // `cores`: hardware threads of the node; some choices differ when the
+  // images outnumber them (oversubscribed: fewer messages beat fewer rounds).
+  SelectionTable(const Config& config, uint32_t cores);
   // The generator for a call; never nullptr. `nbytes`: the call's size as
   // the table reads it (whole vector for broadcast and allreduce, one
   // block for scatter, gather, gather_all and exchange, the largest block
@@ -24,6 +26,7 @@ class SelectionTable {
  private:
   const GeneratorInfo* get(CollKind kind, const char* name) const;
   const Config config_;
+  const uint32_t cores_;
   std::array<const GeneratorInfo*, kCollKinds> forced_{};
 };
 

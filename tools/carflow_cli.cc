@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/latency.h"
@@ -33,7 +34,7 @@ const char kUsage[] =
     "  dot   F.json                        Graphviz rendering of a graph file, to stdout\n"
     "  bench --coll C --images P --sizes LIST [--iters N] [--algo A] [--json]\n"
     "                                      OSU-style latency; LIST like 8,1K,4M or 8:4M\n"
-    "  compare [--coll C] [--images 8] [--sizes 8,1M] [--iters N]\n"
+    "  compare [--coll C] [--images 8] [--sizes 8,1M] [--iters N] [--rounds 5]\n"
     "                                      every algorithm vs the default choice, one run\n"
     "  info                                environment knobs, algorithms, thresholds\n";
 
@@ -120,7 +121,7 @@ int cmd_plan(const Args& args) {
   auto algo = args.find("algo");
   spec.algorithm = algo != args.end()
                        ? algo->second
-                       : carflow::SelectionTable(config)
+                       : carflow::SelectionTable(config, std::thread::hardware_concurrency())
                              .choose(spec.kind, static_cast<uint32_t>(images), bytes,
                                      static_cast<uint32_t>(elem), true)
                              ->name;
@@ -219,12 +220,15 @@ int cmd_bench(const Args& args) {
 }
 
 // Every registered algorithm of a collective against the default choice, in
-// one run: the table behind the README's selection defaults.
+// one run: the table behind the README's selection defaults. Rounds run
+// every algorithm once each, interleaved, so slow drift of a shared machine
+// hits all alike; the median round is reported.
 int cmd_compare(const Args& args) {
   std::string error;
-  uint64_t images = 8, iters = 0;
+  uint64_t images = 8, iters = 0, rounds = 5;
   if (!get_uint(args, "images", 8, 1024, &images, &error) ||
-      !get_uint(args, "iters", 0, 100000000, &iters, &error)) {
+      !get_uint(args, "iters", 0, 100000000, &iters, &error) ||
+      !get_uint(args, "rounds", 5, 1000, &rounds, &error)) {
     return fail(error);
   }
   std::vector<std::string> colls;
@@ -237,35 +241,47 @@ int cmd_compare(const Args& args) {
   if (!carflow_bench::parse_sizes(args.count("sizes") ? args.at("sizes") : "8,1M", &sizes, &error)) {
     return fail(error);
   }
-  std::printf("%-10s %10s %-20s %10s %8s\n", "coll", "bytes", "algorithm", "avg_us", "vs_best");
+  std::printf("%-10s %10s %-28s %10s %8s   (median of %llu rounds)\n", "coll", "bytes", "algorithm",
+              "avg_us", "vs_best", static_cast<unsigned long long>(rounds));
   bool all_ok = true;
   for (const std::string& coll : colls) {
     carflow::CollKind kind;
     if (!carflow::parse_coll_kind(coll, &kind)) return fail("--coll: expected one of " + kinds_list());
     for (uint64_t bytes : kind == carflow::CollKind::Barrier ? std::vector<uint64_t>{0} : sizes) {
-      std::vector<std::pair<std::string, double>> rows;  // "" = default
-      std::string default_algo;
-      std::vector<std::string> algos = {""};
+      std::vector<std::string> algos = {""};  // "" = the default table
       for (const auto* g : carflow::GeneratorRegistry::instance().list(kind)) algos.push_back(g->name);
-      for (const std::string& algo : algos) {
-        carflow_bench::LatencyOptions opt;
-        opt.coll = coll;
-        opt.images = static_cast<uint32_t>(images);
-        opt.iters = static_cast<uint32_t>(iters);
-        opt.sizes = {bytes};
-        opt.algo = algo;
-        std::vector<carflow_bench::LatencyResult> results;
-        if (!carflow_bench::run_latency(opt, &results, &error)) return fail(coll + " " + algo + ": " + error);
-        all_ok &= results[0].verified;
-        if (algo.empty()) default_algo = results[0].algo;
-        rows.emplace_back(algo.empty() ? "default=" + results[0].algo : algo, results[0].avg_us);
+      std::vector<std::vector<double>> samples(algos.size());
+      std::string default_algo;
+      for (uint64_t round = 0; round < rounds; ++round) {
+        for (size_t a = 0; a < algos.size(); ++a) {
+          carflow_bench::LatencyOptions opt;
+          opt.coll = coll;
+          opt.images = static_cast<uint32_t>(images);
+          opt.iters = static_cast<uint32_t>(iters);
+          opt.sizes = {bytes};
+          opt.algo = algos[a];
+          std::vector<carflow_bench::LatencyResult> results;
+          if (!carflow_bench::run_latency(opt, &results, &error)) {
+            return fail(coll + " " + algos[a] + ": " + error);
+          }
+          all_ok &= results[0].verified;
+          if (algos[a].empty()) default_algo = results[0].algo;
+          samples[a].push_back(results[0].avg_us);
+        }
       }
-      double best = rows[1].second;
-      for (size_t i = 1; i < rows.size(); ++i) best = std::min(best, rows[i].second);
-      for (const auto& [name, us] : rows) {
-        std::printf("%-10s %10s %-20s %10.2f %8.2f\n", coll.c_str(),
-                    carflow_bench::format_bytes(bytes).c_str(), name.c_str(), us, us / best);
+      std::vector<double> median(algos.size());
+      for (size_t a = 0; a < algos.size(); ++a) {
+        std::sort(samples[a].begin(), samples[a].end());
+        median[a] = samples[a][samples[a].size() / 2];
       }
+      const double best = *std::min_element(median.begin() + 1, median.end());
+      for (size_t a = 0; a < algos.size(); ++a) {
+        const std::string name = algos[a].empty() ? "default (" + default_algo + ")" : algos[a];
+        std::printf("%-10s %10s %-28s %10.2f %8.2f\n", coll.c_str(),
+                    carflow_bench::format_bytes(bytes).c_str(), name.c_str(), median[a],
+                    median[a] / best);
+      }
+      std::fflush(stdout);
     }
   }
   return all_ok ? 0 : 1;
@@ -325,13 +341,14 @@ int cmd_info() {
   }
   const auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
   std::printf("\ndefault selection (README, \"Algorithm selection\"):\n"
-              "  broadcast  flat for P <= 2; else binomial below CF_BROADCAST_LARGE_BYTES (%llu),\n"
-              "             scatter_allgather at or above\n"
-              "  barrier    dissemination\n"
+              "  broadcast  flat for P <= 2; else knomial below CF_BROADCAST_LARGE_BYTES (%llu),\n"
+              "             flat at or above\n"
+              "  barrier    dissemination; kary when the images outnumber the cores\n"
               "  allreduce  recursive_doubling below CF_ALLREDUCE_RING_BYTES (%llu), ring at or\n"
               "             above (if commutative and at least one element per image)\n"
               "  scatter, gather  binomial below CF_ROOTED_TREE_BYTES (%llu) per block, flat at or above\n"
-              "  gather_all bruck below CF_GATHER_ALL_SMALL_BYTES (%llu) per block, direct at or above\n"
+              "  gather_all below CF_GATHER_ALL_SMALL_BYTES (%llu) per block: recursive_doubling\n"
+              "             for P a power of two, else bruck; direct at or above\n"
               "  exchange   bruck below CF_EXCHANGE_SMALL_BYTES (%llu) per block, pairwise at or above\n"
               "  permute    direct\n",
               u(config.broadcast_large_bytes), u(config.allreduce_ring_bytes),
