@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "engine/status.h"
+#include "engine/tsan_annotations.h"
 #include "graph/json.h"
 #include "graph/layout.h"
 #include "graph/transforms.h"
@@ -74,6 +75,7 @@ Engine::Engine(uint32_t images, const Config& config)
       images_ctx_[i]->vcs[peer]->node =
           std::make_unique<tbb::flow::function_node<tbb::flow::continue_msg>>(
               graph_, tbb::flow::serial, [this, i, peer](tbb::flow::continue_msg) {
+                tsan_acquire_from_tbb();
                 running_bodies_.fetch_add(1, std::memory_order_relaxed);
                 serve_vc(i, peer);
                 running_bodies_.fetch_sub(1, std::memory_order_release);
@@ -356,6 +358,7 @@ void Engine::deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) 
   if (!app_thread_only) {
     ImageContext::Vc& vc = *img.vcs[peer];
     if (!vc.scheduled.exchange(true, std::memory_order_acq_rel)) {
+      tsan_release_to_tbb();
       vc.node->try_put(tbb::flow::continue_msg());
     }
   }

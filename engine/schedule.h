@@ -52,7 +52,7 @@ class Schedule {
   const CollectiveSpec& spec() const { return spec_; }
   const LocalDag& dag() const { return dag_; }
   const std::vector<CompiledCar>& cars() const { return cars_; }
-  const uint32_t* successors(const CompiledCar& c) const { return &successors_[c.succ_begin]; }
+  const uint32_t* successors(const CompiledCar& c) const { return successors_.data() + c.succ_begin; }
   const std::vector<uint32_t>& roots() const { return roots_; }
   uint32_t exit() const { return dag_.exit; }
   uint64_t temp_offset(uint32_t slot) const { return temp_offsets_[slot]; }

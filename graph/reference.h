@@ -41,6 +41,26 @@ inline std::vector<Bytes> blank_outputs(const CollectiveSpec& s) {
   return dst;
 }
 
+// Turns a uniform spec into a v form for tests: block sizes that vary (some
+// zero) and, with `with_displs`, blocks laid out in reverse rank order with
+// gaps (not for exchange, whose v form has no displacements).
+inline void make_variable(CollectiveSpec* s, bool with_displs) {
+  const uint64_t P = s->images, n = s->nbytes;
+  const uint64_t entries = s->kind == CollKind::Exchange ? P * P : P;
+  s->counts.clear();
+  for (uint64_t i = 0; i < entries; ++i) s->counts.push_back(i % 5 == 3 ? 0 : (i * 37 + n) % (2 * n + 1));
+  s->nbytes = 0;
+  s->displs.clear();
+  if (with_displs && s->kind != CollKind::Exchange) {
+    uint64_t next = 3;
+    s->displs.assign(P, 0);
+    for (uint64_t i = P; i-- > 0;) {
+      s->displs[i] = next;
+      next += s->counts[i] + 5;
+    }
+  }
+}
+
 // Data-movement kinds only (broadcast, scatter, gather, gather_all, exchange, permute).
 inline std::vector<Bytes> expected(const CollectiveSpec& s, const std::vector<Bytes>& src) {
   std::vector<Bytes> dst = blank_outputs(s);

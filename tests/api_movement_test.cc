@@ -135,22 +135,6 @@ CollectiveSpec make(CollKind kind, uint32_t P, uint32_t root, uint64_t nbytes) {
   return s;
 }
 
-// Variable sizes with zeros; displs (when asked) in reverse rank order with gaps.
-void make_variable(CollectiveSpec* s, bool with_displs) {
-  const uint64_t P = s->images, n = s->nbytes;
-  const uint64_t entries = s->kind == CollKind::Exchange ? P * P : P;
-  s->counts.clear();
-  for (uint64_t i = 0; i < entries; ++i) s->counts.push_back(i % 5 == 3 ? 0 : (i * 37 + n) % (2 * n + 1));
-  s->nbytes = 0;
-  if (with_displs && s->kind != CollKind::Exchange) {
-    uint64_t next = 3;
-    s->displs.assign(P, 0);
-    for (uint64_t i = P; i-- > 0;) {
-      s->displs[i] = next;
-      next += s->counts[i] + 5;
-    }
-  }
-}
 
 TEST_CASE("every data-movement collective and algorithm matches the reference on inproc images") {
   for (uint32_t P : {1u, 2u, 3u, 4u, 5u, 7u, 8u, 13u, 16u, 17u, 32u}) {
@@ -190,7 +174,7 @@ TEST_CASE("v forms (counts with zeros, displs with gaps) match the reference for
           for (bool displs : {false, true}) {
             if (displs && kind == CollKind::Exchange) continue;
             CollectiveSpec s = make(kind, P, P / 2, nbytes);
-            make_variable(&s, displs);
+            carflow::reference::make_variable(&s, displs);
             points.push_back(Point{s, algo});
           }
         }

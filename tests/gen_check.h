@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "graph/registry.h"
 #include "graph/simulate.h"
@@ -81,6 +82,43 @@ inline GenOutcome check_generator(const CollectiveSpec& spec, int seeds = 3) {
   }
   out.ok = true;
   return out;
+}
+
+// Happens-before over the global DAG: dependency edges inside an image and
+// message edges (SEND -> its receive) between images. A barrier (or an
+// ALLSYNC transform) is only correct if every image's exit is reachable
+// from every image's first CARs: nobody leaves before everybody entered.
+std::vector<std::vector<bool>> exits_reached_from_entries(const GlobalDag& dag) {
+  std::vector<MessageEdge> edges;
+  std::string error;
+  REQUIRE(match_messages(dag, &edges, &error));
+  const uint32_t P = dag.spec.images;
+  std::vector<size_t> base(P + 1, 0);
+  for (uint32_t i = 0; i < P; ++i) base[i + 1] = base[i] + dag.images[i].cars.size();
+  std::vector<std::vector<size_t>> succ(base[P]);
+  for (uint32_t i = 0; i < P; ++i) {
+    for (CarId c = 0; c < dag.images[i].cars.size(); ++c) {
+      for (const Dep& d : dag.images[i].cars[c].deps) succ[base[i] + d.car].push_back(base[i] + c);
+    }
+  }
+  for (const MessageEdge& e : edges) succ[base[e.from_image] + e.from_car].push_back(base[e.to_image] + e.to_car);
+  std::vector<std::vector<bool>> reached(P, std::vector<bool>(P, false));
+  for (uint32_t from = 0; from < P; ++from) {
+    std::vector<bool> seen(base[P], false);
+    std::vector<size_t> stack;
+    for (CarId c = 0; c < dag.images[from].cars.size(); ++c) {
+      if (dag.images[from].cars[c].deps.empty()) stack.push_back(base[from] + c);
+    }
+    while (!stack.empty()) {
+      const size_t n = stack.back();
+      stack.pop_back();
+      if (seen[n]) continue;
+      seen[n] = true;
+      for (size_t m : succ[n]) stack.push_back(m);
+    }
+    for (uint32_t to = 0; to < P; ++to) reached[from][to] = seen[base[to] + dag.images[to].exit];
+  }
+  return reached;
 }
 
 }  // namespace carflow::testref

@@ -113,43 +113,6 @@ TEST_CASE("every generator's DAG round-trips through JSON exactly") {
   }
 }
 
-// Happens-before over the global DAG: dependency edges inside an image and
-// message edges (SEND -> its receive) between images. A barrier (or an
-// ALLSYNC transform) is only correct if every image's exit is reachable
-// from every image's first CARs: nobody leaves before everybody entered.
-std::vector<std::vector<bool>> exits_reached_from_entries(const GlobalDag& dag) {
-  std::vector<MessageEdge> edges;
-  std::string error;
-  REQUIRE(match_messages(dag, &edges, &error));
-  const uint32_t P = dag.spec.images;
-  std::vector<size_t> base(P + 1, 0);
-  for (uint32_t i = 0; i < P; ++i) base[i + 1] = base[i] + dag.images[i].cars.size();
-  std::vector<std::vector<size_t>> succ(base[P]);
-  for (uint32_t i = 0; i < P; ++i) {
-    for (CarId c = 0; c < dag.images[i].cars.size(); ++c) {
-      for (const Dep& d : dag.images[i].cars[c].deps) succ[base[i] + d.car].push_back(base[i] + c);
-    }
-  }
-  for (const MessageEdge& e : edges) succ[base[e.from_image] + e.from_car].push_back(base[e.to_image] + e.to_car);
-  std::vector<std::vector<bool>> reached(P, std::vector<bool>(P, false));
-  for (uint32_t from = 0; from < P; ++from) {
-    std::vector<bool> seen(base[P], false);
-    std::vector<size_t> stack;
-    for (CarId c = 0; c < dag.images[from].cars.size(); ++c) {
-      if (dag.images[from].cars[c].deps.empty()) stack.push_back(base[from] + c);
-    }
-    while (!stack.empty()) {
-      const size_t n = stack.back();
-      stack.pop_back();
-      if (seen[n]) continue;
-      seen[n] = true;
-      for (size_t m : succ[n]) stack.push_back(m);
-    }
-    for (uint32_t to = 0; to < P; ++to) reached[from][to] = seen[base[to] + dag.images[to].exit];
-  }
-  return reached;
-}
-
 TEST_CASE("no image leaves a barrier, or an ALLSYNC collective, before every image has entered") {
   for (uint32_t P = 1; P <= 33; ++P) {
     for (const GeneratorInfo* gen : GeneratorRegistry::instance().all()) {
@@ -160,7 +123,7 @@ TEST_CASE("no image leaves a barrier, or an ALLSYNC collective, before every ima
       GlobalDag dag;
       std::string error;
       REQUIRE(generate_global(spec, &dag, &error));
-      const auto reached = exits_reached_from_entries(dag);
+      const auto reached = testref::exits_reached_from_entries(dag);
       for (uint32_t from = 0; from < P; ++from) {
         for (uint32_t to = 0; to < P; ++to) {
           INFO(gen->name, " P=", P, ": image ", to, "'s exit does not wait for image ", from);
@@ -199,21 +162,6 @@ bool moves_data(CollKind kind) {
   return kind != CollKind::Barrier && kind != CollKind::Allreduce;
 }
 
-// Variable block sizes (some zero) and, for rooted/all buffers, blocks laid
-// out in reverse rank order with gaps: the "v" forms.
-void make_variable(CollectiveSpec* s, bool with_displs) {
-  const uint64_t P = s->images, n = s->nbytes;
-  const uint64_t entries = s->kind == CollKind::Exchange ? P * P : P;
-  for (uint64_t i = 0; i < entries; ++i) s->counts.push_back(i % 5 == 3 ? 0 : (i * 37 + n) % (2 * n + 1));
-  if (with_displs && s->kind != CollKind::Exchange) {
-    uint64_t next = 3;
-    s->displs.assign(P, 0);
-    for (uint64_t i = P; i-- > 0;) {
-      s->displs[i] = next;
-      next += s->counts[i] + 5;
-    }
-  }
-}
 
 TEST_CASE("every data-movement generator delivers the reference bytes (sequential executor)") {
   for (const GeneratorInfo* gen : GeneratorRegistry::instance().all()) {
@@ -229,10 +177,10 @@ TEST_CASE("every data-movement generator delivers the reference bytes (sequentia
                          gen->kind == CollKind::GatherAll || gen->kind == CollKind::Exchange;
           if (v && root == 0) {
             CollectiveSpec var = spec;
-            make_variable(&var, false);
+            carflow::reference::make_variable(&var, false);
             testref::check_generator(var, 2);
             var = spec;
-            make_variable(&var, true);
+            carflow::reference::make_variable(&var, true);
             testref::check_generator(var, 2);
           }
         }

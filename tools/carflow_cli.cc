@@ -216,6 +216,13 @@ int cmd_bench(const Args& args) {
     }
     all_ok &= r.verified;
   }
+  if (opt.coll == "broadcast" && !json) {  // the reference of the broadcast target
+    for (const auto& r : results) {
+      const double ref = carflow_bench::memcpy_us(r.bytes);
+      std::printf("memcpy of %s in the same run: %.2f us; broadcast / memcpy = %.2f\n",
+                  carflow_bench::format_bytes(r.bytes).c_str(), ref, r.avg_us / ref);
+    }
+  }
   return all_ok ? 0 : 1;
 }
 
