@@ -67,7 +67,11 @@ void InprocTransport::deliver(MsgOp* recv_op, const void* src) {
 
 void InprocTransport::push_pull(uint32_t image, MsgOp* recv_op) {
   Mailbox& mb = *mailboxes_[image];
-  Mailbox::PullQueue& q = mb.pulls[recv_op->peer];
+  // Read what the hook needs now: once queued, the op may be pulled,
+  // completed and its instance recycled by another thread.
+  const uint32_t peer = recv_op->peer;
+  const bool app_thread_only = recv_op->deliver.app_thread_only;
+  Mailbox::PullQueue& q = mb.pulls[peer];
   mb.lock.lock();
   recv_op->next = nullptr;
   if (q.tail == nullptr) {
@@ -78,7 +82,7 @@ void InprocTransport::push_pull(uint32_t image, MsgOp* recv_op) {
   q.tail = recv_op;
   mb.pending_pulls.fetch_add(1, std::memory_order_seq_cst);
   mb.lock.unlock();
-  hooks_->deferred_work(image, recv_op->peer, recv_op->deliver.app_thread_only);
+  hooks_->deferred_work(image, peer, app_thread_only);
 }
 
 void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, const void* data,
