@@ -40,9 +40,49 @@ CarId append_barrier(LocalDag& dag, uint32_t images, uint32_t tag_base,
   return add(std::move(join));
 }
 
+// Appends the seed's zero-byte broadcast from `root` (a binomial tree over
+// virtual ranks): the root sends once `start` is done, the others forward
+// as soon as the signal arrives. Returns the JOIN that completes when this
+// image has the signal and has passed it on.
+CarId append_signal_broadcast(LocalDag& dag, uint32_t images, uint32_t root, uint32_t tag,
+                              CarId start) {
+  auto add = [&](Car car) {
+    dag.cars.push_back(std::move(car));
+    return static_cast<CarId>(dag.cars.size() - 1);
+  };
+  const uint32_t vr = (dag.image + images - root) % images;
+  std::vector<Dep> done = {after(start)};
+  std::vector<Dep> send_deps = {after(start)};
+  uint32_t low = 1;  // lowest set bit of vr; the root's children span all bits
+  while (low < images && (vr & low) == 0) low <<= 1;
+  if (vr != 0) {
+    Car recv;
+    recv.kind = CarKind::Recv;
+    recv.peer = (vr - low + root) % images;
+    recv.tag = tag;
+    const CarId got = add(std::move(recv));
+    done.push_back(after(got));
+    send_deps = {after(got)};
+  }
+  for (uint32_t bit = low >> 1; bit > 0; bit >>= 1) {
+    if (vr + bit >= images) continue;
+    Car send;
+    send.kind = CarKind::Send;
+    send.peer = (vr + bit + root) % images;
+    send.tag = tag;
+    send.deps = send_deps;
+    done.push_back(after(add(std::move(send))));
+  }
+  Car join;
+  join.kind = CarKind::Join;
+  join.deps = std::move(done);
+  return add(std::move(join));
+}
+
 }  // namespace
 
-LocalDag apply_sync_mode(LocalDag dag, uint32_t images, bool in_allsync, bool out_allsync) {
+LocalDag apply_sync_mode(LocalDag dag, uint32_t images, bool in_allsync, bool out_allsync,
+                         int32_t done_root) {
   if (in_allsync) {
     const size_t original = dag.cars.size();
     CarId entry = append_barrier(dag, images, kTransformTagBase, {});
@@ -51,7 +91,10 @@ LocalDag apply_sync_mode(LocalDag dag, uint32_t images, bool in_allsync, bool ou
     }
   }
   if (out_allsync) {
-    CarId done = append_barrier(dag, images, kTransformTagBase + 0x100, {after(dag.exit)});
+    CarId done = done_root >= 0
+                     ? append_signal_broadcast(dag, images, static_cast<uint32_t>(done_root),
+                                               kTransformTagBase + 0x200, dag.exit)
+                     : append_barrier(dag, images, kTransformTagBase + 0x100, {after(dag.exit)});
     Car exit;
     exit.kind = CarKind::Join;
     exit.deps = {after(done)};

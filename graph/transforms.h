@@ -20,8 +20,16 @@ inline constexpr uint32_t kTransformTagBase = 0x40000000u;
 // owner. OUT_MYSYNC and OUT_NOSYNC are met when the local DAG is done.
 // in_allsync: every CAR waits for an entry dissemination barrier.
 // out_allsync: the exit waits for an exit dissemination barrier after all
-//   data CARs, so any image's sync implies every image's buffers are done.
-// (Issue 5 replaces the exit barrier with cheaper signals where sufficient.)
-LocalDag apply_sync_mode(LocalDag dag, uint32_t images, bool in_allsync, bool out_allsync);
+//   data CARs, so any image's sync implies every image's buffers are done;
+//   or, with done_root >= 0 (a collective where the root finishing implies
+//   every image's buffers are done: gather), for the seed's zero-byte
+//   broadcast from the root instead: P-1 messages rather than P log P.
+LocalDag apply_sync_mode(LocalDag dag, uint32_t images, bool in_allsync, bool out_allsync,
+                         int32_t done_root = -1);
+
+// The done_root apply_sync_mode takes for `spec`: the root for gather, else -1.
+inline int32_t out_allsync_root(const CollectiveSpec& spec) {
+  return spec.kind == CollKind::Gather ? static_cast<int32_t>(spec.root) : -1;
+}
 
 }  // namespace carflow

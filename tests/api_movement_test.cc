@@ -330,3 +330,37 @@ TEST_CASE("bad arguments are CF_ERR_BAD_ARG naming the argument, and start nothi
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("gather with OUT_ALLSYNC: when any image's sync returns, the root already has every block") {
+  constexpr int kOutAll = CF_COLL_IN_MYSYNC | CF_COLL_OUT_ALLSYNC | CF_COLL_LOCAL | CF_COLL_ALL_THREADS;
+  for (uint32_t P : {2u, 3u, 5u, 8u}) {
+    const uint64_t n = 48;
+    const uint32_t root = P - 1;
+    for (const char* algo : {"flat", "binomial"}) {
+      Bytes root_dst(P * n, 0);
+      std::vector<int> bad(P, 0);
+      REQUIRE(run_images(P, [&](cf_image_t me) {
+        cf_coll_set_algorithm(CF_KIND_GATHER, algo);
+        for (int rep = 0; rep < 20; ++rep) {
+          Bytes src(n);
+          for (uint64_t k = 0; k < n; ++k) src[k] = carflow::reference::pattern(me, k, rep);
+          bad[me] |= cf_coll_gather(CF_TEAM_ALL, root, me == root ? root_dst.data() : nullptr,
+                                    src.data(), n, kOutAll) != CF_OK;
+          // Every image, root or not, sees the root's complete result now.
+          for (uint32_t i = 0; i < P; ++i) {
+            for (uint64_t k = 0; k < n; ++k) {
+              bad[me] |= root_dst[i * n + k] != carflow::reference::pattern(i, k, rep);
+            }
+          }
+          cf_coll_barrier(CF_TEAM_ALL, kAllLocal);  // nobody refills before all checked
+        }
+        cf_coll_set_algorithm(CF_KIND_GATHER, nullptr);
+      }) == CF_OK);
+      for (uint32_t i = 0; i < P; ++i) CHECK_MESSAGE(bad[i] == 0, algo, " P=", P, " image ", i);
+    }
+  }
+}
+
+}  // namespace

@@ -95,6 +95,62 @@ TEST_CASE("sync transforms keep every DAG valid and add two barriers' worth of m
   }
 }
 
+// OUT_ALLSYNC: no image's exit may complete before every data CAR of every
+// image has (the generator's CARs keep their ids under the transform; a
+// SEND counts as done when its receive is, as a rendezvous transport has it).
+TEST_CASE("OUT_ALLSYNC: every image's exit waits for every image's data; gather uses P-1 signals") {
+  for (const GeneratorInfo* gen : GeneratorRegistry::instance().all()) {
+    for (uint32_t P : {1u, 2u, 3u, 5u, 8u, 13u}) {
+      CollectiveSpec spec = spec_for(*gen, P, P / 2, 64);
+      spec.flags = kSpecOutAllSync;
+      INFO(coll_kind_name(gen->kind), " ", gen->name, " P=", P);
+      GlobalDag plain, dag;
+      std::string error;
+      CollectiveSpec bare = spec;
+      bare.flags = 0;
+      REQUIRE(generate_global(bare, &plain, &error));
+      REQUIRE(generate_global(spec, &dag, &error));
+      REQUIRE(validate_global(dag, &error));
+      std::vector<MessageEdge> edges;
+      REQUIRE(match_messages(dag, &edges, &error));
+      std::vector<size_t> base(P + 1, 0);
+      for (uint32_t i = 0; i < P; ++i) base[i + 1] = base[i] + dag.images[i].cars.size();
+      std::vector<std::vector<size_t>> succ(base[P]);
+      for (uint32_t i = 0; i < P; ++i) {
+        for (CarId c = 0; c < dag.images[i].cars.size(); ++c) {
+          for (const Dep& d : dag.images[i].cars[c].deps) succ[base[i] + d.car].push_back(base[i] + c);
+        }
+      }
+      for (const MessageEdge& e : edges) succ[base[e.from_image] + e.from_car].push_back(base[e.to_image] + e.to_car);
+      for (uint32_t from = 0; from < P; ++from) {
+        std::vector<bool> seen(base[P], false);
+        std::vector<size_t> stack;
+        for (CarId c = 0; c < plain.images[from].cars.size(); ++c) {
+          if (plain.images[from].cars[c].kind != CarKind::Join) stack.push_back(base[from] + c);
+        }
+        if (stack.empty()) continue;  // no data on this image (a barrier of one)
+        while (!stack.empty()) {
+          const size_t n = stack.back();
+          stack.pop_back();
+          if (seen[n]) continue;
+          seen[n] = true;
+          for (size_t m : succ[n]) stack.push_back(m);
+        }
+        for (uint32_t to = 0; to < P; ++to) {
+          INFO("image ", to, "'s exit does not wait for image ", from, "'s data");
+          CHECK(seen[base[to] + dag.images[to].exit]);
+        }
+      }
+      const uint64_t extra = dag_stats(dag).messages - dag_stats(plain).messages;
+      if (gen->kind == CollKind::Gather) {
+        CHECK(extra == P - 1);  // the seed's zero-byte broadcast from the root
+      } else {
+        CHECK(extra == uint64_t{P} * patterns::ceil_log2(P));  // an exit barrier
+      }
+    }
+  }
+}
+
 TEST_CASE("every generator's DAG round-trips through JSON exactly") {
   for (const GeneratorInfo* gen : GeneratorRegistry::instance().all()) {
     for (uint32_t P : {1u, 2u, 7u, 16u}) {
