@@ -85,10 +85,12 @@ inline GenOutcome check_generator(const CollectiveSpec& spec, int seeds = 3) {
 }
 
 // Happens-before over the global DAG: dependency edges inside an image and
-// message edges (SEND -> its receive) between images. A barrier (or an
-// ALLSYNC transform) is only correct if every image's exit is reachable
-// from every image's first CARs: nobody leaves before everybody entered.
-std::vector<std::vector<bool>> exits_reached_from_entries(const GlobalDag& dag) {
+// message edges (SEND -> its receive) between images. reached[from][to]:
+// image `to`'s exit is reachable from the CARs `starts(from, car)` picks on
+// image `from`: from each of them (`every`), or from one at least (true
+// when it picks none, with `every`).
+template <typename Starts>
+std::vector<std::vector<bool>> exits_reached_from(const GlobalDag& dag, Starts starts, bool every) {
   std::vector<MessageEdge> edges;
   std::string error;
   REQUIRE(match_messages(dag, &edges, &error));
@@ -102,13 +104,8 @@ std::vector<std::vector<bool>> exits_reached_from_entries(const GlobalDag& dag) 
     }
   }
   for (const MessageEdge& e : edges) succ[base[e.from_image] + e.from_car].push_back(base[e.to_image] + e.to_car);
-  std::vector<std::vector<bool>> reached(P, std::vector<bool>(P, false));
-  for (uint32_t from = 0; from < P; ++from) {
+  auto search = [&](std::vector<size_t> stack) {
     std::vector<bool> seen(base[P], false);
-    std::vector<size_t> stack;
-    for (CarId c = 0; c < dag.images[from].cars.size(); ++c) {
-      if (dag.images[from].cars[c].deps.empty()) stack.push_back(base[from] + c);
-    }
     while (!stack.empty()) {
       const size_t n = stack.back();
       stack.pop_back();
@@ -116,9 +113,39 @@ std::vector<std::vector<bool>> exits_reached_from_entries(const GlobalDag& dag) 
       seen[n] = true;
       for (size_t m : succ[n]) stack.push_back(m);
     }
-    for (uint32_t to = 0; to < P; ++to) reached[from][to] = seen[base[to] + dag.images[to].exit];
+    return seen;
+  };
+  std::vector<std::vector<bool>> reached(P, std::vector<bool>(P, every));
+  for (uint32_t from = 0; from < P; ++from) {
+    std::vector<size_t> picked;
+    for (CarId c = 0; c < dag.images[from].cars.size(); ++c) {
+      if (starts(from, c)) picked.push_back(base[from] + c);
+    }
+    if (picked.empty()) continue;
+    // `every`: one search per start; otherwise one search from all of them.
+    std::vector<std::vector<size_t>> groups;
+    if (every) {
+      for (size_t n : picked) groups.push_back({n});
+    } else {
+      groups.push_back(picked);
+    }
+    for (uint32_t to = 0; to < P; ++to) reached[from][to] = true;
+    for (const auto& group : groups) {
+      const std::vector<bool> seen = search(group);
+      for (uint32_t to = 0; to < P; ++to) {
+        reached[from][to] = reached[from][to] && seen[base[to] + dag.images[to].exit];
+      }
+    }
   }
   return reached;
+}
+
+// A barrier (or an IN_ALLSYNC transform) is only correct if every image's
+// exit is reachable from every image's first CARs: nobody leaves before
+// everybody entered.
+inline std::vector<std::vector<bool>> exits_reached_from_entries(const GlobalDag& dag) {
+  return exits_reached_from(
+      dag, [&](uint32_t i, CarId c) { return dag.images[i].cars[c].deps.empty(); }, false);
 }
 
 }  // namespace carflow::testref
