@@ -21,51 +21,13 @@
 
 namespace {
 
+using carflow_test::cat;
+using carflow_test::contains;
+using carflow_test::ImageLog;
 using carflow_test::kAllLocal;
 using carflow_test::pattern;
 using carflow_test::run_images;
 
-template <typename... Args>
-std::string cat(const Args&... args) {
-  std::ostringstream out;
-  (out << ... << args);
-  return out.str();
-}
-
-// What image threads saw: a count of checks made and a description (with its
-// parameters) of every check that failed.
-class ImageLog {
- public:
-  explicit ImageLog(uint32_t images) : failures_(images), checks_(images, 0) {}
-
-  template <typename Describe>
-  void expect(uint32_t image, bool ok, Describe describe) {
-    ++checks_[image];
-    if (!ok) failures_[image].push_back(describe());
-  }
-
-  // Main thread only, after the run.
-  void report() const {
-    size_t shown = 0, total = 0;
-    for (size_t image = 0; image < failures_.size(); ++image) {
-      for (const std::string& failure : failures_[image]) {
-        ++total;
-        if (++shown > 20) continue;
-        FAIL_CHECK("image " << image << ": " << failure);
-      }
-    }
-    if (total > 20) FAIL_CHECK((total - 20) << " more failures not shown");
-  }
-  size_t checks() const {
-    size_t n = 0;
-    for (size_t c : checks_) n += c;
-    return n;
-  }
-
- private:
-  std::vector<std::vector<std::string>> failures_;
-  std::vector<size_t> checks_;
-};
 
 constexpr size_t kNotFound = static_cast<size_t>(-1);
 

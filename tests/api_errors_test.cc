@@ -22,55 +22,13 @@
 
 namespace {
 
+using carflow_test::cat;
+using carflow_test::contains;
+using carflow_test::ImageLog;
 using carflow_test::kAllLocal;
 using carflow_test::pattern;
 using carflow_test::run_images;
 
-template <typename... Args>
-std::string cat(const Args&... args) {
-  std::ostringstream out;
-  (out << ... << args);
-  return out.str();
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-// What image threads saw: a count of checks made and a description (with its
-// parameters) of every check that failed.
-class ImageLog {
- public:
-  explicit ImageLog(uint32_t images) : failures_(images), checks_(images, 0) {}
-
-  template <typename Describe>
-  void expect(uint32_t image, bool ok, Describe describe) {
-    ++checks_[image];
-    if (!ok) failures_[image].push_back(describe());
-  }
-
-  // Main thread only, after the run.
-  void report() const {
-    size_t shown = 0, total = 0;
-    for (size_t image = 0; image < failures_.size(); ++image) {
-      for (const std::string& failure : failures_[image]) {
-        ++total;
-        if (++shown > 30) continue;
-        FAIL_CHECK("image " << image << ": " << failure);
-      }
-    }
-    if (total > 30) FAIL_CHECK((total - 30) << " more failures not shown");
-  }
-  size_t checks() const {
-    size_t n = 0;
-    for (size_t c : checks_) n += c;
-    return n;
-  }
-
- private:
-  std::vector<std::vector<std::string>> failures_;
-  std::vector<size_t> checks_;
-};
 
 // ---- the calls and their valid arguments ---------------------------------------------
 

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <carflow/carflow.h>
+#include <doctest/doctest.h>
 
 #include <cstdint>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,5 +35,52 @@ inline std::vector<uint8_t> pattern(uint64_t seed, size_t n) {
   for (size_t i = 0; i < n; ++i) v[i] = pattern_byte(seed, i);
   return v;
 }
+
+template <typename... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// What image threads saw: a count of checks made and a description (with its
+// parameters) of every check that failed. Each image writes only its own
+// entries; the main thread reports after the run.
+class ImageLog {
+ public:
+  explicit ImageLog(uint32_t images) : failures_(images), checks_(images, 0) {}
+
+  template <typename Describe>
+  void expect(uint32_t image, bool ok, Describe describe) {
+    ++checks_[image];
+    if (!ok) failures_[image].push_back(describe());
+  }
+
+  // Main thread only, after the run: the first 30 failures, then a count.
+  void report() const {
+    size_t shown = 0, total = 0;
+    for (size_t image = 0; image < failures_.size(); ++image) {
+      for (const std::string& failure : failures_[image]) {
+        ++total;
+        if (++shown > 30) continue;
+        FAIL_CHECK("image " << image << ": " << failure);
+      }
+    }
+    if (total > 30) FAIL_CHECK((total - 30) << " more failures not shown");
+  }
+  size_t checks() const {
+    size_t n = 0;
+    for (size_t c : checks_) n += c;
+    return n;
+  }
+
+ private:
+  std::vector<std::vector<std::string>> failures_;
+  std::vector<size_t> checks_;
+};
 
 }  // namespace carflow_test
