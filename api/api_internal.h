@@ -27,7 +27,6 @@ inline bool ranges_overlap(const void* a, size_t n, const void* b, size_t m) {
   const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
   return n > 0 && m > 0 && x < y + m && y < x + n;
 }
-bool overlap_not_identical(const void* a, const void* b, size_t n);
 void set_sync_modes(CollectiveCall* call, int flags);
 // Starts the call; the handle, or CF_COLL_INVALID_HANDLE after fail().
 cf_coll_handle_t start(ImageContext& img, const CollectiveCall& call);

@@ -126,11 +126,6 @@ bool check_common(const ImageContext& img, cf_team_t team, int flags, bool block
   return true;
 }
 
-bool overlap_not_identical(const void* a, const void* b, size_t n) {
-  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x != y && x < y + n && y < x + n;
-}
-
 cf_coll_handle_t start(ImageContext& img, const CollectiveCall& call) {
   uint64_t handle = 0;
   std::string error;
@@ -271,43 +266,6 @@ int cf_run_images(cf_image_t n, const cf_coll_fn_entry_t fn_tbl[], size_t fn_cou
     if (s != CF_OK) return fail(s, "cf_run_images: an image failed in cf_coll_init");
   }
   return succeed();
-}
-
-cf_coll_handle_t cf_coll_broadcast_nb(cf_team_t team, void* dst, cf_image_t srcimage, void* src,
-                                      size_t nbytes, int flags) {
-  ImageContext* img = current_image("cf_coll_broadcast_nb");
-  if (img == nullptr) return CF_COLL_INVALID_HANDLE;
-  std::string error;
-  if (!check_common(*img, team, flags, false, &error)) return fail(CF_ERR_BAD_ARG, error), 0;
-  const uint32_t images = img->engine->images();
-  if (srcimage >= images) {
-    return fail(CF_ERR_BAD_ARG, "srcimage: " + std::to_string(srcimage) +
-                                    " is not a rank of the team (size " + std::to_string(images) + ")"), 0;
-  }
-  if (dst == nullptr) return fail(CF_ERR_BAD_ARG, "dst: NULL"), 0;
-  if (nbytes == 0) return fail(CF_ERR_BAD_ARG, "nbytes: must be > 0"), 0;
-  const bool is_root = img->image == srcimage;
-  if (is_root && src == nullptr) return fail(CF_ERR_BAD_ARG, "src: NULL on srcimage"), 0;
-  if (is_root && overlap_not_identical(src, dst, nbytes)) {
-    return fail(CF_ERR_BAD_ARG, "src, dst: overlap without being identical (undefined in the seed)"), 0;
-  }
-  CollectiveCall call;
-  call.kind = CollKind::Broadcast;
-  call.root = srcimage;
-  call.src = is_root ? src : nullptr;
-  call.dst = dst;
-  call.nbytes = nbytes;
-  call.algorithm = img->algorithm[CF_KIND_BROADCAST];
-  set_sync_modes(&call, flags);
-  return start(*img, call);
-}
-
-int cf_coll_broadcast(cf_team_t team, void* dst, cf_image_t srcimage, void* src, size_t nbytes,
-                      int flags) {
-  if (flags & CF_COLL_AGGREGATE) {
-    return fail(CF_ERR_BAD_ARG, "flags: CF_COLL_AGGREGATE is not allowed on a blocking call");
-  }
-  return finish_blocking(cf_coll_broadcast_nb(team, dst, srcimage, src, nbytes, flags));
 }
 
 cf_coll_handle_t cf_coll_barrier_nb(cf_team_t team, int flags) {

@@ -1,6 +1,6 @@
-// The C API's data-movement collectives beyond broadcast: scatter, gather,
-// gather_all, exchange, permute, their multiple-address ("m") and
-// variable-size ("v") forms, and broadcastm. Every check runs before
+// The C API's data-movement collectives: broadcast, scatter, gather,
+// gather_all, exchange, permute, and their multiple-address ("m") and
+// variable-size ("v") forms, all through one checked path (start_movement). Every check runs before
 // anything starts, so a rejected call changes nothing.
 #include <cstdint>
 #include <string>
@@ -164,6 +164,14 @@ extern "C" {
 
 // ---- single address ----------------------------------------------------------
 
+cf_coll_handle_t cf_coll_broadcast_nb(cf_team_t team, void* dst, cf_image_t srcimage, void* src,
+                                      size_t nbytes, int flags) {
+  Movement m{"cf_coll_broadcast_nb", CollKind::Broadcast, team, flags};
+  m.rooted = true, m.root_name = "srcimage", m.root = srcimage;
+  m.dst = dst, m.src = src, m.nbytes = nbytes;
+  return start_movement(m);
+}
+
 cf_coll_handle_t cf_coll_scatter_nb(cf_team_t team, void* dst, cf_image_t srcimage, void* src,
                                     size_t nbytes, int flags) {
   Movement m{"cf_coll_scatter_nb", CollKind::Scatter, team, flags};
@@ -302,6 +310,10 @@ cf_coll_handle_t cf_coll_exchangem_nb(cf_team_t team, void* const dstlist[],
     return blocking(call_nb(__VA_ARGS__));   \
   } while (0)
 
+int cf_coll_broadcast(cf_team_t team, void* dst, cf_image_t srcimage, void* src, size_t nbytes,
+                      int flags) {
+  CF_BLOCKING(cf_coll_broadcast_nb, team, dst, srcimage, src, nbytes, flags);
+}
 int cf_coll_scatter(cf_team_t team, void* dst, cf_image_t srcimage, void* src, size_t nbytes,
                     int flags) {
   CF_BLOCKING(cf_coll_scatter_nb, team, dst, srcimage, src, nbytes, flags);
