@@ -152,7 +152,7 @@ void set_sync_modes(CollectiveCall* call, int flags) {
 // CF_KIND_* follow CollKind's order (graph/car.h).
 CollKind kind_of(int kind) { return static_cast<CollKind>(kind); }
 bool valid_kind(int kind) { return kind >= 0 && kind < carflow::kCollKinds; }
-constexpr const char* kKindRule = "kind: expected a CF_KIND_* value (0 to CF_KIND_PERMUTE)";
+constexpr const char* kKindRule = "kind: expected a CF_KIND_* value (0 to CF_KIND_PREFIX_REDUCE)";
 
 }  // namespace carflow::api
 
@@ -285,53 +285,6 @@ int cf_coll_barrier(cf_team_t team, int flags) {
     return fail(CF_ERR_BAD_ARG, "flags: CF_COLL_AGGREGATE is not allowed on a blocking call");
   }
   return finish_blocking(cf_coll_barrier_nb(team, flags));
-}
-
-cf_coll_handle_t cf_coll_allreduce_nb(cf_team_t team, void* dst, const void* src, size_t elem_size,
-                                      size_t elem_count, int func, int func_arg, int flags) {
-  ImageContext* img = current_image("cf_coll_allreduce_nb");
-  if (img == nullptr) return CF_COLL_INVALID_HANDLE;
-  std::string error;
-  if (!check_common(*img, team, flags, false, &error)) return fail(CF_ERR_BAD_ARG, error), 0;
-  if (dst == nullptr) return fail(CF_ERR_BAD_ARG, "dst: NULL"), 0;
-  if (src == nullptr) return fail(CF_ERR_BAD_ARG, "src: NULL"), 0;
-  if (elem_size == 0) return fail(CF_ERR_BAD_ARG, "elem_size: must be > 0"), 0;
-  if (elem_count == 0) return fail(CF_ERR_BAD_ARG, "elem_count: must be > 0"), 0;
-  if (elem_size > UINT32_MAX || elem_count > (uint64_t{1} << 48) / elem_size) {
-    return fail(CF_ERR_BAD_ARG, "elem_size * elem_count: too large (limit 2^48 bytes)"), 0;
-  }
-  const size_t nbytes = elem_size * elem_count;
-  const auto s = reinterpret_cast<uintptr_t>(src), d = reinterpret_cast<uintptr_t>(dst);
-  if (s < d + nbytes && d < s + nbytes) {
-    return fail(CF_ERR_BAD_ARG, "src, dst: overlap (in-place allreduce is not supported yet)"), 0;
-  }
-  const size_t align = std::min<size_t>(elem_size & (~elem_size + 1), 8);
-  if (s % align != 0 || d % align != 0) {
-    return fail(CF_ERR_BAD_ARG, std::string(s % align ? "src" : "dst") + ": not aligned to " +
-                                    std::to_string(align) + " bytes (elem_size " +
-                                    std::to_string(elem_size) + ")"), 0;
-  }
-  CollectiveCall call;
-  call.kind = CollKind::Allreduce;
-  call.src = const_cast<void*>(src);
-  call.dst = dst;
-  call.nbytes = nbytes;
-  call.elem_size = static_cast<uint32_t>(elem_size);
-  if (!carflow::resolve_reduce_op(func, func_arg, elem_size, img->fn_table, &call.op, &error)) {
-    return fail(CF_ERR_BAD_ARG, error), 0;
-  }
-  call.algorithm = img->algorithm[CF_KIND_ALLREDUCE];
-  set_sync_modes(&call, flags);
-  return start(*img, call);
-}
-
-int cf_coll_allreduce(cf_team_t team, void* dst, const void* src, size_t elem_size,
-                      size_t elem_count, int func, int func_arg, int flags) {
-  if (flags & CF_COLL_AGGREGATE) {
-    return fail(CF_ERR_BAD_ARG, "flags: CF_COLL_AGGREGATE is not allowed on a blocking call");
-  }
-  return finish_blocking(
-      cf_coll_allreduce_nb(team, dst, src, elem_size, elem_count, func, func_arg, flags));
 }
 
 // ---- sync ------------------------------------------------------------------

@@ -25,11 +25,11 @@ int kind_of(const std::string& coll) {
   return static_cast<int>(kind);
 }
 
-bool is_movement(const std::string& coll) { return coll != "barrier" && coll != "allreduce"; }
-
-// The spec the reference checks a data-movement step against: root 0,
-// bytes per block, permute by i -> i + 1.
-carflow::CollectiveSpec movement_spec(const std::string& coll, uint32_t images, uint64_t bytes) {
+// The spec the reference checks a step against: root 0, bytes per block
+// (the whole vector for allreduce, reduce_vec, scan, reduce and
+// prefix_reduce), permute by i -> i + 1, float sums for the computational
+// kinds (cyclic blocks of 64 elements for reduce and prefix_reduce).
+carflow::CollectiveSpec step_spec(const std::string& coll, uint32_t images, uint64_t bytes) {
   carflow::CollectiveSpec spec;
   carflow::parse_coll_kind(coll, &spec.kind);
   spec.images = images;
@@ -37,7 +37,29 @@ carflow::CollectiveSpec movement_spec(const std::string& coll, uint32_t images, 
   if (spec.kind == carflow::CollKind::Permute) {
     for (uint32_t i = 0; i < images; ++i) spec.perm.push_back((i + 1) % images);
   }
+  if (carflow::is_computational(spec.kind)) spec.elem_size = bytes % 4 == 0 ? 4 : 1;
+  if (spec.kind == carflow::CollKind::Reduce || spec.kind == carflow::CollKind::PrefixReduce) {
+    spec.src_blksz = spec.dst_blksz = 64;
+  }
   return spec;
+}
+
+// Float elements hold small integers, so every order of summing is exact and
+// the sequential reference is the answer for any algorithm.
+void float_sum(void* dst, const void* left, const void* right, size_t bytes) {
+  for (size_t k = 0; k + 4 <= bytes; k += 4) {
+    float a, b;
+    std::memcpy(&a, static_cast<const char*>(left) + k, 4);
+    std::memcpy(&b, static_cast<const char*>(right) + k, 4);
+    a += b;
+    std::memcpy(static_cast<char*>(dst) + k, &a, 4);
+  }
+}
+void byte_sum(void* dst, const void* left, const void* right, size_t bytes) {
+  for (size_t k = 0; k < bytes; ++k) {
+    static_cast<uint8_t*>(dst)[k] =
+        static_cast<uint8_t>(static_cast<const uint8_t*>(left)[k] + static_cast<const uint8_t*>(right)[k]);
+  }
 }
 
 uint32_t iterations_for(uint64_t bytes, uint32_t requested) {
@@ -52,68 +74,55 @@ struct Step {
   uint64_t bytes;
   uint32_t iters;
   int flags;
-  carflow::CollectiveSpec spec;                 // data movement only
-  std::vector<std::vector<uint8_t>> inputs;     // per image (data movement)
-  std::vector<std::vector<uint8_t>> expected;   // per image (data movement)
+  carflow::CollectiveSpec spec;
+  std::vector<std::vector<uint8_t>> inputs;     // per image
+  std::vector<std::vector<uint8_t>> expected;   // per image
 };
 
 // Runs one collective call for the step; returns its status.
 int run_once(const Step& step, cf_image_t me, std::vector<uint8_t>& src, std::vector<uint8_t>& dst,
              std::string* graph_path) {
-  const std::string& coll = step.options->coll;
-  cf_coll_handle_t h;
-  const auto& perm = step.spec.perm;
-  if (coll == "broadcast") {
-    h = cf_coll_broadcast_nb(CF_TEAM_ALL, dst.data(), 0, src.data(), step.bytes, step.flags);
-  } else if (coll == "scatter") {
-    h = cf_coll_scatter_nb(CF_TEAM_ALL, dst.data(), 0, src.data(), step.bytes, step.flags);
-  } else if (coll == "gather") {
-    h = cf_coll_gather_nb(CF_TEAM_ALL, 0, dst.data(), src.data(), step.bytes, step.flags);
-  } else if (coll == "gather_all") {
-    h = cf_coll_gather_all_nb(CF_TEAM_ALL, dst.data(), src.data(), step.bytes, step.flags);
-  } else if (coll == "exchange") {
-    h = cf_coll_exchange_nb(CF_TEAM_ALL, dst.data(), src.data(), step.bytes, step.flags);
-  } else if (coll == "permute") {
-    const std::vector<cf_image_t> p(perm.begin(), perm.end());
-    h = cf_coll_permute_nb(CF_TEAM_ALL, dst.data(), src.data(), step.bytes, p.data(), step.flags);
-  } else if (coll == "barrier") {
-    h = cf_coll_barrier_nb(CF_TEAM_ALL, step.flags);
-  } else {
-    const size_t elem = step.bytes % 8 == 0 ? 8 : 1;
-    const int func = elem == 8 ? CF_BUILTIN(CF_OP_SUM, CF_DT_DOUBLE) : CF_BUILTIN(CF_OP_SUM, CF_DT_UINT8);
-    h = cf_coll_allreduce_nb(CF_TEAM_ALL, dst.data(), src.data(), elem, step.bytes / elem, func, 0,
-                             step.flags);
+  const carflow::CollectiveSpec& spec = step.spec;
+  const uint64_t n = step.bytes;
+  const int f = step.flags;
+  const size_t es = spec.elem_size;
+  const int func = es == 4 ? CF_BUILTIN(CF_OP_SUM, CF_DT_FLOAT) : CF_BUILTIN(CF_OP_SUM, CF_DT_UINT8);
+  void* d = dst.data();
+  void* s = src.data();
+  cf_coll_handle_t h = CF_COLL_INVALID_HANDLE;
+  switch (spec.kind) {
+    case carflow::CollKind::Broadcast: h = cf_coll_broadcast_nb(CF_TEAM_ALL, d, 0, s, n, f); break;
+    case carflow::CollKind::Scatter: h = cf_coll_scatter_nb(CF_TEAM_ALL, d, 0, s, n, f); break;
+    case carflow::CollKind::Gather: h = cf_coll_gather_nb(CF_TEAM_ALL, 0, d, s, n, f); break;
+    case carflow::CollKind::GatherAll: h = cf_coll_gather_all_nb(CF_TEAM_ALL, d, s, n, f); break;
+    case carflow::CollKind::Exchange: h = cf_coll_exchange_nb(CF_TEAM_ALL, d, s, n, f); break;
+    case carflow::CollKind::Permute: {
+      const std::vector<cf_image_t> p(spec.perm.begin(), spec.perm.end());
+      h = cf_coll_permute_nb(CF_TEAM_ALL, d, s, n, p.data(), f);
+      break;
+    }
+    case carflow::CollKind::Barrier: h = cf_coll_barrier_nb(CF_TEAM_ALL, f); break;
+    case carflow::CollKind::Allreduce:
+      h = cf_coll_allreduce_nb(CF_TEAM_ALL, d, s, es, n / es, func, 0, f);
+      break;
+    case carflow::CollKind::ReduceVec:
+      h = cf_coll_reduce_vec_nb(CF_TEAM_ALL, 0, d, s, es, n / es, func, 0, f);
+      break;
+    case carflow::CollKind::Scan: h = cf_coll_scan_nb(CF_TEAM_ALL, d, s, es, n / es, func, 0, f); break;
+    case carflow::CollKind::ReduceScatter:
+      h = cf_coll_reduce_scatter_nb(CF_TEAM_ALL, d, s, es, n / es, func, 0, f);
+      break;
+    case carflow::CollKind::Reduce:
+      h = cf_coll_reduce_nb(CF_TEAM_ALL, 0, d, s, spec.src_blksz, 0, es, n / es, func, 0, f);
+      break;
+    case carflow::CollKind::PrefixReduce:
+      h = cf_coll_prefix_reduce_nb(CF_TEAM_ALL, d, spec.dst_blksz, 0, s, spec.src_blksz, 0, es,
+                                   n / es, func, 0, f);
+      break;
   }
   if (h == CF_COLL_INVALID_HANDLE) return cf_last_status();
   if (graph_path != nullptr && me == 0) cf_graph_dump_json(h, graph_path->c_str());
   return cf_coll_wait_sync(h);
-}
-
-void fill_source(const Step& step, cf_image_t me, std::vector<uint8_t>& src) {
-  if (is_movement(step.options->coll)) {
-    src = step.inputs[me];
-  } else if (step.bytes % 8 == 0) {
-    double v = me + 1.0;
-    for (size_t i = 0; i < src.size() / 8; ++i) std::memcpy(&src[i * 8], &v, 8);
-  } else {
-    std::fill(src.begin(), src.end(), static_cast<uint8_t>(me + 1));
-  }
-}
-
-bool verify(const Step& step, cf_image_t me, uint32_t images, const std::vector<uint8_t>& dst) {
-  if (step.options->coll == "barrier") return true;
-  if (is_movement(step.options->coll)) return dst == step.expected[me];
-  if (step.bytes % 8 == 0) {
-    const double want = images * (images + 1.0) / 2.0;
-    for (size_t i = 0; i < dst.size() / 8; ++i) {
-      double v;
-      std::memcpy(&v, &dst[i * 8], 8);
-      if (v != want) return false;
-    }
-    return true;
-  }
-  const uint8_t want = static_cast<uint8_t>(images * (images + 1) / 2);
-  return std::all_of(dst.begin(), dst.end(), [&](uint8_t b) { return b == want; });
 }
 
 }  // namespace
@@ -124,7 +133,7 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
   if (!carflow::parse_coll_kind(options.coll, &parsed)) {
     *error = "--coll: '" + options.coll +
              "' is not one of broadcast, barrier, allreduce, scatter, gather, gather_all, exchange, "
-             "permute";
+             "permute, reduce_vec, scan, reduce_scatter, reduce, prefix_reduce";
     return false;
   }
   std::vector<uint64_t> sizes = options.coll == "barrier" ? std::vector<uint64_t>{0} : options.sizes;
@@ -135,9 +144,20 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
   for (uint64_t bytes : sizes) {
     Step step{&options, bytes, iterations_for(bytes, options.iters),
               options.flags != 0 ? options.flags : kDefaultFlags, {}, {}, {}};
-    if (is_movement(options.coll)) {
-      step.spec = movement_spec(options.coll, options.images, bytes);
-      step.inputs = carflow::reference::inputs(step.spec);
+    step.spec = step_spec(options.coll, options.images, bytes);
+    step.inputs = carflow::reference::inputs(step.spec);
+    if (carflow::is_computational(step.spec.kind)) {
+      if (step.spec.elem_size == 4) {  // small integers as floats (float_sum)
+        for (uint32_t i = 0; i < options.images; ++i) {
+          for (size_t k = 0; k + 4 <= step.inputs[i].size(); k += 4) {
+            const float v = static_cast<float>((i + k / 4) % 61);
+            std::memcpy(&step.inputs[i][k], &v, 4);
+          }
+        }
+      }
+      step.expected = carflow::reference::expected_reduction(
+          step.spec, step.inputs, step.spec.elem_size == 4 ? &float_sum : &byte_sum);
+    } else {
       step.expected = carflow::reference::expected(step.spec, step.inputs);
     }
     std::vector<double> per_image_us(options.images, 0);
@@ -155,11 +175,12 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
         failed = 1;
         return;
       }
-      std::vector<uint8_t> src(bytes), dst(bytes);
-      if (is_movement(options.coll)) dst = carflow::reference::blank_outputs(step.spec)[me];
-      fill_source(step, me, src);
+      // At least one byte each, so no buffer pointer is NULL.
+      std::vector<uint8_t> src = step.inputs[me], dst = carflow::reference::blank_outputs(step.spec)[me];
+      src.reserve(1);
+      dst.reserve(1);
       if (me == 0) {
-        const char* a = cf_coll_algorithm(kind_of(options.coll), bytes, bytes % 8 == 0 ? 8 : 1);
+        const char* a = cf_coll_algorithm(kind_of(options.coll), bytes, std::max(1u, step.spec.elem_size));
         algo = a != nullptr ? a : "?";
       }
       const int warmup = std::max<uint32_t>(2, step.iters / 10);
@@ -174,7 +195,7 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
       }
       const auto t1 = Clock::now();
       per_image_us[me] = std::chrono::duration<double, std::micro>(t1 - t0).count() / step.iters;
-      ok[me] = status == CF_OK && verify(step, me, options.images, dst);
+      ok[me] = status == CF_OK && (step.spec.kind == carflow::CollKind::Barrier || dst == step.expected[me]);
       if (status != CF_OK) {
         std::lock_guard<std::mutex> lock(mutex);
         first_error = cf_last_error();

@@ -12,7 +12,7 @@
 namespace carflow_bench {
 
 struct LatencyOptions {
-  std::string coll;             // broadcast | barrier | allreduce
+  std::string coll;             // a collective kind name (graph/car.h)
   uint32_t images = 2;
   std::vector<uint64_t> sizes;  // bytes (ignored by barrier: one step)
   uint32_t iters = 0;           // 0 = by size (about 20 ms of work per step)

@@ -58,6 +58,8 @@ bool Config::from_env(Config* out, std::string* error) {
       !read_uint("CF_SEGMENT_BYTES", 0, uint64_t{1} << 40, &c.segment_bytes, error) ||
       !read_uint("CF_ALLREDUCE_RING_BYTES", 0, uint64_t{1} << 40, &c.allreduce_ring_bytes,
                  error) ||
+      !read_uint("CF_REDUCE_LARGE_BYTES", 0, uint64_t{1} << 40, &c.reduce_large_bytes, error) ||
+      !read_uint("CF_DATA_ALIGNMENT", 1, 4096, &c.data_alignment, error) ||
       !read_uint("CF_SPIN_COUNT", 0, 100000000, &spin, error) ||
       !read_uint("CF_YIELD_COUNT", 0, 100000000, &yields, error) ||
       !read_uint("CF_BROADCAST_LARGE_BYTES", 0, uint64_t{1} << 40, &c.broadcast_large_bytes, error) ||
@@ -69,6 +71,10 @@ bool Config::from_env(Config* out, std::string* error) {
       !read_uint("CF_LOGP_L", 0, 1000000000, &L, error) ||
       !read_uint("CF_LOGP_O", 0, 1000000000, &o, error) ||
       !read_uint("CF_LOGP_G", 0, 1000000000, &g, error)) {
+    return false;
+  }
+  if ((c.data_alignment & (c.data_alignment - 1)) != 0) {
+    *error = "CF_DATA_ALIGNMENT=" + std::to_string(c.data_alignment) + ": must be a power of two";
     return false;
   }
   if (c.segment_bytes != 0 && c.segment_bytes < 64) {
@@ -102,6 +108,10 @@ std::vector<std::vector<std::string>> Config::describe() const {
        "pipelined algorithms cut messages into segments of this size (0 = off)"},
       {"CF_ALLREDUCE_RING_BYTES", std::to_string(allreduce_ring_bytes),
        "default allreduce: recursive doubling below this size, ring at or above"},
+      {"CF_REDUCE_LARGE_BYTES", std::to_string(reduce_large_bytes),
+       "reduce_vec, scan, reduce_scatter: latency algorithms below, bandwidth algorithms at or above"},
+      {"CF_DATA_ALIGNMENT", std::to_string(data_alignment),
+       "computational collectives: buffers aligned to min(elem_size's power of two, this)"},
       {"CF_BROADCAST_LARGE_BYTES", std::to_string(broadcast_large_bytes),
        "default broadcast on P > 2: knomial below, flat at or above"},
       {"CF_ROOTED_TREE_BYTES", std::to_string(rooted_tree_bytes),

@@ -41,7 +41,8 @@ size_t ScheduleKeyHash::operator()(const ScheduleKey& k) const {
   for (uint64_t v : {uint64_t(k.kind), uint64_t(k.images), uint64_t(k.root), uint64_t(k.elem_size),
                      k.nbytes, k.segment_bytes, uint64_t(k.in_allsync) * 2 + k.out_allsync,
                      uint64_t(k.radix), uint64_t(k.window), uint64_t(k.logp_L), uint64_t(k.logp_o),
-                     uint64_t(k.logp_g)}) {
+                     uint64_t(k.logp_g), uint64_t(k.exclusive) * 2 + k.in_place, k.src_blksz,
+                     k.src_offset, k.dst_blksz, k.dst_offset}) {
     mix(v);
   }
   for (uint64_t v : k.counts) mix(v);
@@ -101,7 +102,7 @@ bool Engine::choose_algorithm(const CollectiveCall& call, const GeneratorInfo** 
     for (uint64_t c : call.counts) nbytes = std::max(nbytes, c);
     gen = selection_.choose(call.kind, images_, nbytes, call.elem_size, call.op.commutative);
   }
-  if (call.kind == CollKind::Allreduce && !call.op.commutative && !gen->preserves_order) {
+  if (is_computational(call.kind) && !call.op.commutative && !gen->preserves_order) {
     *error = "func: a CF_COLL_NONCOMM function needs an order-preserving algorithm; '" +
              gen->name + "' reorders operands";
     return false;
@@ -130,7 +131,13 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
                   logp ? config_.logp_g : 0,
                   call.counts,
                   call.displs,
-                  call.perm};
+                  call.perm,
+                  call.kind == CollKind::Scan && (call.flags & kExclusiveFlag) != 0,
+                  call.in_place,
+                  call.src_blksz,
+                  call.src_offset,
+                  call.dst_blksz,
+                  call.dst_offset};
   if (img.last_schedule != nullptr && img.last_key == key) return img.last_schedule;
   auto it = img.cache.find(key);
   if (it != img.cache.end()) {
@@ -146,7 +153,12 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   spec.nbytes = call.nbytes;
   spec.elem_size = call.elem_size;
   spec.segment_bytes = segment;
-  spec.flags = (call.in_allsync ? kSpecInAllSync : 0) | (call.out_allsync ? kSpecOutAllSync : 0);
+  spec.flags = (call.in_allsync ? kSpecInAllSync : 0) | (call.out_allsync ? kSpecOutAllSync : 0) |
+               (key.exclusive ? kExclusiveFlag : 0);
+  spec.src_blksz = key.src_blksz;
+  spec.src_offset = key.src_offset;
+  spec.dst_blksz = key.dst_blksz;
+  spec.dst_offset = key.dst_offset;
   spec.counts = key.counts;
   spec.displs = key.displs;
   spec.perm = key.perm;
@@ -157,8 +169,9 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   spec.logp_g = key.logp_g;
   if (!check_layout(spec, error)) return nullptr;
   LocalDag dag = generate_local(*gen, spec, img.image);
+  if (call.in_place) dag = apply_in_place(std::move(dag));
   img.generator_runs.fetch_add(1, std::memory_order_relaxed);
-  if (!validate_local(dag, images_, error)) {
+  if (!validate_local(dag, images_, error, spec.elem_size)) {
     *error = "generator '" + gen->name + "' produced an invalid DAG: " + *error;
     return nullptr;
   }
@@ -228,6 +241,21 @@ void Engine::make_ready(CarState* cs) {
       vc.ready.push(cs);
       if (vc.ready.try_claim()) work.claimed.emplace_back(&vc, nullptr);
     }
+  } else if (car.kind == CarKind::Reduce && !inst.op.amsafe && !tls_on_app_thread) {
+    // A client function without CF_COLL_AMSAFE runs only on an application
+    // thread inside a carflow call (seed v1.7): park it for the image's
+    // next poll and wake the image if it sleeps.
+    ImageContext& img = *inst.image;
+    {
+      std::lock_guard<std::mutex> lock(img.app_only_mutex);
+      img.app_only.push_back(cs);
+      img.app_only_pending.store(true, std::memory_order_release);
+    }
+    if (img.sleepers.load(std::memory_order_seq_cst) > 0) {
+      std::lock_guard<std::mutex> lock(img.sleep_mutex);
+      img.sleep_cv.notify_all();
+    }
+    return;
   } else {
     work.local.push_back(cs);
   }
@@ -277,8 +305,12 @@ void Engine::execute(CarState* cs) {
       return;
     }
     case CarKind::Reduce:
-      inst.op.apply(inst.resolve(car.dst), inst.resolve(car.src), inst.resolve(car.src2),
-                    car.dst.length);
+      if (car.shape == ReduceShape::Elementwise) {
+        inst.op.apply(inst.resolve(car.dst), inst.resolve(car.src), inst.resolve(car.src2),
+                      car.dst.length);
+      } else {
+        run_chunked(inst, car);
+      }
       complete(cs, kOk);
       return;
     case CarKind::Send:
@@ -305,6 +337,27 @@ void Engine::execute(CarState* cs) {
     op.deliver = Deliver{&Engine::reduce_incoming, cs, !inst.op.amsafe};
   }
   transport_->recv(&op);
+}
+
+// A Fold / Prefix REDUCE (graph/car.h, ReduceShape): one kernel call per
+// chunk, with the chunk's carry when the CAR has one.
+void Engine::run_chunked(const Instance& inst, const CompiledCar& car) {
+  const uint64_t es = inst.op.elem_size;
+  const char* src = inst.resolve(car.src);
+  const char* carry = inst.resolve(car.src2);
+  char* dst = inst.resolve(car.dst);
+  Car shape;
+  shape.first_elems = car.first_elems;
+  shape.chunk_elems = car.chunk_elems;
+  const bool fold = car.shape == ReduceShape::Fold;
+  for_each_chunk(shape, car.src.length / es, [&](uint64_t c, uint64_t first, uint64_t n) {
+    const char* chunk_carry = carry ? carry + c * es : nullptr;
+    if (fold) {
+      inst.op.fold(dst + c * es, chunk_carry, src + first * es, n);
+    } else {
+      inst.op.prefix(dst + first * es, chunk_carry, src + first * es, n);
+    }
+  });
 }
 
 void Engine::reduce_incoming(void* ctx, void* dst, const void* incoming, size_t nbytes) {
@@ -381,7 +434,19 @@ void Engine::serve_vc(uint32_t image, uint32_t peer) {
 
 bool Engine::poll(ImageContext& img) {
   tls_on_app_thread = true;
-  return transport_->progress_all(img.image, true);
+  bool did = false;
+  if (img.app_only_pending.load(std::memory_order_acquire)) {
+    std::vector<CarState*> parked;
+    {
+      std::lock_guard<std::mutex> lock(img.app_only_mutex);
+      parked.swap(img.app_only);
+      img.app_only_pending.store(false, std::memory_order_relaxed);
+    }
+    for (CarState* cs : parked) tls_work.local.push_back(cs);
+    if (!tls_work.active) run_worklist();
+    did = !parked.empty();
+  }
+  return transport_->progress_all(img.image, true) || did;
 }
 
 Instance* Engine::lookup(ImageContext& img, uint64_t handle) {

@@ -51,6 +51,9 @@ struct ScheduleKey {
   uint32_t radix, window, logp_L, logp_o, logp_g;
   std::vector<uint64_t> counts, displs;
   std::vector<uint32_t> perm;
+  bool exclusive = false;  // scan: CF_COLL_EXCLUSIVE
+  bool in_place = false;   // this image's source and destination are one buffer
+  uint64_t src_blksz = 0, src_offset = 0, dst_blksz = 0, dst_offset = 0;  // seed reduce / prefix
   bool operator==(const ScheduleKey&) const = default;
 };
 struct ScheduleKeyHash {
@@ -65,12 +68,15 @@ struct CollectiveCall {
   void* dst = nullptr;
   uint64_t nbytes = 0;
   uint32_t elem_size = 1;
-  ReduceOp op;           // allreduce only
+  ReduceOp op;           // computational kinds only
   // v forms (graph/layout.h): counts and displs in bytes; permute: perm.
   std::vector<uint64_t> counts, displs;
   std::vector<uint32_t> perm;
   bool in_allsync = false;
   bool out_allsync = false;
+  bool in_place = false;  // src == dst: the engine copies the source first (apply_in_place)
+  // Seed-style reduce / prefix_reduce: block-cyclic layouts (graph/layout.h).
+  uint64_t src_blksz = 0, src_offset = 0, dst_blksz = 0, dst_offset = 0;
   int flags = 0;
   const GeneratorInfo* algorithm = nullptr;  // nullptr = the engine's choice
 };
@@ -100,6 +106,12 @@ class ImageContext {
   const GeneratorInfo* algorithm[kCollKinds] = {};  // per-kind override (cf_coll_set_algorithm)
   Schedule* last_schedule = nullptr;        // one-entry cache in front of `cache`
   ScheduleKey last_key{};
+
+  // REDUCE CARs of non-AMSAFE client functions made ready on a helper
+  // thread, waiting for this image's thread (Engine::poll).
+  std::mutex app_only_mutex;
+  std::vector<CarState*> app_only;
+  std::atomic<bool> app_only_pending{false};
 
   std::atomic<int> sleepers{0};
   std::mutex sleep_mutex;
@@ -155,6 +167,7 @@ class Engine final : public TransportHooks {
   int release(ImageContext& img, uint32_t slot);
   static void on_message_complete(MsgOp* op, int status);
   static void reduce_incoming(void* ctx, void* dst, const void* incoming, size_t nbytes);
+  static void run_chunked(const Instance& inst, const CompiledCar& car);
 
   const uint32_t images_;
   const Config config_;

@@ -7,77 +7,110 @@
 namespace carflow {
 namespace {
 
-template <typename T, typename F>
-void elementwise(void* dst, const void* left, const void* right, size_t nbytes, F f) {
-  const size_t n = nbytes / sizeof(T);
-  T* d = static_cast<T*>(dst);
-  const T* l = static_cast<const T*>(left);
-  const T* r = static_cast<const T*>(right);
-  for (size_t i = 0; i < n; ++i) d[i] = f(l[i], r[i]);  // alias-safe: reads before write
-}
-
-// (value, index) pairs; ties keep the smaller index, as MPI_MINLOC/MAXLOC do.
-template <typename T, bool kMin>
-void loc_kernel(const ReduceOp&, void* dst, const void* left, const void* right, size_t nbytes) {
-  const size_t n = nbytes / (2 * sizeof(T));
-  T* d = static_cast<T*>(dst);
-  const T* l = static_cast<const T*>(left);
-  const T* r = static_cast<const T*>(right);
-  for (size_t i = 0; i < n; ++i) {
-    T lv = l[2 * i], li = l[2 * i + 1], rv = r[2 * i], ri = r[2 * i + 1];
-    bool take_left = kMin ? (lv < rv) : (lv > rv);
-    if (lv == rv) take_left = li <= ri;
-    d[2 * i] = take_left ? lv : rv;
-    d[2 * i + 1] = take_left ? li : ri;
-  }
-}
-
+// One built-in operator as an element type E and a combine f(left, right).
 template <typename T, int kOp>
-void op_kernel(const ReduceOp&, void* dst, const void* left, const void* right, size_t nbytes) {
-  if constexpr (kOp == kOpSum) {
-    elementwise<T>(dst, left, right, nbytes, [](T a, T b) { return static_cast<T>(a + b); });
-  } else if constexpr (kOp == kOpProd) {
-    elementwise<T>(dst, left, right, nbytes, [](T a, T b) { return static_cast<T>(a * b); });
-  } else if constexpr (kOp == kOpMin) {
-    elementwise<T>(dst, left, right, nbytes, [](T a, T b) { return std::min(a, b); });
-  } else if constexpr (kOp == kOpMax) {
-    elementwise<T>(dst, left, right, nbytes, [](T a, T b) { return std::max(a, b); });
-  } else if constexpr (std::is_integral_v<T> && kOp == kOpBand) {
-    elementwise<T>(dst, left, right, nbytes, [](T a, T b) { return static_cast<T>(a & b); });
-  } else if constexpr (std::is_integral_v<T> && kOp == kOpBor) {
-    elementwise<T>(dst, left, right, nbytes, [](T a, T b) { return static_cast<T>(a | b); });
-  } else if constexpr (std::is_integral_v<T> && kOp == kOpBxor) {
-    elementwise<T>(dst, left, right, nbytes, [](T a, T b) { return static_cast<T>(a ^ b); });
+struct Scalar {
+  using E = T;
+  static E f(E a, E b) {
+    if constexpr (kOp == kOpSum) return static_cast<T>(a + b);
+    if constexpr (kOp == kOpProd) return static_cast<T>(a * b);
+    if constexpr (kOp == kOpMin) return std::min(a, b);
+    if constexpr (kOp == kOpMax) return std::max(a, b);
+    if constexpr (kOp == kOpBand) return static_cast<T>(a & b);
+    if constexpr (kOp == kOpBor) return static_cast<T>(a | b);
+    if constexpr (kOp == kOpBxor) return static_cast<T>(a ^ b);
   }
+};
+
+// (value, index) pairs; ties keep the smaller index, as MPI_MINLOC/MAXLOC
+// do, which makes the operator commutative and associative.
+template <typename T, bool kMin>
+struct Loc {
+  struct E {
+    T value, index;
+  };
+  static E f(E a, E b) {
+    bool left = kMin ? a.value < b.value : a.value > b.value;
+    if (a.value == b.value) left = a.index <= b.index;
+    return left ? a : b;
+  }
+};
+
+// Whole-block loops with the combine inlined (vectorizable for Scalar):
+// no per-element call. Reads come before the write of each element, so dst
+// may alias left or right.
+template <class Op>
+void elementwise(const ReduceOp&, void* dst, const void* left, const void* right, size_t nbytes) {
+  using E = typename Op::E;
+  const size_t n = nbytes / sizeof(E);
+  E* d = static_cast<E*>(dst);
+  const E* l = static_cast<const E*>(left);
+  const E* r = static_cast<const E*>(right);
+  for (size_t i = 0; i < n; ++i) d[i] = Op::f(l[i], r[i]);
+}
+
+// Left to right, always: the fixed order that makes results bit-identical
+// run to run and equal to a sequential reduction.
+template <class Op>
+void fold(const ReduceOp&, void* dst, const void* carry, const void* src, size_t count) {
+  using E = typename Op::E;
+  const E* s = static_cast<const E*>(src);
+  E acc = carry ? Op::f(*static_cast<const E*>(carry), s[0]) : s[0];
+  for (size_t i = 1; i < count; ++i) acc = Op::f(acc, s[i]);
+  *static_cast<E*>(dst) = acc;
+}
+
+template <class Op>
+void prefix(const ReduceOp&, void* dst, const void* carry, const void* src, size_t count) {
+  using E = typename Op::E;
+  const E* s = static_cast<const E*>(src);
+  E* d = static_cast<E*>(dst);
+  E acc = carry ? Op::f(*static_cast<const E*>(carry), s[0]) : s[0];
+  d[0] = acc;
+  for (size_t i = 1; i < count; ++i) d[i] = acc = Op::f(acc, s[i]);
+}
+
+template <class Op>
+void bind(ReduceOp* op) {
+  op->kernel = &elementwise<Op>;
+  op->fold_kernel = &fold<Op>;
+  op->prefix_kernel = &prefix<Op>;
 }
 
 template <typename T>
-ReduceOp::Kernel kernel_for(int op) {
-  switch (op) {
-    case kOpSum: return &op_kernel<T, kOpSum>;
-    case kOpProd: return &op_kernel<T, kOpProd>;
-    case kOpMin: return &op_kernel<T, kOpMin>;
-    case kOpMax: return &op_kernel<T, kOpMax>;
-    case kOpBand: return std::is_integral_v<T> ? &op_kernel<T, kOpBand> : nullptr;
-    case kOpBor: return std::is_integral_v<T> ? &op_kernel<T, kOpBor> : nullptr;
-    case kOpBxor: return std::is_integral_v<T> ? &op_kernel<T, kOpBxor> : nullptr;
-    case kOpMinloc: return &loc_kernel<T, true>;
-    case kOpMaxloc: return &loc_kernel<T, false>;
-    default: return nullptr;
+bool bind_for(int opcode, ReduceOp* op) {
+  constexpr bool kInt = std::is_integral_v<T>;
+  switch (opcode) {
+    case kOpSum: bind<Scalar<T, kOpSum>>(op); return true;
+    case kOpProd: bind<Scalar<T, kOpProd>>(op); return true;
+    case kOpMin: bind<Scalar<T, kOpMin>>(op); return true;
+    case kOpMax: bind<Scalar<T, kOpMax>>(op); return true;
+    case kOpMinloc: bind<Loc<T, true>>(op); return true;
+    case kOpMaxloc: bind<Loc<T, false>>(op); return true;
+    default: break;
   }
+  if constexpr (kInt) {
+    switch (opcode) {
+      case kOpBand: bind<Scalar<T, kOpBand>>(op); return true;
+      case kOpBor: bind<Scalar<T, kOpBor>>(op); return true;
+      case kOpBxor: bind<Scalar<T, kOpBxor>>(op); return true;
+      default: break;
+    }
+  }
+  return false;
 }
 
-ReduceOp::Kernel builtin_kernel(int op, int type) {
+bool bind_builtin(int opcode, int type, ReduceOp* op) {
   switch (type) {
-    case kInt8: return kernel_for<int8_t>(op);
-    case kUint8: return kernel_for<uint8_t>(op);
-    case kInt32: return kernel_for<int32_t>(op);
-    case kUint32: return kernel_for<uint32_t>(op);
-    case kInt64: return kernel_for<int64_t>(op);
-    case kUint64: return kernel_for<uint64_t>(op);
-    case kFloat: return kernel_for<float>(op);
-    case kDouble: return kernel_for<double>(op);
-    default: return nullptr;
+    case kInt8: return bind_for<int8_t>(opcode, op);
+    case kUint8: return bind_for<uint8_t>(opcode, op);
+    case kInt32: return bind_for<int32_t>(opcode, op);
+    case kUint32: return bind_for<uint32_t>(opcode, op);
+    case kInt64: return bind_for<int64_t>(opcode, op);
+    case kUint64: return bind_for<uint64_t>(opcode, op);
+    case kFloat: return bind_for<float>(opcode, op);
+    case kDouble: return bind_for<double>(opcode, op);
+    default: return false;
   }
 }
 
@@ -87,19 +120,52 @@ constexpr const char* kOpNames[kOpCount] = {"SUM", "PROD", "MIN", "MAX", "BAND",
 constexpr const char* kTypeNames[kTypeCount] = {"INT8", "UINT8", "INT32", "UINT32",
                                                 "INT64", "UINT64", "FLOAT", "DOUBLE"};
 
-// Client functions combine one element at a time through the seed's vector
-// signature (left_count = result_count = 1). A scratch element keeps results
-// from overwriting an operand the callback may still read.
-void client_kernel(const ReduceOp& op, void* dst, const void* left, const void* right,
-                   size_t nbytes) {
+// Client functions through the seed's vector signature. Results go to a
+// scratch area first: the callback may still be reading an operand that
+// the destination aliases.
+thread_local std::vector<unsigned char> t_scratch;
+unsigned char* scratch(size_t bytes) {
+  if (t_scratch.size() < bytes) t_scratch.resize(bytes);
+  return t_scratch.data();
+}
+
+// Element-wise: one call per element (result_count = left_count = 1).
+void client_elementwise(const ReduceOp& op, void* dst, const void* left, const void* right,
+                        size_t nbytes) {
   const size_t es = op.elem_size;
-  thread_local std::vector<unsigned char> scratch;
-  if (scratch.size() < es) scratch.resize(es);
+  unsigned char* out = scratch(es);
   for (size_t off = 0; off + es <= nbytes; off += es) {
-    op.client(scratch.data(), 1, static_cast<const char*>(left) + off, 1,
+    op.client(out, 1, static_cast<const char*>(left) + off, 1,
               static_cast<const char*>(right) + off, es, op.client_flags, op.arg);
-    std::memcpy(static_cast<char*>(dst) + off, scratch.data(), es);
+    std::memcpy(static_cast<char*>(dst) + off, out, es);
   }
+}
+
+// Fold: one call with the first count-1 elements as left operands and the
+// last as the right one (a reduce callback always has left_count > 0); a
+// carry is combined by a second call.
+void client_fold(const ReduceOp& op, void* dst, const void* carry, const void* src, size_t count) {
+  const size_t es = op.elem_size;
+  const char* s = static_cast<const char*>(src);
+  unsigned char* out = scratch(2 * es);
+  if (count == 1) {
+    std::memcpy(out, s, es);
+  } else {
+    op.client(out, 1, s, count - 1, s + (count - 1) * es, es, op.client_flags, op.arg);
+  }
+  if (carry != nullptr) {
+    std::memcpy(out + es, out, es);
+    op.client(out, 1, carry, 1, out + es, es, op.client_flags, op.arg);
+  }
+  std::memcpy(dst, out, es);
+}
+
+// Prefix: one call, the carry (if any) as the single left operand.
+void client_prefix(const ReduceOp& op, void* dst, const void* carry, const void* src, size_t count) {
+  const size_t bytes = count * op.elem_size;
+  unsigned char* out = scratch(bytes);
+  op.client(out, count, carry, carry ? 1 : 0, src, op.elem_size, op.client_flags, op.arg);
+  std::memcpy(dst, out, bytes);
 }
 
 }  // namespace
@@ -123,7 +189,9 @@ bool resolve_reduce_op(int func, int func_arg, size_t elem_size,
                "registered at cf_coll_init (" + std::to_string(table.size()) + " entries)";
       return false;
     }
-    op.kernel = &client_kernel;
+    op.kernel = &client_elementwise;
+    op.fold_kernel = &client_fold;
+    op.prefix_kernel = &client_prefix;
     op.client = table[func].fn;
     op.client_flags = static_cast<int>(table[func].flags & kNonCommutative);
     op.commutative = (table[func].flags & kNonCommutative) == 0;
@@ -136,8 +204,7 @@ bool resolve_reduce_op(int func, int func_arg, size_t elem_size,
     *error = "func: " + std::to_string(func) + " is neither a table index nor CF_BUILTIN(op, type)";
     return false;
   }
-  op.kernel = builtin_kernel(opcode, type);
-  if (op.kernel == nullptr) {
+  if (!bind_builtin(opcode, type, &op)) {
     *error = std::string("func: CF_OP_") + kOpNames[opcode] + " is not defined for CF_DT_" +
              kTypeNames[type] + " (bitwise ops take integer types)";
     return false;

@@ -31,9 +31,16 @@ enum BuiltinOp { kOpSum, kOpProd, kOpMin, kOpMax, kOpBand, kOpBor, kOpBxor, kOpM
 enum BuiltinType { kInt8, kUint8, kInt32, kUint32, kInt64, kUint64, kFloat, kDouble, kTypeCount };
 
 struct ReduceOp {
+  // dst = left op right over nbytes, element-wise; dst may alias left or right.
   using Kernel = void (*)(const ReduceOp& op, void* dst, const void* left, const void* right,
                           size_t nbytes);
+  // Over `count` elements of src (graph/car.h, ReduceShape): Fold writes one
+  // element, Prefix `count`; `carry` (nullptr = none) is the left-most operand.
+  using ChunkKernel = void (*)(const ReduceOp& op, void* dst, const void* carry, const void* src,
+                               size_t count);
   Kernel kernel = nullptr;
+  ChunkKernel fold_kernel = nullptr;
+  ChunkKernel prefix_kernel = nullptr;
   ClientReduceFn* client = nullptr;
   int client_flags = 0;
   int arg = 0;
@@ -41,9 +48,14 @@ struct ReduceOp {
   bool commutative = true;
   bool amsafe = true;   // may run on helper threads
 
-  // dst = left op right, element-wise over nbytes; dst may alias left or right.
   void apply(void* dst, const void* left, const void* right, size_t nbytes) const {
     kernel(*this, dst, left, right, nbytes);
+  }
+  void fold(void* dst, const void* carry, const void* src, size_t count) const {
+    fold_kernel(*this, dst, carry, src, count);
+  }
+  void prefix(void* dst, const void* carry, const void* src, size_t count) const {
+    prefix_kernel(*this, dst, carry, src, count);
   }
 };
 

@@ -16,8 +16,10 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
   uint32_t next = 0;
   for (size_t i = 0; i < n; ++i) {
     const Car& car = dag_.cars[i];
-    cars_[i] = CompiledCar{car.kind, car.incoming_left, car.peer, car.tag, car.src, car.src2,
-                           car.dst, next, 0, static_cast<int32_t>(car.deps.size())};
+    cars_[i] = CompiledCar{car.kind,    car.incoming_left, car.shape, car.first_elems,
+                           car.chunk_elems, car.peer,       car.tag,   car.src,
+                           car.src2,    car.dst,           next,      0,
+                           static_cast<int32_t>(car.deps.size())};
     next += out_degree[i];
     if (car.deps.empty()) roots_.push_back(static_cast<uint32_t>(i));
   }

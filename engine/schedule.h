@@ -24,6 +24,8 @@ struct Instance;
 struct CompiledCar {
   CarKind kind;
   bool incoming_left;
+  ReduceShape shape;
+  uint64_t first_elems, chunk_elems;  // Fold / Prefix chunking
   uint32_t peer;         // team rank
   uint32_t tag;
   BufferRef src, src2, dst;

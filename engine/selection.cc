@@ -50,8 +50,29 @@ const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint
       return nbytes < config_.exchange_small_bytes ? get(kind, "bruck") : get(kind, "pairwise");
     case CollKind::Permute:
       return get(kind, "direct");
+    case CollKind::ReduceVec:
+      return order_safe(nbytes >= config_.reduce_large_bytes && nbytes >= uint64_t{images} * elem_size
+                            ? get(kind, "rabenseifner")
+                            : get(kind, "binomial"),
+                        commutative, "binomial");
+    case CollKind::Scan:
+      return nbytes >= config_.reduce_large_bytes ? get(kind, "linear") : get(kind, "dissemination");
+    case CollKind::ReduceScatter:
+      // nbytes is one block: the whole vector is P blocks.
+      return order_safe(nbytes * images >= config_.reduce_large_bytes ? get(kind, "ring")
+                                                                      : get(kind, "recursive_halving"),
+                        commutative, "direct");
+    case CollKind::Reduce:
+      return commutative ? get(kind, "scalar") : get(kind, "rows");
+    case CollKind::PrefixReduce:
+      return get(kind, "dissemination");
   }
   return nullptr;
+}
+
+const GeneratorInfo* SelectionTable::order_safe(const GeneratorInfo* gen, bool commutative,
+                                                const char* fallback) const {
+  return commutative || gen->preserves_order ? gen : get(gen->kind, fallback);
 }
 
 }  // namespace carflow

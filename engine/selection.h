@@ -25,6 +25,9 @@ class SelectionTable {
 
  private:
   const GeneratorInfo* get(CollKind kind, const char* name) const;
+  // `gen`, or the order-preserving `fallback` when the op is not commutative
+  // and `gen` reorders operands.
+  const GeneratorInfo* order_safe(const GeneratorInfo* gen, bool commutative, const char* fallback) const;
   const Config config_;
   const uint32_t cores_;
   std::array<const GeneratorInfo*, kCollKinds> forced_{};

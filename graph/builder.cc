@@ -57,6 +57,23 @@ CarId DagBuilder::reduce(BufferRef dst, BufferRef left, BufferRef right, Deps de
   return add(std::move(car));
 }
 
+CarId DagBuilder::fold(BufferRef dst, BufferRef src, BufferRef carry, uint64_t first_elems,
+                       uint64_t chunk_elems, Deps deps) {
+  CarId id = reduce(dst, src, carry, std::move(deps));
+  Car& car = dag_.cars[id];
+  car.shape = ReduceShape::Fold;
+  car.first_elems = first_elems;
+  car.chunk_elems = chunk_elems;
+  return id;
+}
+
+CarId DagBuilder::prefix(BufferRef dst, BufferRef src, BufferRef carry, uint64_t first_elems,
+                         uint64_t chunk_elems, Deps deps) {
+  CarId id = fold(dst, src, carry, first_elems, chunk_elems, std::move(deps));
+  dag_.cars[id].shape = ReduceShape::Prefix;
+  return id;
+}
+
 CarId DagBuilder::copy(BufferRef dst, BufferRef src, Deps deps) {
   Car car;
   car.kind = CarKind::Copy;

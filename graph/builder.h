@@ -37,6 +37,12 @@ class DagBuilder {
   CarId recv_reduce(uint32_t peer, uint32_t tag, BufferRef dst, bool incoming_left,
                     Deps deps = {});
   CarId reduce(BufferRef dst, BufferRef left, BufferRef right, Deps deps = {});
+  // Fold / Prefix REDUCEs (ReduceShape): `carry` is no_buffer() or one
+  // element per chunk; chunk_elems 0 = src is one chunk.
+  CarId fold(BufferRef dst, BufferRef src, BufferRef carry, uint64_t first_elems,
+             uint64_t chunk_elems, Deps deps = {});
+  CarId prefix(BufferRef dst, BufferRef src, BufferRef carry, uint64_t first_elems,
+               uint64_t chunk_elems, Deps deps = {});
   CarId copy(BufferRef dst, BufferRef src, Deps deps = {});
   CarId join(Deps deps = {});
   // A new temporary slot of `bytes`; returns its index.

@@ -18,7 +18,9 @@ bool parse_name(const std::array<const char*, N>& names, const std::string& name
 }
 
 constexpr std::array<const char*, kCollKinds> kCollNames = {
-    "broadcast", "barrier", "allreduce", "scatter", "gather", "gather_all", "exchange", "permute"};
+    "broadcast", "barrier",    "allreduce",      "scatter", "gather",       "gather_all", "exchange",
+    "permute",   "reduce_vec", "scan", "reduce_scatter", "reduce", "prefix_reduce"};
+constexpr std::array<const char*, 3> kShapeNames = {"elementwise", "fold", "prefix"};
 constexpr std::array<const char*, 6> kCarNames = {"SEND", "RECV", "RECV_REDUCE",
                                                   "REDUCE", "COPY", "JOIN"};
 constexpr std::array<const char*, 4> kSpaceNames = {"none", "user_src", "user_dst", "temp"};
@@ -39,6 +41,12 @@ const char* buffer_space_name(BufferSpace space) {
 }
 bool parse_buffer_space(const std::string& name, BufferSpace* space) {
   return parse_name(kSpaceNames, name, space);
+}
+const char* reduce_shape_name(ReduceShape shape) {
+  return kShapeNames[static_cast<size_t>(shape)];
+}
+bool parse_reduce_shape(const std::string& name, ReduceShape* shape) {
+  return parse_name(kShapeNames, name, shape);
 }
 const char* dep_kind_name(DepKind kind) { return kDepNames[static_cast<size_t>(kind)]; }
 bool parse_dep_kind(const std::string& name, DepKind* kind) {

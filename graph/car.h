@@ -22,7 +22,7 @@ enum class CarKind : uint8_t {
   Send,        // send `src` to `peer` under `tag`
   Recv,        // receive from `peer` under `tag` into `dst`
   RecvReduce,  // receive from `peer` and combine into `dst` with the op
-  Reduce,      // dst = src op src2 (src is the left operand)
+  Reduce,      // dst = src op src2 (src is the left operand); see ReduceShape
   Copy,        // dst = src
   Join,        // no data; completes when its predecessors have
 };
@@ -41,6 +41,18 @@ struct BufferRef {
   uint64_t length = 0;   // bytes
   bool operator==(const BufferRef&) const = default;
 };
+
+// What a REDUCE computes. `chunks` below: src cut into runs of elements, the
+// first `first_elems` long, then `chunk_elems` each (the last may be
+// shorter); chunk_elems == 0 makes the whole src one chunk, first_elems == 0
+// means "as long as chunk_elems". Element size: the spec's elem_size.
+//   Elementwise  dst = src op src2, element by element (equal lengths).
+//   Fold         one dst element per chunk: the chunk combined left to right
+//                (the seed's reduce callback: left operands, one right);
+//                with src2 (one element per chunk) as the left-most operand.
+//   Prefix       dst as long as src; within each chunk dst[j] = src[first]
+//                op ... op src[j], with src2[chunk] (if given) on the left.
+enum class ReduceShape : uint8_t { Elementwise, Fold, Prefix };
 
 // Progress: B may only start after A (ordering, e.g. a round structure).
 // Buffer: B touches bytes that A writes or reads (a data hazard).
@@ -61,6 +73,9 @@ struct Car {
   BufferRef src2;           // REDUCE right operand
   BufferRef dst;            // RECV/RECV_REDUCE/COPY/REDUCE destination
   bool incoming_left = false;  // RECV_REDUCE: dst = incoming op dst (else dst op incoming)
+  ReduceShape shape = ReduceShape::Elementwise;  // REDUCE only
+  uint64_t first_elems = 0;   // Fold / Prefix chunking (ReduceShape)
+  uint64_t chunk_elems = 0;
   std::vector<Dep> deps;
   bool operator==(const Car&) const = default;
 
@@ -72,6 +87,26 @@ struct Car {
   uint64_t message_bytes() const { return kind == CarKind::Send ? src.length : dst.length; }
 };
 
+// The chunks of a Fold / Prefix REDUCE over `elems` source elements
+// (ReduceShape): calls f(chunk index, first element, element count) in
+// order; returns the number of chunks (0 for no elements).
+template <typename F>
+uint64_t for_each_chunk(const Car& car, uint64_t elems, F f) {
+  if (elems == 0) return 0;
+  uint64_t len = car.chunk_elems == 0 ? elems : (car.first_elems ? car.first_elems : car.chunk_elems);
+  uint64_t start = 0, c = 0;
+  while (start < elems) {
+    if (len > elems - start) len = elems - start;
+    f(c++, start, len);
+    start += len;
+    len = car.chunk_elems == 0 ? elems : car.chunk_elems;
+  }
+  return c;
+}
+inline uint64_t chunk_count(const Car& car, uint64_t elems) {
+  return for_each_chunk(car, elems, [](uint64_t, uint64_t, uint64_t) {});
+}
+
 // The order is the C API's CF_KIND_* order.
 enum class CollKind : uint8_t {
   Broadcast,
@@ -82,8 +117,19 @@ enum class CollKind : uint8_t {
   GatherAll,  // every image's destination gets every image's block
   Exchange,   // block j of image i's source goes to block i of image j's destination
   Permute,    // image i's source goes to image perm[i]'s destination
+  ReduceVec,      // element-wise over every image's vector, result at the root
+  Scan,           // image i gets x_0 op ... op x_i (exclusive: ... op x_{i-1})
+  ReduceScatter,  // element-wise reduction; image i keeps block i of the result
+  Reduce,         // seed: a block-cyclic array reduced to one element at the root
+  PrefixReduce,   // seed: prefix reduction of a block-cyclic array into another
 };
-inline constexpr int kCollKinds = 8;
+inline constexpr int kCollKinds = 13;
+// The C API's CF_COLL_EXCLUSIVE (scan): spec.flags bit.
+inline constexpr int kExclusiveFlag = 1 << 12;
+// Computational kinds reduce with an op and need whole elements.
+inline bool is_computational(CollKind k) {
+  return k == CollKind::Allreduce || k >= CollKind::ReduceVec;
+}
 
 const char* coll_kind_name(CollKind kind);
 bool parse_coll_kind(const std::string& name, CollKind* kind);
@@ -91,6 +137,8 @@ const char* car_kind_name(CarKind kind);
 bool parse_car_kind(const std::string& name, CarKind* kind);
 const char* buffer_space_name(BufferSpace space);
 bool parse_buffer_space(const std::string& name, BufferSpace* space);
+const char* reduce_shape_name(ReduceShape shape);
+bool parse_reduce_shape(const std::string& name, ReduceShape* shape);
 const char* dep_kind_name(DepKind kind);
 bool parse_dep_kind(const std::string& name, DepKind* kind);
 
@@ -118,6 +166,11 @@ struct CollectiveSpec {
   uint32_t window = 0;         // flow-controlled exchange: messages in flight per image
   // LogP model parameters in nanoseconds (logp broadcast): latency, overhead, gap.
   uint32_t logp_L = 0, logp_o = 0, logp_g = 0;
+  // Seed-style reduce / prefix_reduce: block-cyclic arrays (graph/layout.h,
+  // CyclicLayout). nbytes = elem_count * elem_size. blksz in elements, 0 =
+  // indefinite layout (offset then names the image holding the array).
+  uint64_t src_blksz = 0, src_offset = 0;
+  uint64_t dst_blksz = 0, dst_offset = 0;
   bool operator==(const CollectiveSpec&) const = default;
 };
 

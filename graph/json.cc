@@ -67,6 +67,9 @@ OrderedJson car_to_json(const Car& car, CarId id) {
     if (ref->space != BufferSpace::None) j[name] = buffer_to_json(*ref);
   }
   if (car.kind == CarKind::RecvReduce && car.incoming_left) j["incoming_left"] = true;
+  if (car.shape != ReduceShape::Elementwise) j["shape"] = reduce_shape_name(car.shape);
+  if (car.first_elems != 0) j["first_elems"] = car.first_elems;
+  if (car.chunk_elems != 0) j["chunk_elems"] = car.chunk_elems;
   OrderedJson deps = OrderedJson::array();
   for (const Dep& dep : car.deps) {
     OrderedJson d;
@@ -110,6 +113,8 @@ OrderedJson spec_to_json(const CollectiveSpec& spec) {
   if (spec.logp_L != 0 || spec.logp_o != 0 || spec.logp_g != 0) {
     j["logp"] = {{"L", spec.logp_L}, {"o", spec.logp_o}, {"g", spec.logp_g}};
   }
+  if (spec.src_blksz != 0 || spec.src_offset != 0) j["src_layout"] = {{"blksz", spec.src_blksz}, {"offset", spec.src_offset}};
+  if (spec.dst_blksz != 0 || spec.dst_offset != 0) j["dst_layout"] = {{"blksz", spec.dst_blksz}, {"offset", spec.dst_offset}};
   return j;
 }
 
@@ -192,6 +197,7 @@ class GraphReader {
   bool read_peer_and_tag(const Json& obj, const Path& at, const ImageContext& ctx, Car* car);
   bool read_buffer(const Json& value, const Path& at, const ImageContext& ctx, BufferRef* ref);
   bool read_incoming_left(const Json& obj, const Path& at, Car* car);
+  bool read_shape(const Json& obj, const Path& at, Car* car);
   bool read_deps(const Json& obj, const Path& at, const ImageContext& ctx, CarId id, Car* car);
   bool read_pair(const Json& obj, const Path& at, const char* key, uint32_t* image, CarId* car);
 
@@ -291,13 +297,14 @@ bool GraphReader::read_spec(const Json& value, const Path& at, CollectiveSpec* s
   if (!expect_object(value, at) ||
       !only_fields(value, at,
                    {"kind", "algorithm", "images", "root", "nbytes", "elem_size", "segment_bytes",
-                    "flags", "counts", "displs", "perm", "radix", "window", "logp"},
+                    "flags", "counts", "displs", "perm", "radix", "window", "logp", "src_layout",
+                    "dst_layout"},
                    "the collective")) {
     return false;
   }
   if (!read_name(value, at, "kind", parse_coll_kind,
                  "a collective kind (broadcast, barrier, allreduce, scatter, gather, gather_all, "
-                 "exchange, permute)",
+                 "exchange, permute, reduce_vec, scan, reduce_scatter, reduce, prefix_reduce)",
                  &spec->kind) ||
       !read_string(value, at, "algorithm", &spec->algorithm) ||
       !read_uint(value, at, "images", 1, kMaxImages, &spec->images) ||
@@ -361,6 +368,19 @@ bool GraphReader::read_spec_extras(const Json& value, const Path& at, Collective
       return false;
     }
   }
+  const std::pair<const char*, uint64_t*> layouts[] = {{"src_layout", &spec->src_blksz},
+                                                        {"dst_layout", &spec->dst_blksz}};
+  for (const auto& [key, blksz] : layouts) {
+    const auto it = value.find(key);
+    if (it == value.end()) continue;
+    const Path here = at.field(key);
+    uint64_t* offset = blksz == &spec->src_blksz ? &spec->src_offset : &spec->dst_offset;
+    if (!expect_object(*it, here) || !only_fields(*it, here, {"blksz", "offset"}, key) ||
+        !read_uint(*it, here, "blksz", 0, UINT64_MAX, blksz) ||
+        !read_uint(*it, here, "offset", 0, UINT64_MAX, offset)) {
+      return false;
+    }
+  }
   std::string problem;
   if (!check_layout(*spec, &problem)) return fail_at(at, problem);
   return true;
@@ -413,7 +433,9 @@ bool GraphReader::read_car(const Json& value, const Path& at, const ImageContext
                            Car* car) {
   CarId json_id = 0;
   if (!expect_object(value, at) ||
-      !only_fields(value, at, {"id", "kind", "peer", "tag", "src", "src2", "dst", "incoming_left", "deps"},
+      !only_fields(value, at,
+                   {"id", "kind", "peer", "tag", "src", "src2", "dst", "incoming_left", "shape",
+                    "first_elems", "chunk_elems", "deps"},
                    "a CAR") ||
       !read_uint(value, at, "id", 0, UINT32_MAX, &json_id)) {
     return false;
@@ -434,7 +456,24 @@ bool GraphReader::read_car(const Json& value, const Path& at, const ImageContext
     const auto it = value.find(key);
     if (it != value.end() && !read_buffer(*it, at.field(key), ctx, ref)) return false;
   }
-  return read_incoming_left(value, at, car) && read_deps(value, at, ctx, id, car);
+  return read_incoming_left(value, at, car) && read_shape(value, at, car) &&
+         read_deps(value, at, ctx, id, car);
+}
+
+bool GraphReader::read_shape(const Json& obj, const Path& at, Car* car) {
+  if (obj.contains("shape") &&
+      !read_name(obj, at, "shape", parse_reduce_shape, "a reduce shape (elementwise, fold, prefix)",
+                 &car->shape)) {
+    return false;
+  }
+  if (car->kind != CarKind::Reduce) {
+    for (const char* key : {"shape", "first_elems", "chunk_elems"}) {
+      if (obj.contains(key)) return fail_at(at.field(key), "only REDUCE has one");
+    }
+  }
+  // The chunk rules themselves are validate_global's (they need elem_size).
+  return read_optional_uint(obj, at, "first_elems", UINT64_MAX, &car->first_elems) &&
+         read_optional_uint(obj, at, "chunk_elems", UINT64_MAX, &car->chunk_elems);
 }
 
 bool GraphReader::read_peer_and_tag(const Json& obj, const Path& at, const ImageContext& ctx, Car* car) {

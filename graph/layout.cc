@@ -65,6 +65,52 @@ uint64_t ExchangeLayout::dst_bytes(uint32_t image) const {
   return recv_offset(image, P_ - 1) + length(P_ - 1, image);
 }
 
+CyclicLayout::CyclicLayout(uint32_t images, uint64_t blksz, uint64_t offset, uint64_t count)
+    : P_(images), blksz_(blksz), offset_(offset), total_(count), first_(images, 0),
+      count_(images, 0), chunks_(images, 0), first_chunk_(images, 0) {
+  if (blksz == 0) {  // indefinite: everything on image `offset`
+    i0_ = static_cast<uint32_t>(offset % images);
+    count_[i0_] = count;
+    chunks_[i0_] = count ? 1 : 0;
+    first_chunk_[i0_] = count;
+    return;
+  }
+  const uint64_t b0 = offset / blksz;
+  i0_ = static_cast<uint32_t>(b0 % images);
+  if (count == 0) return;
+  const uint64_t last = offset + count - 1, b_last = last / blksz;
+  for (uint32_t v = 0; v < images; ++v) {
+    const uint64_t b = b0 + v;  // first block of the image with virtual rank v
+    if (b > b_last) break;
+    const uint32_t i = real_image(v);
+    const uint64_t b_end = b_last - (b_last - b) % images;  // its last block
+    const uint64_t g_first = std::max(offset, b * blksz);
+    const uint64_t g_end = std::min(last, b_end * blksz + blksz - 1);
+    first_[i] = local(g_first - offset);
+    count_[i] = local(g_end - offset) - first_[i] + 1;
+    chunks_[i] = (b_end - b) / images + 1;
+    first_chunk_[i] = std::min(last + 1, (b + 1) * blksz) - g_first;
+  }
+}
+
+uint32_t CyclicLayout::owner(uint64_t k) const {
+  if (blksz_ == 0) return i0_;
+  return static_cast<uint32_t>(((offset_ + k) / blksz_) % P_);
+}
+
+uint64_t CyclicLayout::local(uint64_t k) const {
+  if (blksz_ == 0) return k;
+  const uint64_t g = offset_ + k;
+  return (g / blksz_ / P_) * blksz_ + g % blksz_;
+}
+
+CyclicLayout src_cyclic(const CollectiveSpec& s) {
+  return CyclicLayout(s.images, s.src_blksz, s.src_offset, s.nbytes / std::max(1u, s.elem_size));
+}
+CyclicLayout dst_cyclic(const CollectiveSpec& s) {
+  return CyclicLayout(s.images, s.dst_blksz, s.dst_offset, s.nbytes / std::max(1u, s.elem_size));
+}
+
 uint64_t src_extent(const CollectiveSpec& s, uint32_t image) {
   switch (s.kind) {
     case CollKind::Broadcast: return image == s.root ? s.nbytes : 0;
@@ -73,7 +119,12 @@ uint64_t src_extent(const CollectiveSpec& s, uint32_t image) {
     case CollKind::GatherAll: return BlockLayout(s).length(image);
     case CollKind::Exchange: return ExchangeLayout(s).src_bytes(image);
     case CollKind::Permute:
-    case CollKind::Allreduce: return s.nbytes;
+    case CollKind::Allreduce:
+    case CollKind::ReduceVec:
+    case CollKind::Scan: return s.nbytes;
+    case CollKind::ReduceScatter: return BlockLayout(s).extent();
+    case CollKind::Reduce:
+    case CollKind::PrefixReduce: return src_cyclic(s).extent(image) * s.elem_size;
     case CollKind::Barrier: return 0;
   }
   return 0;
@@ -87,16 +138,75 @@ uint64_t dst_extent(const CollectiveSpec& s, uint32_t image) {
     case CollKind::GatherAll: return BlockLayout(s).extent();
     case CollKind::Exchange: return ExchangeLayout(s).dst_bytes(image);
     case CollKind::Permute:
-    case CollKind::Allreduce: return s.nbytes;
+    case CollKind::Allreduce:
+    case CollKind::Scan: return s.nbytes;
+    case CollKind::ReduceVec: return image == s.root ? s.nbytes : 0;
+    case CollKind::ReduceScatter: return BlockLayout(s).length(image);
+    case CollKind::Reduce: return image == s.root ? s.elem_size : 0;
+    case CollKind::PrefixReduce: return dst_cyclic(s).extent(image) * s.elem_size;
     case CollKind::Barrier: return 0;
   }
   return 0;
 }
 
+namespace {
+
+// Element-size and block-cyclic rules of the computational kinds.
+bool check_computational(const CollectiveSpec& spec, std::string* error) {
+  const uint64_t es = spec.elem_size;
+  const bool cyclic = spec.kind == CollKind::Reduce || spec.kind == CollKind::PrefixReduce;
+  if (!cyclic && (spec.src_blksz || spec.src_offset)) {
+    *error = std::string("src_blksz, src_offset: only reduce and prefix_reduce take a block-cyclic layout");
+    return false;
+  }
+  if (spec.kind != CollKind::PrefixReduce && (spec.dst_blksz || spec.dst_offset)) {
+    *error = "dst_blksz, dst_offset: only prefix_reduce takes a destination layout";
+    return false;
+  }
+  if (!is_computational(spec.kind)) return true;
+  if (es == 0 || es >= kMaxExtent) {
+    *error = "elem_size: must be at least 1 and below 2^48";
+    return false;
+  }
+  if (spec.nbytes % es != 0) {
+    *error = "nbytes: " + std::to_string(spec.nbytes) + " is not a whole number of " +
+             std::to_string(es) + "-byte elements";
+    return false;
+  }
+  for (uint64_t i = 0; i < spec.counts.size(); ++i) {
+    if (spec.counts[i] % es != 0) {
+      *error = at("counts", i) + ": " + std::to_string(spec.counts[i]) +
+               " is not a whole number of elements";
+      return false;
+    }
+  }
+  if (!cyclic) return true;
+  const uint64_t count = spec.nbytes / es;
+  auto check = [&](const char* which, uint64_t blksz, uint64_t offset) {
+    const std::string name(which);
+    if (blksz == 0 && offset >= spec.images) {
+      *error = name + "_offset: " + std::to_string(offset) + " is not an image (" + name +
+               "_blksz 0 is the indefinite layout; the offset names the image holding it)";
+      return false;
+    }
+    if (blksz >= kMaxExtent || offset >= kMaxExtent / es || count >= kMaxExtent / es - offset) {
+      *error = name + "_blksz, " + name + "_offset: the array reaches beyond 2^48 bytes";
+      return false;
+    }
+    return true;
+  };
+  return check("src", spec.src_blksz, spec.src_offset) &&
+         (spec.kind != CollKind::PrefixReduce || check("dst", spec.dst_blksz, spec.dst_offset));
+}
+
+}  // namespace
+
 bool check_layout(const CollectiveSpec& spec, std::string* error) {
   const uint64_t P = spec.images;
+  if (!check_computational(spec, error)) return false;
+  const bool reduce_scatter = spec.kind == CollKind::ReduceScatter;
   const bool blocks = spec.kind == CollKind::Scatter || spec.kind == CollKind::Gather ||
-                      spec.kind == CollKind::GatherAll;
+                      spec.kind == CollKind::GatherAll || reduce_scatter;
   const bool exchange = spec.kind == CollKind::Exchange;
   if (!spec.perm.empty() && spec.kind != CollKind::Permute) {
     *error = "perm: only permute takes a permutation";
@@ -122,7 +232,7 @@ bool check_layout(const CollectiveSpec& spec, std::string* error) {
     *error = std::string("counts: ") + coll_kind_name(spec.kind) + " has no variable-size form";
     return false;
   }
-  if (!spec.displs.empty() && !blocks) {
+  if (!spec.displs.empty() && (!blocks || reduce_scatter)) {
     *error = std::string("displs: ") + coll_kind_name(spec.kind) + " takes no displacements";
     return false;
   }

@@ -5,7 +5,9 @@
 // and the benchmarks' verification.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "graph/car.h"
@@ -96,8 +98,67 @@ inline std::vector<Bytes> expected(const CollectiveSpec& s, const std::vector<By
     case CollKind::Permute:
       for (uint32_t i = 0; i < P; ++i) put(dst[s.perm[i]], 0, src[i], 0, s.nbytes);
       break;
-    case CollKind::Barrier:
-    case CollKind::Allreduce: break;
+    default: break;  // barrier; computational kinds: expected_reduction
+  }
+  return dst;
+}
+
+// dst = left op right over `bytes` bytes, element-wise (dst may alias).
+using Combine = std::function<void(void* dst, const void* left, const void* right, size_t bytes)>;
+
+// Computational kinds: the destination bytes every image must end with,
+// combining strictly left to right in rank (or array) order, so the result
+// is exact for non-commutative operators.
+inline std::vector<Bytes> expected_reduction(const CollectiveSpec& s, const std::vector<Bytes>& src,
+                                             const Combine& op) {
+  std::vector<Bytes> dst = blank_outputs(s);
+  const uint32_t P = s.images;
+  const uint64_t es = s.elem_size, n = s.nbytes;
+  // Element-wise reduction of images [0, upto) over bytes [off, off + len).
+  auto fold_images = [&](uint32_t upto, uint64_t off, uint64_t len) {
+    Bytes acc(src[0].begin() + off, src[0].begin() + off + len);
+    for (uint32_t i = 1; i < upto; ++i) op(acc.data(), acc.data(), src[i].data() + off, len);
+    return acc;
+  };
+  switch (s.kind) {
+    case CollKind::Allreduce:
+    case CollKind::ReduceVec: {
+      const Bytes all = fold_images(P, 0, n);
+      for (uint32_t i = 0; i < P; ++i) {
+        if (s.kind == CollKind::Allreduce || i == s.root) dst[i] = all;
+      }
+      break;
+    }
+    case CollKind::Scan: {
+      const bool exclusive = (s.flags & kExclusiveFlag) != 0;
+      for (uint32_t i = exclusive ? 1 : 0; i < P; ++i) dst[i] = fold_images(exclusive ? i : i + 1, 0, n);
+      break;
+    }
+    case CollKind::ReduceScatter: {
+      const BlockLayout L(s);
+      for (uint32_t i = 0; i < P; ++i) dst[i] = fold_images(P, L.offset(i), L.length(i));
+      break;
+    }
+    case CollKind::Reduce:
+    case CollKind::PrefixReduce: {
+      const CyclicLayout in = src_cyclic(s), out = dst_cyclic(s);
+      const uint64_t count = n / es;
+      Bytes acc(es);
+      for (uint64_t k = 0; k < count; ++k) {
+        const uint8_t* x = src[in.owner(k)].data() + in.local(k) * es;
+        if (k == 0) {
+          std::copy(x, x + es, acc.begin());
+        } else {
+          op(acc.data(), acc.data(), x, es);
+        }
+        if (s.kind == CollKind::PrefixReduce) {
+          std::copy(acc.begin(), acc.end(), dst[out.owner(k)].begin() + out.local(k) * es);
+        }
+      }
+      if (s.kind == CollKind::Reduce && count > 0) dst[s.root] = acc;
+      break;
+    }
+    default: break;
   }
   return dst;
 }

@@ -123,6 +123,31 @@ class Simulator {
     return true;
   }
 
+  // Fold / Prefix (ReduceShape) one element at a time, left to right, with
+  // the elementwise function: the order any correct kernel must follow.
+  bool run_chunked(uint32_t image, const Car& car, std::string* error) {
+    const uint64_t es = dag_.spec.elem_size;
+    const std::vector<uint8_t> in(at(image, car.src), at(image, car.src) + car.src.length);
+    const uint8_t* carry = car.src2.space == BufferSpace::None ? nullptr : at(image, car.src2);
+    std::vector<uint8_t> acc(es);
+    uint8_t* out = at(image, car.dst);
+    bool ok = true;
+    for_each_chunk(car, car.src.length / es, [&](uint64_t c, uint64_t first, uint64_t n) {
+      for (uint64_t j = 0; j < n && ok; ++j) {
+        const uint8_t* x = in.data() + (first + j) * es;
+        if (j == 0 && carry == nullptr) {
+          std::memcpy(acc.data(), x, es);
+        } else {
+          const uint8_t* left = j == 0 ? carry + c * es : acc.data();
+          ok = combine(acc.data(), left, x, es, error);
+        }
+        if (car.shape == ReduceShape::Prefix) std::memcpy(out + (first + j) * es, acc.data(), es);
+      }
+      if (car.shape == ReduceShape::Fold) std::memcpy(out + c * es, acc.data(), es);
+    });
+    return ok;
+  }
+
   bool execute(const Work& w, std::string* error) {
     if (w.message) {
       const Car& s = dag_.images[w.a.image].cars[w.a.car];
@@ -154,6 +179,8 @@ class Simulator {
     const Car& car = dag_.images[w.a.image].cars[w.a.car];
     if (car.kind == CarKind::Copy && car.dst.length > 0) {
       std::memmove(at(w.a.image, car.dst), at(w.a.image, car.src), car.dst.length);
+    } else if (car.kind == CarKind::Reduce && car.shape != ReduceShape::Elementwise) {
+      if (!run_chunked(w.a.image, car, error)) return false;
     } else if (car.kind == CarKind::Reduce && car.dst.length > 0) {
       if (!combine(at(w.a.image, car.dst), at(w.a.image, car.src), at(w.a.image, car.src2),
                    car.dst.length, error)) {

@@ -104,4 +104,26 @@ LocalDag apply_sync_mode(LocalDag dag, uint32_t images, bool in_allsync, bool ou
   return dag;
 }
 
+LocalDag apply_in_place(LocalDag dag) {
+  bool reads_src = false;
+  for (const Car& car : dag.cars) reads_src |= car.src.space == BufferSpace::UserSrc || car.src2.space == BufferSpace::UserSrc;
+  if (!reads_src || dag.src_bytes == 0) return dag;
+  const uint32_t slot = static_cast<uint32_t>(dag.temps.size());
+  dag.temps.push_back(dag.src_bytes);
+  const CarId copy = static_cast<CarId>(dag.cars.size());
+  for (Car& car : dag.cars) {
+    for (BufferRef* ref : {&car.src, &car.src2}) {
+      if (ref->space == BufferSpace::UserSrc) *ref = BufferRef{BufferSpace::Temp, slot, ref->offset, ref->length};
+    }
+    // Everything that wrote the destination (or anything at all) waits for the copy.
+    if (car.deps.empty()) car.deps.push_back(Dep{copy, DepKind::Buffer});
+  }
+  Car c;
+  c.kind = CarKind::Copy;
+  c.src = BufferRef{BufferSpace::UserSrc, 0, 0, dag.src_bytes};
+  c.dst = BufferRef{BufferSpace::Temp, slot, 0, dag.src_bytes};
+  dag.cars.push_back(std::move(c));
+  return dag;
+}
+
 }  // namespace carflow

@@ -27,9 +27,20 @@ inline constexpr uint32_t kTransformTagBase = 0x40000000u;
 LocalDag apply_sync_mode(LocalDag dag, uint32_t images, bool in_allsync, bool out_allsync,
                          int32_t done_root = -1);
 
-// The done_root apply_sync_mode takes for `spec`: the root for gather, else -1.
+// The done_root apply_sync_mode takes for `spec`: the root for gather and
+// the reductions to one image (every image's part ends in data the root
+// waits for), else -1.
 inline int32_t out_allsync_root(const CollectiveSpec& spec) {
-  return spec.kind == CollKind::Gather ? static_cast<int32_t>(spec.root) : -1;
+  const bool to_root = spec.kind == CollKind::Gather || spec.kind == CollKind::ReduceVec ||
+                       spec.kind == CollKind::Reduce;
+  return to_root ? static_cast<int32_t>(spec.root) : -1;
 }
+
+// In-place calls (user source and destination are one buffer): the image
+// first copies its source into a new temp slot and every CAR that read the
+// source reads the copy, so no generator needs to care that writes to the
+// destination clobber its input. A DAG that never reads its source is
+// returned unchanged.
+LocalDag apply_in_place(LocalDag dag);
 
 }  // namespace carflow

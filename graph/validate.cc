@@ -183,7 +183,28 @@ std::string buffer_problem(const LocalDag& dag, const BufferRef& ref, const std:
          std::to_string(size) + " bytes)";
 }
 
-std::string buffers_problem(const LocalDag& dag, const Car& car) {
+// Lengths of a Fold / Prefix REDUCE (ReduceShape): whole elements, one
+// result (fold) or carry per chunk.
+std::string shape_problem(const Car& car, uint64_t es) {
+  const std::string shape = reduce_shape_name(car.shape);
+  if (car.src.length % es != 0 || car.src.length == 0) {
+    return shape + ": src length " + std::to_string(car.src.length) + " is not a positive whole number of " +
+           std::to_string(es) + "-byte elements";
+  }
+  const uint64_t chunks = chunk_count(car, car.src.length / es);
+  const uint64_t per_chunk = chunks * es;
+  const uint64_t want_dst = car.shape == ReduceShape::Fold ? per_chunk : car.src.length;
+  if (car.dst.length != want_dst) {
+    return shape + ": dst length " + std::to_string(car.dst.length) + " must be " + std::to_string(want_dst);
+  }
+  if (car.src2.space != BufferSpace::None && car.src2.length != per_chunk) {
+    return shape + ": the carry (src2) must hold one element per chunk (" + std::to_string(per_chunk) +
+           " bytes), found " + std::to_string(car.src2.length);
+  }
+  return "";
+}
+
+std::string buffers_problem(const LocalDag& dag, const Car& car, uint64_t es) {
   const BufferUse use = buffer_use(car.kind);
   const struct {
     const char* name;
@@ -197,6 +218,9 @@ std::string buffers_problem(const LocalDag& dag, const Car& car) {
       return std::string(op.name) + " must be none for " + kind_name(car.kind) + " (found " +
              buffer_space_name(op.ref.space) + ")";
     }
+  }
+  if (car.kind == CarKind::Reduce && car.shape != ReduceShape::Elementwise) {
+    return shape_problem(car, es);
   }
   const bool reduce_mismatch = car.kind == CarKind::Reduce &&
                                (car.src.length != car.dst.length || car.src2.length != car.dst.length);
@@ -223,6 +247,20 @@ std::string fields_problem(const LocalDag& dag, const Car& car, uint32_t images)
   if (car.incoming_left && car.kind != CarKind::RecvReduce) {
     return "incoming_left is set but only RECV_REDUCE uses it";
   }
+  if (static_cast<unsigned>(car.shape) > unsigned(ReduceShape::Prefix)) {
+    return "shape " + std::to_string(unsigned(car.shape)) + " is not a reduce shape";
+  }
+  if (car.kind != CarKind::Reduce && car.shape != ReduceShape::Elementwise) {
+    return "shape is set but only REDUCE has one";
+  }
+  if ((car.shape == ReduceShape::Elementwise || car.chunk_elems == 0) &&
+      (car.first_elems != 0 || car.chunk_elems != 0)) {
+    return "first_elems / chunk_elems are set but only fold and prefix chunked REDUCEs use them";
+  }
+  if (car.first_elems > car.chunk_elems) {
+    return "first_elems " + std::to_string(car.first_elems) + " exceeds chunk_elems " +
+           std::to_string(car.chunk_elems);
+  }
   return "";
 }
 
@@ -240,7 +278,7 @@ std::string deps_problem(const LocalDag& dag, CarId id) {
   return "";
 }
 
-bool check_cars(const LocalDag& dag, uint32_t images, std::string* error) {
+bool check_cars(const LocalDag& dag, uint32_t images, uint32_t es, std::string* error) {
   for (CarId id = 0; id < dag.cars.size(); ++id) {
     const Car& car = dag.cars[id];
     std::string problem;
@@ -249,7 +287,7 @@ bool check_cars(const LocalDag& dag, uint32_t images, std::string* error) {
     } else {
       problem = deps_problem(dag, id);
       if (problem.empty()) problem = fields_problem(dag, car, images);
-      if (problem.empty()) problem = buffers_problem(dag, car);
+      if (problem.empty()) problem = buffers_problem(dag, car, es == 0 ? 1 : es);
     }
     if (!problem.empty()) return fail(error, car_label(dag.image, id, car) + ": " + problem);
   }
@@ -402,7 +440,7 @@ bool match_messages(const GlobalDag& dag, std::vector<MessageEdge>* edges, std::
   return true;
 }
 
-bool validate_local(const LocalDag& dag, uint32_t images, std::string* error) {
+bool validate_local(const LocalDag& dag, uint32_t images, std::string* error, uint32_t elem_size) {
   const std::string image = "image " + std::to_string(dag.image);
   if (images == 0) return fail(error, image + ": the team size must be at least 1");
   if (dag.image >= images) {
@@ -411,7 +449,7 @@ bool validate_local(const LocalDag& dag, uint32_t images, std::string* error) {
   if (dag.cars.size() >= kNoCar) {
     return fail(error, image + ": " + std::to_string(dag.cars.size()) + " CARs exceed the CarId range");
   }
-  return check_exit(dag, error) && check_cars(dag, images, error) &&
+  return check_exit(dag, error) && check_cars(dag, images, elem_size, error) &&
          check_local_acyclic(dag, error) && check_reaches_exit(dag, error);
 }
 
@@ -556,7 +594,7 @@ bool validate_global(const GlobalDag& dag, std::string* error) {
       return fail(error, "images[" + std::to_string(i) + "]: holds image " +
                              std::to_string(dag.images[i].image) + "; image i must sit at index i");
     }
-    if (!validate_local(dag.images[i], dag.spec.images, error)) return false;
+    if (!validate_local(dag.images[i], dag.spec.images, error, dag.spec.elem_size)) return false;
   }
   std::vector<MessageEdge> edges;
   return match_messages(dag, &edges, error) && check_deadlock_free(dag, edges, error);

@@ -21,7 +21,9 @@ namespace carflow {
 
 // Returns true when valid; otherwise false and *error names the image, the
 // CAR and the rule that failed.
-bool validate_local(const LocalDag& dag, uint32_t images, std::string* error);
+// elem_size: the spec's element size (Fold / Prefix REDUCE lengths).
+bool validate_local(const LocalDag& dag, uint32_t images, std::string* error,
+                    uint32_t elem_size = 1);
 bool validate_global(const GlobalDag& dag, std::string* error);
 
 // Matches SENDs to receives by (sender, receiver, tag). Returns false with

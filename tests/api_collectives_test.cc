@@ -25,6 +25,8 @@ using carflow_test::cat;
 using carflow_test::contains;
 using carflow_test::ImageLog;
 using carflow_test::kAllLocal;
+using carflow_test::Mat2;
+using carflow_test::matrix_operand;
 using carflow_test::pattern;
 using carflow_test::run_images;
 
@@ -251,7 +253,7 @@ TEST_CASE("a barrier does not complete while one image has not entered it") {
 
 // ---- allreduce: SUM ------------------------------------------------------------
 
-const char* const kAllreduceAlgorithms[] = {"recursive_doubling", "ring"};
+const char* const kAllreduceAlgorithms[] = {"recursive_doubling", "ring", "rabenseifner", "reduce_bcast"};
 
 int64_t sum_operand_int64(uint32_t image, size_t j) {
   return (int64_t{image} + 1) * 1000003 - static_cast<int64_t>(j % 4099) * 977;
@@ -503,21 +505,6 @@ void signed_max(void* results, size_t result_count, const void* left, size_t lef
   std::memcpy(&r, right, sizeof r);
   const int32_t out = arg * std::max(arg * l, arg * r);
   std::memcpy(results, &out, sizeof out);
-}
-
-// 2x2 matrices over the integers mod 2^64: associative, not commutative.
-struct Mat2 {
-  uint64_t a, b, c, d;
-  bool operator==(const Mat2&) const = default;
-};
-Mat2 operator*(const Mat2& x, const Mat2& y) {
-  return {x.a * y.a + x.b * y.c, x.a * y.b + x.b * y.d, x.c * y.a + x.d * y.c, x.c * y.b + x.d * y.d};
-}
-std::ostream& operator<<(std::ostream& out, const Mat2& m) {
-  return out << "[[" << m.a << ", " << m.b << "], [" << m.c << ", " << m.d << "]]";
-}
-Mat2 matrix_operand(uint32_t image, size_t j) {
-  return {1 + (image + j) % 3, image + 1 + j % 4, (image * (j + 1)) % 5, 1 + image % 2};
 }
 
 void matrix_multiply(void* results, size_t result_count, const void* left, size_t left_count,

@@ -117,7 +117,7 @@ std::vector<std::string> run_points(uint32_t P, const std::vector<Point>& points
   return failures;
 }
 
-bool is_movement(CollKind k) { return k != CollKind::Barrier && k != CollKind::Allreduce; }
+bool is_movement(CollKind k) { return k != CollKind::Barrier && !carflow::is_computational(k); }
 // Bytes one image's buffers hold for a block size (P blocks, or 1).
 uint64_t footprint(CollKind k, uint32_t P, uint64_t nbytes) {
   return (k == CollKind::Broadcast || k == CollKind::Permute) ? nbytes : uint64_t{P} * nbytes;

@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -40,14 +41,63 @@ struct GenOutcome {
   GlobalDag dag;
 };
 
+// Operators for the computational kinds. mat2_mul: 2x2 matrices of
+// uint32 (16-byte elements) multiplied mod 2^32, associative but not
+// commutative, so any reordering of operands shows. byte_sum: bytes added
+// mod 256, for generators that reorder (commutative ops only).
+inline void mat2_mul(void* dst, const void* left, const void* right, size_t bytes) {
+  for (size_t off = 0; off + 16 <= bytes; off += 16) {
+    uint32_t a[4], b[4], c[4];
+    std::memcpy(a, static_cast<const char*>(left) + off, 16);
+    std::memcpy(b, static_cast<const char*>(right) + off, 16);
+    c[0] = a[0] * b[0] + a[1] * b[2];
+    c[1] = a[0] * b[1] + a[1] * b[3];
+    c[2] = a[2] * b[0] + a[3] * b[2];
+    c[3] = a[2] * b[1] + a[3] * b[3];
+    std::memcpy(static_cast<char*>(dst) + off, c, 16);
+  }
+}
+inline void byte_sum(void* dst, const void* left, const void* right, size_t bytes) {
+  for (size_t k = 0; k < bytes; ++k) {
+    static_cast<uint8_t*>(dst)[k] = static_cast<uint8_t>(static_cast<const uint8_t*>(left)[k] +
+                                                         static_cast<const uint8_t*>(right)[k]);
+  }
+}
+// A non-commutative operator that never forgets an operand: 16-byte
+// elements (h, p) of two uint64, (h1, p1) op (h2, p2) = (h1 * q2 + h2, q1 * q2)
+// with q = p | 1, a polynomial hash of the operand sequence (associative; q
+// odd, so products never vanish mod 2^64). mat2_mul does vanish: a product
+// of some 40 pattern matrices is the zero matrix mod 2^32, after which it
+// cannot see an operand out of order.
+inline void sequence_hash(void* dst, const void* left, const void* right, size_t bytes) {
+  for (size_t off = 0; off + 16 <= bytes; off += 16) {
+    uint64_t a[2], b[2];
+    std::memcpy(a, static_cast<const char*>(left) + off, 16);
+    std::memcpy(b, static_cast<const char*>(right) + off, 16);
+    const uint64_t c[2] = {a[0] * (b[1] | 1) + b[0], (a[1] | 1) * (b[1] | 1)};
+    std::memcpy(static_cast<char*>(dst) + off, c, 16);
+  }
+}
+
+// The operator a test of `spec` uses: the non-commutative sequence hash
+// where the generator preserves order and elements are 16 bytes.
+inline Combine default_op(const CollectiveSpec& spec) {
+  const GeneratorInfo* gen = GeneratorRegistry::instance().find(spec.kind, spec.algorithm);
+  if (gen != nullptr && gen->preserves_order && spec.elem_size == 16) return &sequence_hash;
+  return &byte_sum;
+}
+
 // Runs the whole check; reports failures through doctest with the spec in
-// the message. `seeds` random orders are tried.
-inline GenOutcome check_generator(const CollectiveSpec& spec, int seeds = 3) {
+// the message. `seeds` random orders are tried. Computational kinds combine
+// with `op` (default_op when empty) and are checked against
+// expected_reduction.
+inline GenOutcome check_generator(const CollectiveSpec& spec, int seeds = 3, Combine op = nullptr) {
   GenOutcome out;
   std::string error;
-  INFO(coll_kind_name(spec.kind), " ", spec.algorithm, " P=", spec.images, " root=", spec.root,
+  INFO(std::string(coll_kind_name(spec.kind)), " ", spec.algorithm, " P=", spec.images, " root=", spec.root,
        " nbytes=", spec.nbytes, " counts=", spec.counts.size(), " segment=", spec.segment_bytes,
-       " radix=", spec.radix, " window=", spec.window);
+       " radix=", spec.radix, " window=", spec.window, " elem_size=", spec.elem_size, " flags=", spec.flags,
+       " src_layout=", spec.src_blksz, "/", spec.src_offset, " dst_layout=", spec.dst_blksz, "/", spec.dst_offset);
   if (!generate_global(spec, &out.dag, &error)) {
     FAIL_CHECK("generate: ", error);
     return out;
@@ -57,11 +107,14 @@ inline GenOutcome check_generator(const CollectiveSpec& spec, int seeds = 3) {
     return out;
   }
   const std::vector<Bytes> src = inputs(spec);
-  const std::vector<Bytes> want = expected(spec, src);
+  const bool computes = is_computational(spec.kind);
+  if (computes && !op) op = default_op(spec);
+  const std::vector<Bytes> want = computes ? expected_reduction(spec, src, op) : expected(spec, src);
   for (int seed = 0; seed < seeds; ++seed) {
     std::vector<Bytes> s = src, d = blank_outputs(spec);
     SimResult r;
-    if (!simulate(out.dag, &s, &d, nullptr, static_cast<uint64_t>(seed), &r, &error)) {
+    if (!simulate(out.dag, &s, &d, computes ? SimReduceFn(op) : SimReduceFn(), static_cast<uint64_t>(seed),
+                  &r, &error)) {
       FAIL_CHECK("simulate (seed ", seed, "): ", error);
       return out;
     }

@@ -44,7 +44,7 @@ int64_t expected_messages(const CollectiveSpec& spec) {
 // The spec of one test point for any registered generator.
 CollectiveSpec spec_for(const GeneratorInfo& gen, uint32_t P, uint32_t root, uint64_t nbytes) {
   CollectiveSpec spec = testref::make_spec(gen.kind, gen.name, P, root, nbytes);
-  spec.elem_size = gen.kind == CollKind::Allreduce ? 8 : 1;
+  spec.elem_size = is_computational(gen.kind) ? 8 : 1;
   return spec;
 }
 
@@ -98,7 +98,7 @@ TEST_CASE("sync transforms keep every DAG valid and add two barriers' worth of m
 // OUT_ALLSYNC: no image's exit may complete before every data CAR of every
 // image has (the generator's CARs keep their ids under the transform; a
 // SEND counts as done when its receive is, as a rendezvous transport has it).
-TEST_CASE("OUT_ALLSYNC: every image's exit waits for every image's data; gather uses P-1 signals") {
+TEST_CASE("OUT_ALLSYNC: every image's exit waits for every image's data; gather and reductions to a root use P-1 signals") {
   for (const GeneratorInfo* gen : GeneratorRegistry::instance().all()) {
     for (uint32_t P : {1u, 2u, 3u, 5u, 8u, 13u}) {
       CollectiveSpec spec = spec_for(*gen, P, P / 2, 64);
@@ -121,7 +121,7 @@ TEST_CASE("OUT_ALLSYNC: every image's exit waits for every image's data; gather 
         }
       }
       const uint64_t extra = dag_stats(dag).messages - dag_stats(plain).messages;
-      if (gen->kind == CollKind::Gather) {
+      if (out_allsync_root(spec) >= 0) {
         CHECK(extra == P - 1);  // the seed's zero-byte broadcast from the root
       } else {
         CHECK(extra == uint64_t{P} * patterns::ceil_log2(P));  // an exit barrier

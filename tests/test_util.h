@@ -83,4 +83,20 @@ class ImageLog {
   std::vector<size_t> checks_;
 };
 
+// 2x2 matrices over the integers mod 2^64: associative, not commutative,
+// so any reordering of operands changes the product.
+struct Mat2 {
+  uint64_t a, b, c, d;
+  bool operator==(const Mat2&) const = default;
+};
+inline Mat2 operator*(const Mat2& x, const Mat2& y) {
+  return {x.a * y.a + x.b * y.c, x.a * y.b + x.b * y.d, x.c * y.a + x.d * y.c, x.c * y.b + x.d * y.d};
+}
+inline std::ostream& operator<<(std::ostream& out, const Mat2& m) {
+  return out << "[[" << m.a << ", " << m.b << "], [" << m.c << ", " << m.d << "]]";
+}
+inline Mat2 matrix_operand(uint32_t image, size_t j) {
+  return {1 + (image + j) % 3, image + 1 + j % 4, (image * (j + 1)) % 5, 1 + image % 2};
+}
+
 }  // namespace carflow_test

@@ -30,7 +30,8 @@ const char kUsage[] =
     "  demo  [--images 8] [--out DIR]      every collective, 8 B..4 MiB, verified;\n"
     "                                      writes each DAG as JSON into DIR (cf-demo-graphs)\n"
     "  plan  --coll C --images P --bytes N [--algo A] [--root R] [--elem-size E]\n"
-    "        [--in-allsync] [--out-allsync] --out F.json   build and validate a global DAG\n"
+    "        [--in-allsync] [--out-allsync] [--exclusive] [--src-blksz B --src-offset O\n"
+    "        --dst-blksz B --dst-offset O] --out F.json   build and validate a global DAG\n"
     "  dot   F.json                        Graphviz rendering of a graph file, to stdout\n"
     "  bench --coll C --images P --sizes LIST [--iters N] [--algo A] [--json]\n"
     "                                      OSU-style latency; LIST like 8,1K,4M or 8:4M\n"
@@ -109,8 +110,12 @@ int cmd_plan(const Args& args) {
       !get_uint(args, "bytes", spec.kind == carflow::CollKind::Barrier ? 0 : 8, uint64_t{1} << 32,
                 &bytes, &error) ||
       !get_uint(args, "root", 0, 4095, &root, &error) ||
-      !get_uint(args, "elem-size", spec.kind == carflow::CollKind::Allreduce ? 8 : 1, 4096, &elem,
-                &error)) {
+      !get_uint(args, "elem-size", carflow::is_computational(spec.kind) ? 8 : 1, 4096, &elem,
+                &error) ||
+      !get_uint(args, "src-blksz", 0, uint64_t{1} << 40, &spec.src_blksz, &error) ||
+      !get_uint(args, "src-offset", 0, uint64_t{1} << 40, &spec.src_offset, &error) ||
+      !get_uint(args, "dst-blksz", 0, uint64_t{1} << 40, &spec.dst_blksz, &error) ||
+      !get_uint(args, "dst-offset", 0, uint64_t{1} << 40, &spec.dst_offset, &error)) {
     return fail(error);
   }
   carflow::Config config;
@@ -134,7 +139,8 @@ int cmd_plan(const Args& args) {
   spec.elem_size = static_cast<uint32_t>(elem);
   spec.segment_bytes = segment;
   spec.flags = (args.count("in-allsync") ? carflow::kSpecInAllSync : 0) |
-               (args.count("out-allsync") ? carflow::kSpecOutAllSync : 0);
+               (args.count("out-allsync") ? carflow::kSpecOutAllSync : 0) |
+               (args.count("exclusive") ? carflow::kExclusiveFlag : 0);
   if (spec.kind == carflow::CollKind::Permute) {  // the shift i -> i + 1
     for (uint32_t i = 0; i < spec.images; ++i) spec.perm.push_back((i + 1) % spec.images);
   }
@@ -216,11 +222,19 @@ int cmd_bench(const Args& args) {
     }
     all_ok &= r.verified;
   }
-  if (opt.coll == "broadcast" && !json) {  // the reference of the broadcast target
+  // The references of the bandwidth targets, measured in the same run: one
+  // memcpy of the message (broadcast); for allreduce, the fraction of the
+  // memcpy bandwidth achieved (bytes of the vector / time).
+  if ((opt.coll == "broadcast" || opt.coll == "allreduce") && !json) {
     for (const auto& r : results) {
       const double ref = carflow_bench::memcpy_us(r.bytes);
-      std::printf("memcpy of %s in the same run: %.2f us; broadcast / memcpy = %.2f\n",
-                  carflow_bench::format_bytes(r.bytes).c_str(), ref, r.avg_us / ref);
+      if (opt.coll == "broadcast") {
+        std::printf("memcpy of %s in the same run: %.2f us; broadcast / memcpy = %.2f\n",
+                    carflow_bench::format_bytes(r.bytes).c_str(), ref, r.avg_us / ref);
+      } else {
+        std::printf("memcpy of %s in the same run: %.2f us; allreduce bandwidth / memcpy bandwidth = %.0f%%\n",
+                    carflow_bench::format_bytes(r.bytes).c_str(), ref, 100.0 * ref / r.avg_us);
+      }
     }
   }
   return all_ok ? 0 : 1;
@@ -308,14 +322,16 @@ int cmd_demo(const Args& args) {
   bool all_ok = true;
   size_t graphs = 0;
   for (const char* coll : {"broadcast", "barrier", "allreduce", "scatter", "gather", "gather_all",
-                           "exchange", "permute"}) {
+                           "exchange", "permute", "reduce_vec", "scan", "reduce_scatter", "reduce",
+                           "prefix_reduce"}) {
     carflow_bench::LatencyOptions opt;
     opt.coll = coll;
     opt.images = static_cast<uint32_t>(images);
     opt.graph_dir = dir;
     // Per-block sizes for the P-block collectives: up to 256 KiB a block.
-    const bool blocks = std::strcmp(coll, "broadcast") && std::strcmp(coll, "barrier") &&
-                        std::strcmp(coll, "allreduce") && std::strcmp(coll, "permute");
+    const bool blocks = !std::strcmp(coll, "scatter") || !std::strcmp(coll, "gather") ||
+                        !std::strcmp(coll, "gather_all") || !std::strcmp(coll, "exchange") ||
+                        !std::strcmp(coll, "reduce_scatter");
     carflow_bench::parse_sizes(blocks ? "8,64,512,4K,32K,256K" : "8,64,512,4K,32K,256K,1M,4M",
                                &opt.sizes, &error);
     std::vector<carflow_bench::LatencyResult> results;
@@ -357,10 +373,17 @@ int cmd_info() {
               "  gather_all below CF_GATHER_ALL_SMALL_BYTES (%llu) per block: recursive_doubling\n"
               "             for P a power of two, else bruck; direct at or above\n"
               "  exchange   bruck below CF_EXCHANGE_SMALL_BYTES (%llu) per block, pairwise at or above\n"
-              "  permute    direct\n",
+              "  permute    direct\n"
+              "  reduce_vec binomial below CF_REDUCE_LARGE_BYTES (%llu), rabenseifner at or above\n"
+              "  scan       dissemination below CF_REDUCE_LARGE_BYTES, linear (pipelined) at or above\n"
+              "  reduce_scatter  recursive_halving below CF_REDUCE_LARGE_BYTES in total, ring at\n"
+              "             or above\n"
+              "  reduce     scalar (commutative ops), rows otherwise\n"
+              "  prefix_reduce  dissemination\n"
+              "  A CF_COLL_NONCOMM function always gets an order-preserving algorithm.\n",
               u(config.broadcast_large_bytes), u(config.allreduce_ring_bytes),
               u(config.rooted_tree_bytes), u(config.gather_all_small_bytes),
-              u(config.exchange_small_bytes));
+              u(config.exchange_small_bytes), u(config.reduce_large_bytes));
   return 0;
 }
 

@@ -224,23 +224,113 @@ cf_coll_handle_t cf_coll_permute_nb(cf_team_t team, void *dst, void *src, size_t
 int cf_coll_permute(cf_team_t team, void *dst, void *src, size_t nbytes, const cf_image_t perm[],
                     int flags);
 
-/* ---- computation, MPI style: element-wise over elem_count elements ------
-   dst[i] = src_0[i] op src_1[i] op ... op src_{P-1}[i] on every image.
-   func: CF_BUILTIN(op, type) or an index into cf_coll_init's fn_tbl; func_arg
-   is passed to client functions. Errors (CF_ERR_BAD_ARG): NULL src/dst,
-   elem_size or elem_count 0, elem_size * elem_count overflowing, src and dst
-   overlapping (in-place comes later), elem_size not matching a built-in's
-   type (MINLOC/MAXLOC: a pair of the type: value, index), a bitwise op on a
-   float type, func not in fn_tbl, src or dst not aligned to
-   min(largest power of two dividing elem_size, 8), a CF_COLL_NONCOMM
-   function with an algorithm that reorders operands (CF_ALGO_ALLREDUCE=ring).
-   Floating-point results are the same bits run to run for a fixed image count,
-   size and algorithm; recursive doubling also keeps operand order. */
+/* ---- computation ------------------------------------------------------------
+   Common rules (seed v1.7, computational collectives):
+   - func: CF_BUILTIN(op, type) or an index into cf_coll_init's fn_tbl;
+     func_arg is passed to client functions. Client functions get the seed's
+     vector signature (cf_coll_reduce_fn): element-wise combines call it with
+     result_count = left_count = 1; a reduction of a run calls it once with
+     the run's first n-1 elements as left operands and the last as the right
+     one; a prefix reduction with result_count = the run's length and at most
+     one left operand (the carry). Functions registered without
+     CF_COLL_AMSAFE run only on application threads inside carflow calls.
+   - Operand order: every algorithm combines in a fixed order, so
+     floating-point results are the same bits run to run for a fixed image
+     count, size and algorithm. Order-preserving algorithms (README,
+     "Algorithm selection") combine strictly left to right in rank (array)
+     order and serve CF_COLL_NONCOMM functions; the default table picks one
+     for them, and forcing a reordering one (e.g. CF_ALGO_ALLREDUCE=ring) with
+     a NONCOMM function is CF_ERR_BAD_ARG.
+   - Alignment: src and dst must be aligned to min(largest power of two
+     dividing elem_size, CF_DATA_ALIGNMENT (default 8)).
+   - In place (MPI_IN_PLACE): allreduce, reduce_vec (at the root), scan and
+     reduce_scatter accept src == dst; the input is read before any result
+     is written. Any other overlap of src and dst is CF_ERR_BAD_ARG.
+   - Errors (CF_ERR_BAD_ARG, nothing started): NULL buffers an image uses,
+     elem_size or elem_count 0, sizes reaching 2^48 bytes, elem_size not
+     matching a built-in's type (MINLOC/MAXLOC: a (value, index) pair of the
+     type; ties keep the smaller index), a bitwise op on a float type, func
+     not in fn_tbl, misalignment, overlap, dstimage out of range. */
+
+/* MPI style: element-wise over each image's vector of elem_count elements.
+   allreduce: every image's dst = src_0 op src_1 op ... op src_{P-1}. */
 cf_coll_handle_t cf_coll_allreduce_nb(cf_team_t team, void *dst, const void *src,
                                       size_t elem_size, size_t elem_count, int func,
                                       int func_arg, int flags);
 int cf_coll_allreduce(cf_team_t team, void *dst, const void *src, size_t elem_size,
                       size_t elem_count, int func, int func_arg, int flags);
+/* reduce_vec: the same result, only in dstimage's dst (dst is ignored and
+   may be NULL elsewhere). */
+cf_coll_handle_t cf_coll_reduce_vec_nb(cf_team_t team, cf_image_t dstimage, void *dst,
+                                       const void *src, size_t elem_size, size_t elem_count,
+                                       int func, int func_arg, int flags);
+int cf_coll_reduce_vec(cf_team_t team, cf_image_t dstimage, void *dst, const void *src,
+                       size_t elem_size, size_t elem_count, int func, int func_arg, int flags);
+/* scan: image i's dst = src_0 op ... op src_i; with CF_COLL_EXCLUSIVE
+   src_0 op ... op src_{i-1}, and image 0's dst is left untouched. */
+#define CF_COLL_EXCLUSIVE (1 << 12)
+cf_coll_handle_t cf_coll_scan_nb(cf_team_t team, void *dst, const void *src,
+                                 size_t elem_size, size_t elem_count,
+                                 int func, int func_arg, int flags);
+int cf_coll_scan(cf_team_t team, void *dst, const void *src, size_t elem_size,
+                 size_t elem_count, int func, int func_arg, int flags);
+/* reduce_scatter: src holds P blocks of elem_count elements; image i's dst
+   (elem_count elements) gets block i of the element-wise reduction.
+   reduce_scatterv: block i has counts[i] elements (P entries, zeros
+   allowed), packed in rank order in src. In place: src == dst, the result
+   lands at the start of the buffer. */
+cf_coll_handle_t cf_coll_reduce_scatter_nb(cf_team_t team, void *dst, const void *src,
+                                           size_t elem_size, size_t elem_count, int func,
+                                           int func_arg, int flags);
+int cf_coll_reduce_scatter(cf_team_t team, void *dst, const void *src, size_t elem_size,
+                           size_t elem_count, int func, int func_arg, int flags);
+cf_coll_handle_t cf_coll_reduce_scatterv_nb(cf_team_t team, void *dst, const void *src,
+                                            size_t elem_size, const size_t counts[], int func,
+                                            int func_arg, int flags);
+int cf_coll_reduce_scatterv(cf_team_t team, void *dst, const void *src, size_t elem_size,
+                            const size_t counts[], int func, int func_arg, int flags);
+
+/* Seed style: a distributed block-cyclic array of elem_count elements of
+   elem_size bytes. src_blksz: block size in elements (1 = cyclic); the used
+   elements are global elements src_offset .. src_offset+elem_count-1 of the
+   array dealt to images 0..P-1 in blocks, each image's src being the base of
+   its part. src_blksz 0 is the indefinite layout: all elem_count elements on
+   image src_offset. reduce: dstimage's dst (one element) = all used
+   elements combined in array order. prefix_reduce: element k of the
+   destination array (dst_blksz, dst_offset, the same rules; reblocking is
+   allowed) = elements 0..k of the source combined. The m forms take one
+   address per image (CF_COLL_SINGLE). Source and destination must not
+   overlap. */
+cf_coll_handle_t cf_coll_reduce_nb(cf_team_t team, cf_image_t dstimage, void *dst,
+                                   void *src, size_t src_blksz, size_t src_offset,
+                                   size_t elem_size, size_t elem_count,
+                                   int func, int func_arg, int flags);
+int cf_coll_reduce(cf_team_t team, cf_image_t dstimage, void *dst, void *src,
+                   size_t src_blksz, size_t src_offset, size_t elem_size, size_t elem_count,
+                   int func, int func_arg, int flags);
+cf_coll_handle_t cf_coll_reducem_nb(cf_team_t team, cf_image_t dstimage, void *dst,
+                                    void *const srclist[], size_t src_blksz, size_t src_offset,
+                                    size_t elem_size, size_t elem_count, int func, int func_arg,
+                                    int flags);
+int cf_coll_reducem(cf_team_t team, cf_image_t dstimage, void *dst, void *const srclist[],
+                    size_t src_blksz, size_t src_offset, size_t elem_size, size_t elem_count,
+                    int func, int func_arg, int flags);
+cf_coll_handle_t cf_coll_prefix_reduce_nb(cf_team_t team, void *dst, size_t dst_blksz,
+                                          size_t dst_offset, void *src, size_t src_blksz,
+                                          size_t src_offset, size_t elem_size,
+                                          size_t elem_count, int func, int func_arg, int flags);
+int cf_coll_prefix_reduce(cf_team_t team, void *dst, size_t dst_blksz, size_t dst_offset,
+                          void *src, size_t src_blksz, size_t src_offset, size_t elem_size,
+                          size_t elem_count, int func, int func_arg, int flags);
+cf_coll_handle_t cf_coll_prefix_reducem_nb(cf_team_t team, void *const dstlist[],
+                                           size_t dst_blksz, size_t dst_offset,
+                                           void *const srclist[], size_t src_blksz,
+                                           size_t src_offset, size_t elem_size,
+                                           size_t elem_count, int func, int func_arg, int flags);
+int cf_coll_prefix_reducem(cf_team_t team, void *const dstlist[], size_t dst_blksz,
+                           size_t dst_offset, void *const srclist[], size_t src_blksz,
+                           size_t src_offset, size_t elem_size, size_t elem_count, int func,
+                           int func_arg, int flags);
 
 enum { CF_OP_SUM, CF_OP_PROD, CF_OP_MIN, CF_OP_MAX, CF_OP_BAND, CF_OP_BOR,
        CF_OP_BXOR, CF_OP_MINLOC, CF_OP_MAXLOC };
@@ -281,7 +371,12 @@ enum {
   CF_KIND_GATHER,
   CF_KIND_GATHER_ALL,
   CF_KIND_EXCHANGE,
-  CF_KIND_PERMUTE
+  CF_KIND_PERMUTE,
+  CF_KIND_REDUCE_VEC,
+  CF_KIND_SCAN,
+  CF_KIND_REDUCE_SCATTER,
+  CF_KIND_REDUCE,
+  CF_KIND_PREFIX_REDUCE
 };
 /* Forces the calling image's algorithm for a collective kind (NULL or "" =
    back to the default table). All images must make the same choice.

@@ -1,0 +1,364 @@
+// The C API's computational collectives: allreduce, reduce_vec, scan,
+// reduce_scatter(v) (MPI style, element-wise vectors) and the seed's reduce
+// and prefix_reduce over block-cyclic arrays, with their m forms. One
+// checked path (start_computation): every check runs before anything
+// starts, so a rejected call changes nothing.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "api/api_internal.h"
+#include "graph/layout.h"
+
+using carflow::CollectiveCall;
+using carflow::CollectiveSpec;
+using carflow::CollKind;
+using carflow::ImageContext;
+using namespace carflow::api;
+
+namespace {
+
+// Stands in for a buffer an image does not use, so no CAR sees a null base.
+alignas(64) char g_unused_buffer[64];
+
+constexpr uint64_t kMaxBytes = uint64_t{1} << 48;
+
+struct Computation {
+  const char* function;
+  CollKind kind;
+  cf_team_t team;
+  int flags;
+  bool blocking = false;
+  bool multi_address = false;
+  bool rooted = false;
+  cf_image_t root = 0;
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t elem_size = 0;
+  size_t elem_count = 0;           // per image; per block for reduce_scatter
+  const size_t* counts = nullptr;  // reduce_scatterv: elements of each image's block
+  bool variable = false;
+  uint64_t src_blksz = 0, src_offset = 0, dst_blksz = 0, dst_offset = 0;
+  int func = 0, func_arg = 0;
+};
+
+std::string str(uint64_t v) { return std::to_string(v); }
+
+// Seed v1.7, "Data lifetime and alignment": data must be aligned for its
+// element size, up to CF_DATA_ALIGNMENT.
+bool check_alignment(const char* name, const void* p, size_t elem_size, uint64_t limit,
+                     std::string* error) {
+  const uint64_t want = std::min<uint64_t>(elem_size & (~elem_size + 1), limit);
+  if (reinterpret_cast<uintptr_t>(p) % want == 0) return true;
+  *error = std::string(name) + ": address not aligned to " + str(want) + " bytes (elem_size " +
+           str(elem_size) + ", CF_DATA_ALIGNMENT " + str(limit) + ")";
+  return false;
+}
+
+// In place means one buffer for source and destination (same address):
+// allowed where MPI has MPI_IN_PLACE; any other overlap is refused.
+bool in_place_allowed(CollKind kind) {
+  return kind == CollKind::Allreduce || kind == CollKind::ReduceVec || kind == CollKind::Scan ||
+         kind == CollKind::ReduceScatter;
+}
+
+cf_coll_handle_t start_computation(const Computation& c) {
+  ImageContext* img = current_image(c.function);
+  if (img == nullptr) return CF_COLL_INVALID_HANDLE;
+  std::string error;
+  // CF_COLL_EXCLUSIVE is scan's own flag; the common check knows the rest.
+  const bool exclusive = (c.flags & CF_COLL_EXCLUSIVE) != 0;
+  if (exclusive && c.kind != CollKind::Scan) {
+    return fail(CF_ERR_BAD_ARG, "flags: CF_COLL_EXCLUSIVE applies to cf_coll_scan only"),
+           CF_COLL_INVALID_HANDLE;
+  }
+  if (!check_common(*img, c.team, c.flags & ~CF_COLL_EXCLUSIVE, c.blocking, &error, c.multi_address)) {
+    return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
+  }
+  const uint32_t P = img->engine->images();
+  const uint32_t me = img->image;
+  if (c.rooted && c.root >= P) {
+    return fail(CF_ERR_BAD_ARG, "dstimage: " + str(c.root) + " is not a rank of the team (size " +
+                                    str(P) + ")"),
+           CF_COLL_INVALID_HANDLE;
+  }
+  if (c.elem_size == 0 || c.elem_size >= kMaxBytes) {
+    return fail(CF_ERR_BAD_ARG, "elem_size: must be at least 1 and below 2^48"), CF_COLL_INVALID_HANDLE;
+  }
+  CollectiveSpec spec;
+  spec.kind = c.kind;
+  spec.images = P;
+  spec.root = c.rooted ? c.root : 0;
+  spec.elem_size = static_cast<uint32_t>(c.elem_size);
+  spec.flags = exclusive ? carflow::kExclusiveFlag : 0;
+  if (c.variable) {
+    if (c.counts == nullptr) return fail(CF_ERR_BAD_ARG, "counts: NULL"), CF_COLL_INVALID_HANDLE;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < P; ++i) {
+      if (c.counts[i] >= kMaxBytes / c.elem_size || (total += c.counts[i]) >= kMaxBytes / c.elem_size) {
+        return fail(CF_ERR_BAD_ARG, "counts[" + str(i) + "]: the blocks add up to 2^48 bytes or more"),
+               CF_COLL_INVALID_HANDLE;
+      }
+      spec.counts.push_back(c.counts[i] * c.elem_size);
+    }
+  } else {
+    if (c.elem_count == 0) return fail(CF_ERR_BAD_ARG, "elem_count: must be > 0"), CF_COLL_INVALID_HANDLE;
+    const uint64_t blocks = c.kind == CollKind::ReduceScatter ? P : 1;
+    if (c.elem_count >= kMaxBytes / c.elem_size / blocks) {
+      return fail(CF_ERR_BAD_ARG, "elem_size * elem_count: too large (limit 2^48 bytes)"),
+             CF_COLL_INVALID_HANDLE;
+    }
+    spec.nbytes = uint64_t{c.elem_count} * c.elem_size;
+  }
+  spec.src_blksz = c.src_blksz;
+  spec.src_offset = c.src_offset;
+  spec.dst_blksz = c.dst_blksz;
+  spec.dst_offset = c.dst_offset;
+  if (!carflow::check_layout(spec, &error)) return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
+
+  CollectiveCall call;
+  if (!carflow::resolve_reduce_op(c.func, c.func_arg, c.elem_size, img->fn_table, &call.op, &error)) {
+    return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
+  }
+  const uint64_t src_len = carflow::src_extent(spec, me);
+  const uint64_t dst_len = carflow::dst_extent(spec, me);
+  const char* list_note = c.multi_address ? " (its entry of the list)" : "";
+  if (src_len > 0 && c.src == nullptr) {
+    return fail(CF_ERR_BAD_ARG, std::string(c.multi_address ? "srclist" : "src") + ": NULL on image " +
+                                    str(me) + list_note + ", which contributes " + str(src_len) +
+                                    " bytes from it"),
+           CF_COLL_INVALID_HANDLE;
+  }
+  if (dst_len > 0 && c.dst == nullptr) {
+    return fail(CF_ERR_BAD_ARG, std::string(c.multi_address && c.kind == CollKind::PrefixReduce
+                                                ? "dstlist"
+                                                : "dst") +
+                                    ": NULL on image " + str(me) + list_note + ", which receives " +
+                                    str(dst_len) + " bytes into it"),
+           CF_COLL_INVALID_HANDLE;
+  }
+  const bool in_place = src_len > 0 && dst_len > 0 && c.src == c.dst;
+  if (in_place && !in_place_allowed(c.kind)) {
+    return fail(CF_ERR_BAD_ARG, std::string("src, dst: the same buffer (") + carflow::coll_kind_name(c.kind) +
+                                    " has no in-place form; the seed leaves overlap undefined)"),
+           CF_COLL_INVALID_HANDLE;
+  }
+  if (!in_place && ranges_overlap(c.src, src_len, c.dst, dst_len)) {
+    return fail(CF_ERR_BAD_ARG, "src, dst: the buffers overlap (in place means src == dst exactly)"),
+           CF_COLL_INVALID_HANDLE;
+  }
+  const uint64_t align = img->engine->config().data_alignment;
+  if ((src_len > 0 && !check_alignment(c.multi_address ? "srclist" : "src", c.src, c.elem_size, align, &error)) ||
+      (dst_len > 0 && !check_alignment("dst", c.dst, c.elem_size, align, &error))) {
+    return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
+  }
+  call.kind = c.kind;
+  call.root = spec.root;
+  call.src = src_len > 0 ? const_cast<void*>(c.src) : g_unused_buffer;
+  call.dst = dst_len > 0 ? c.dst : g_unused_buffer;
+  call.nbytes = spec.nbytes;
+  call.elem_size = spec.elem_size;
+  call.counts = std::move(spec.counts);
+  call.in_place = in_place;
+  call.src_blksz = c.src_blksz;
+  call.src_offset = c.src_offset;
+  call.dst_blksz = c.dst_blksz;
+  call.dst_offset = c.dst_offset;
+  call.algorithm = img->algorithm[static_cast<int>(c.kind)];
+  set_sync_modes(&call, c.flags);
+  return start(*img, call);
+}
+
+Computation vector_call(const char* function, CollKind kind, cf_team_t team, void* dst,
+                        const void* src, size_t elem_size, size_t elem_count, int func,
+                        int func_arg, int flags) {
+  Computation c{function, kind, team, flags};
+  c.dst = dst, c.src = src, c.elem_size = elem_size, c.elem_count = elem_count;
+  c.func = func, c.func_arg = func_arg;
+  return c;
+}
+
+// The calling image's entry of an m form's list; a NULL list is reported
+// as the list itself.
+const void* list_entry(void* const list[]) {
+  return list != nullptr && t_image != nullptr ? list[t_image->image] : nullptr;
+}
+
+cf_coll_handle_t run(Computation c, bool blocking) {
+  c.blocking = blocking;
+  return start_computation(c);
+}
+
+int blocking_result(const Computation& c) { return finish_blocking(run(c, true)); }
+
+}  // namespace
+
+extern "C" {
+
+// ---- MPI style ---------------------------------------------------------------
+
+cf_coll_handle_t cf_coll_allreduce_nb(cf_team_t team, void* dst, const void* src, size_t elem_size,
+                                      size_t elem_count, int func, int func_arg, int flags) {
+  return run(vector_call("cf_coll_allreduce_nb", CollKind::Allreduce, team, dst, src, elem_size,
+                         elem_count, func, func_arg, flags),
+             false);
+}
+int cf_coll_allreduce(cf_team_t team, void* dst, const void* src, size_t elem_size,
+                      size_t elem_count, int func, int func_arg, int flags) {
+  return blocking_result(vector_call("cf_coll_allreduce", CollKind::Allreduce, team, dst, src,
+                                     elem_size, elem_count, func, func_arg, flags));
+}
+
+cf_coll_handle_t cf_coll_reduce_vec_nb(cf_team_t team, cf_image_t dstimage, void* dst,
+                                       const void* src, size_t elem_size, size_t elem_count,
+                                       int func, int func_arg, int flags) {
+  Computation c = vector_call("cf_coll_reduce_vec_nb", CollKind::ReduceVec, team, dst, src,
+                              elem_size, elem_count, func, func_arg, flags);
+  c.rooted = true, c.root = dstimage;
+  return run(c, false);
+}
+int cf_coll_reduce_vec(cf_team_t team, cf_image_t dstimage, void* dst, const void* src,
+                       size_t elem_size, size_t elem_count, int func, int func_arg, int flags) {
+  Computation c = vector_call("cf_coll_reduce_vec", CollKind::ReduceVec, team, dst, src, elem_size,
+                              elem_count, func, func_arg, flags);
+  c.rooted = true, c.root = dstimage;
+  return blocking_result(c);
+}
+
+cf_coll_handle_t cf_coll_scan_nb(cf_team_t team, void* dst, const void* src, size_t elem_size,
+                                 size_t elem_count, int func, int func_arg, int flags) {
+  return run(vector_call("cf_coll_scan_nb", CollKind::Scan, team, dst, src, elem_size, elem_count,
+                         func, func_arg, flags),
+             false);
+}
+int cf_coll_scan(cf_team_t team, void* dst, const void* src, size_t elem_size, size_t elem_count,
+                 int func, int func_arg, int flags) {
+  return blocking_result(vector_call("cf_coll_scan", CollKind::Scan, team, dst, src, elem_size,
+                                     elem_count, func, func_arg, flags));
+}
+
+cf_coll_handle_t cf_coll_reduce_scatter_nb(cf_team_t team, void* dst, const void* src,
+                                           size_t elem_size, size_t elem_count, int func,
+                                           int func_arg, int flags) {
+  return run(vector_call("cf_coll_reduce_scatter_nb", CollKind::ReduceScatter, team, dst, src,
+                         elem_size, elem_count, func, func_arg, flags),
+             false);
+}
+int cf_coll_reduce_scatter(cf_team_t team, void* dst, const void* src, size_t elem_size,
+                           size_t elem_count, int func, int func_arg, int flags) {
+  return blocking_result(vector_call("cf_coll_reduce_scatter", CollKind::ReduceScatter, team, dst,
+                                     src, elem_size, elem_count, func, func_arg, flags));
+}
+
+cf_coll_handle_t cf_coll_reduce_scatterv_nb(cf_team_t team, void* dst, const void* src,
+                                            size_t elem_size, const size_t counts[], int func,
+                                            int func_arg, int flags) {
+  Computation c = vector_call("cf_coll_reduce_scatterv_nb", CollKind::ReduceScatter, team, dst, src,
+                              elem_size, 0, func, func_arg, flags);
+  c.variable = true, c.counts = counts;
+  return run(c, false);
+}
+int cf_coll_reduce_scatterv(cf_team_t team, void* dst, const void* src, size_t elem_size,
+                            const size_t counts[], int func, int func_arg, int flags) {
+  Computation c = vector_call("cf_coll_reduce_scatterv", CollKind::ReduceScatter, team, dst, src,
+                              elem_size, 0, func, func_arg, flags);
+  c.variable = true, c.counts = counts;
+  return blocking_result(c);
+}
+
+// ---- seed style: block-cyclic arrays -----------------------------------------
+
+namespace {
+Computation reduce_call(const char* function, cf_team_t team, cf_image_t dstimage, void* dst,
+                        const void* src, size_t src_blksz, size_t src_offset, size_t elem_size,
+                        size_t elem_count, int func, int func_arg, int flags) {
+  Computation c = vector_call(function, CollKind::Reduce, team, dst, src, elem_size, elem_count,
+                              func, func_arg, flags);
+  c.rooted = true, c.root = dstimage;
+  c.src_blksz = src_blksz, c.src_offset = src_offset;
+  return c;
+}
+Computation prefix_call(const char* function, cf_team_t team, void* dst, size_t dst_blksz,
+                        size_t dst_offset, const void* src, size_t src_blksz, size_t src_offset,
+                        size_t elem_size, size_t elem_count, int func, int func_arg, int flags) {
+  Computation c = vector_call(function, CollKind::PrefixReduce, team, dst, src, elem_size,
+                              elem_count, func, func_arg, flags);
+  c.src_blksz = src_blksz, c.src_offset = src_offset;
+  c.dst_blksz = dst_blksz, c.dst_offset = dst_offset;
+  return c;
+}
+Computation with_lists(Computation c, void* const dstlist[], void* const srclist[]) {
+  c.multi_address = true;
+  if (dstlist != nullptr || c.kind == CollKind::PrefixReduce) c.dst = const_cast<void*>(list_entry(dstlist));
+  c.src = list_entry(srclist);
+  return c;
+}
+}  // namespace
+
+cf_coll_handle_t cf_coll_reduce_nb(cf_team_t team, cf_image_t dstimage, void* dst, void* src,
+                                   size_t src_blksz, size_t src_offset, size_t elem_size,
+                                   size_t elem_count, int func, int func_arg, int flags) {
+  return run(reduce_call("cf_coll_reduce_nb", team, dstimage, dst, src, src_blksz, src_offset,
+                         elem_size, elem_count, func, func_arg, flags),
+             false);
+}
+int cf_coll_reduce(cf_team_t team, cf_image_t dstimage, void* dst, void* src, size_t src_blksz,
+                   size_t src_offset, size_t elem_size, size_t elem_count, int func, int func_arg,
+                   int flags) {
+  return blocking_result(reduce_call("cf_coll_reduce", team, dstimage, dst, src, src_blksz,
+                                     src_offset, elem_size, elem_count, func, func_arg, flags));
+}
+cf_coll_handle_t cf_coll_reducem_nb(cf_team_t team, cf_image_t dstimage, void* dst,
+                                    void* const srclist[], size_t src_blksz, size_t src_offset,
+                                    size_t elem_size, size_t elem_count, int func, int func_arg,
+                                    int flags) {
+  return run(with_lists(reduce_call("cf_coll_reducem_nb", team, dstimage, dst, nullptr, src_blksz,
+                                    src_offset, elem_size, elem_count, func, func_arg, flags),
+                        nullptr, srclist),
+             false);
+}
+int cf_coll_reducem(cf_team_t team, cf_image_t dstimage, void* dst, void* const srclist[],
+                    size_t src_blksz, size_t src_offset, size_t elem_size, size_t elem_count,
+                    int func, int func_arg, int flags) {
+  return blocking_result(with_lists(reduce_call("cf_coll_reducem", team, dstimage, dst, nullptr,
+                                                src_blksz, src_offset, elem_size, elem_count, func,
+                                                func_arg, flags),
+                                    nullptr, srclist));
+}
+
+cf_coll_handle_t cf_coll_prefix_reduce_nb(cf_team_t team, void* dst, size_t dst_blksz,
+                                          size_t dst_offset, void* src, size_t src_blksz,
+                                          size_t src_offset, size_t elem_size, size_t elem_count,
+                                          int func, int func_arg, int flags) {
+  return run(prefix_call("cf_coll_prefix_reduce_nb", team, dst, dst_blksz, dst_offset, src,
+                         src_blksz, src_offset, elem_size, elem_count, func, func_arg, flags),
+             false);
+}
+int cf_coll_prefix_reduce(cf_team_t team, void* dst, size_t dst_blksz, size_t dst_offset,
+                          void* src, size_t src_blksz, size_t src_offset, size_t elem_size,
+                          size_t elem_count, int func, int func_arg, int flags) {
+  return blocking_result(prefix_call("cf_coll_prefix_reduce", team, dst, dst_blksz, dst_offset, src,
+                                     src_blksz, src_offset, elem_size, elem_count, func, func_arg,
+                                     flags));
+}
+cf_coll_handle_t cf_coll_prefix_reducem_nb(cf_team_t team, void* const dstlist[], size_t dst_blksz,
+                                           size_t dst_offset, void* const srclist[],
+                                           size_t src_blksz, size_t src_offset, size_t elem_size,
+                                           size_t elem_count, int func, int func_arg, int flags) {
+  return run(with_lists(prefix_call("cf_coll_prefix_reducem_nb", team, nullptr, dst_blksz, dst_offset,
+                                    nullptr, src_blksz, src_offset, elem_size, elem_count, func,
+                                    func_arg, flags),
+                        dstlist, srclist),
+             false);
+}
+int cf_coll_prefix_reducem(cf_team_t team, void* const dstlist[], size_t dst_blksz,
+                           size_t dst_offset, void* const srclist[], size_t src_blksz,
+                           size_t src_offset, size_t elem_size, size_t elem_count, int func,
+                           int func_arg, int flags) {
+  return blocking_result(with_lists(prefix_call("cf_coll_prefix_reducem", team, nullptr, dst_blksz,
+                                                dst_offset, nullptr, src_blksz, src_offset,
+                                                elem_size, elem_count, func, func_arg, flags),
+                                    dstlist, srclist));
+}
+
+}  // extern "C"
