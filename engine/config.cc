@@ -107,7 +107,7 @@ std::vector<std::vector<std::string>> Config::describe() const {
       {"CF_SEGMENT_BYTES", std::to_string(segment_bytes),
        "pipelined algorithms cut messages into segments of this size (0 = off)"},
       {"CF_ALLREDUCE_RING_BYTES", std::to_string(allreduce_ring_bytes),
-       "default allreduce: recursive doubling below this size, ring at or above"},
+       "default allreduce: recursive doubling below this size, reduce_bcast at or above"},
       {"CF_REDUCE_LARGE_BYTES", std::to_string(reduce_large_bytes),
        "reduce_vec, scan, reduce_scatter: latency algorithms below, bandwidth algorithms at or above"},
       {"CF_DATA_ALIGNMENT", std::to_string(data_alignment),

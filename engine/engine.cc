@@ -363,10 +363,12 @@ void Engine::run_chunked(const Instance& inst, const CompiledCar& car) {
 void Engine::reduce_incoming(void* ctx, void* dst, const void* incoming, size_t nbytes) {
   auto* cs = static_cast<CarState*>(ctx);
   const Instance& inst = *cs->instance;
-  if (inst.schedule->cars()[cs->index].incoming_left) {
-    inst.op.apply(dst, incoming, dst, nbytes);
+  const CompiledCar& car = inst.schedule->cars()[cs->index];
+  const void* local = car.src.space == BufferSpace::None ? dst : inst.resolve(car.src);
+  if (car.incoming_left) {
+    inst.op.apply(dst, incoming, local, nbytes);
   } else {
-    inst.op.apply(dst, dst, incoming, nbytes);
+    inst.op.apply(dst, local, incoming, nbytes);
   }
 }
 

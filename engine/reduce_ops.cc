@@ -3,17 +3,32 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 namespace carflow {
 namespace {
+
+// Integer sums and products wrap modulo 2^bits, as the hardware does,
+// instead of being undefined on signed overflow: computed in the unsigned
+// type of the same width (promoted past int for the narrow ones).
+template <typename T, bool = std::is_integral_v<T>>
+struct WideOf {
+  using type = T;
+};
+template <typename T>
+struct WideOf<T, true> {
+  using type = std::make_unsigned_t<decltype(std::declval<T>() + 0u)>;
+};
+template <typename T>
+using Wide = typename WideOf<T>::type;
 
 // One built-in operator as an element type E and a combine f(left, right).
 template <typename T, int kOp>
 struct Scalar {
   using E = T;
   static E f(E a, E b) {
-    if constexpr (kOp == kOpSum) return static_cast<T>(a + b);
-    if constexpr (kOp == kOpProd) return static_cast<T>(a * b);
+    if constexpr (kOp == kOpSum) return static_cast<T>(static_cast<Wide<T>>(a) + static_cast<Wide<T>>(b));
+    if constexpr (kOp == kOpProd) return static_cast<T>(static_cast<Wide<T>>(a) * static_cast<Wide<T>>(b));
     if constexpr (kOp == kOpMin) return std::min(a, b);
     if constexpr (kOp == kOpMax) return std::max(a, b);
     if constexpr (kOp == kOpBand) return static_cast<T>(a & b);
@@ -36,9 +51,23 @@ struct Loc {
   }
 };
 
-// Whole-block loops with the combine inlined (vectorizable for Scalar):
-// no per-element call. Reads come before the write of each element, so dst
-// may alias left or right.
+// Whole-block loops with the combine inlined: no per-element call, and
+// restrict-qualified pointers per aliasing case (dst is the left operand,
+// the right one, or neither: buffers are identical or disjoint), so the
+// compiler vectorizes them (this file is built with -O3, engine/BUILD).
+template <class Op, typename E>
+void combine_disjoint(E* __restrict d, const E* __restrict l, const E* __restrict r, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = Op::f(l[i], r[i]);
+}
+template <class Op, typename E>
+void combine_into_left(E* __restrict d, const E* __restrict r, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = Op::f(d[i], r[i]);
+}
+template <class Op, typename E>
+void combine_into_right(E* __restrict d, const E* __restrict l, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = Op::f(l[i], d[i]);
+}
+
 template <class Op>
 void elementwise(const ReduceOp&, void* dst, const void* left, const void* right, size_t nbytes) {
   using E = typename Op::E;
@@ -46,7 +75,15 @@ void elementwise(const ReduceOp&, void* dst, const void* left, const void* right
   E* d = static_cast<E*>(dst);
   const E* l = static_cast<const E*>(left);
   const E* r = static_cast<const E*>(right);
-  for (size_t i = 0; i < n; ++i) d[i] = Op::f(l[i], r[i]);
+  if (d == l && d == r) {
+    for (size_t i = 0; i < n; ++i) d[i] = Op::f(d[i], d[i]);
+  } else if (d == l) {
+    combine_into_left<Op>(d, r, n);
+  } else if (d == r) {
+    combine_into_right<Op>(d, l, n);
+  } else {
+    combine_disjoint<Op>(d, l, r, n);
+  }
 }
 
 // Left to right, always: the fixed order that makes results bit-identical

@@ -35,11 +35,13 @@ const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint
     case CollKind::Barrier:
       return oversubscribed ? get(kind, "kary") : get(kind, "dissemination");
     case CollKind::Allreduce:
-      // Ring needs commutativity and at least one element per image.
-      return nbytes >= config_.allreduce_ring_bytes && commutative &&
-                     nbytes >= uint64_t{images} * elem_size
-                 ? get(kind, "ring")
-                 : get(kind, "recursive_doubling");
+      // Measured (README, Performance): binomial reduce + pipelined binomial
+      // broadcast beats ring and Rabenseifner on this class of machine for
+      // large vectors, and every algorithm when images share cores
+      // (2(P-1) messages); recursive doubling wins small vectors otherwise.
+      // Both keep operand order.
+      return nbytes >= config_.allreduce_ring_bytes || oversubscribed ? get(kind, "reduce_bcast")
+                                                                      : get(kind, "recursive_doubling");
     case CollKind::Scatter:
     case CollKind::Gather:
       return nbytes < config_.rooted_tree_bytes ? get(kind, "binomial") : get(kind, "flat");
@@ -51,12 +53,14 @@ const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint
     case CollKind::Permute:
       return get(kind, "direct");
     case CollKind::ReduceVec:
-      return order_safe(nbytes >= config_.reduce_large_bytes && nbytes >= uint64_t{images} * elem_size
-                            ? get(kind, "rabenseifner")
-                            : get(kind, "binomial"),
-                        commutative, "binomial");
+      // Measured: the two-sided binomial tree (P-1 messages per segment,
+      // pipelined) beats Rabenseifner up to 1 MiB on 8 images here.
+      return get(kind, "binomial");
     case CollKind::Scan:
-      return nbytes >= config_.reduce_large_bytes ? get(kind, "linear") : get(kind, "dissemination");
+      // The chain sends P-1 messages: best when images share cores, and for
+      // large vectors (pipelined); dissemination's log P rounds otherwise.
+      return nbytes >= config_.reduce_large_bytes || oversubscribed ? get(kind, "linear")
+                                                                    : get(kind, "dissemination");
     case CollKind::ReduceScatter:
       // nbytes is one block: the whole vector is P blocks.
       return order_safe(nbytes * images >= config_.reduce_large_bytes ? get(kind, "ring")

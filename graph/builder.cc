@@ -36,9 +36,10 @@ CarId DagBuilder::recv(uint32_t peer, uint32_t tag, BufferRef dst, Deps deps) {
 }
 
 CarId DagBuilder::recv_reduce(uint32_t peer, uint32_t tag, BufferRef dst, bool incoming_left,
-                              Deps deps) {
+                              Deps deps, BufferRef local) {
   Car car;
   car.kind = CarKind::RecvReduce;
+  car.src = local;
   car.peer = peer;
   car.tag = tag;
   car.dst = dst;

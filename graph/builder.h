@@ -34,8 +34,9 @@ class DagBuilder {
 
   CarId send(uint32_t peer, uint32_t tag, BufferRef src, Deps deps = {});
   CarId recv(uint32_t peer, uint32_t tag, BufferRef dst, Deps deps = {});
+  // `local`: the local operand (no_buffer() = dst's own contents).
   CarId recv_reduce(uint32_t peer, uint32_t tag, BufferRef dst, bool incoming_left,
-                    Deps deps = {});
+                    Deps deps = {}, BufferRef local = no_buffer());
   CarId reduce(BufferRef dst, BufferRef left, BufferRef right, Deps deps = {});
   // Fold / Prefix REDUCEs (ReduceShape): `carry` is no_buffer() or one
   // element per chunk; chunk_elems 0 = src is one chunk.

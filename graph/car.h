@@ -21,7 +21,8 @@ inline constexpr CarId kNoCar = UINT32_MAX;
 enum class CarKind : uint8_t {
   Send,        // send `src` to `peer` under `tag`
   Recv,        // receive from `peer` under `tag` into `dst`
-  RecvReduce,  // receive from `peer` and combine into `dst` with the op
+  RecvReduce,  // receive from `peer` and combine with the op into `dst`: dst = dst op
+               // incoming, or with `src` set, dst = src op incoming (saves a copy)
   Reduce,      // dst = src op src2 (src is the left operand); see ReduceShape
   Copy,        // dst = src
   Join,        // no data; completes when its predecessors have
@@ -69,10 +70,11 @@ struct Car {
   CarKind kind = CarKind::Join;
   uint32_t peer = 0;        // team rank of the other side (SEND/RECV/RECV_REDUCE)
   uint32_t tag = 0;         // edge tag: unique per (sender, receiver) pair in one DAG
-  BufferRef src;            // SEND data, COPY source, REDUCE left operand
+  BufferRef src;            // SEND data, COPY source, REDUCE left operand,
+                            // RECV_REDUCE local operand (none = dst itself)
   BufferRef src2;           // REDUCE right operand
   BufferRef dst;            // RECV/RECV_REDUCE/COPY/REDUCE destination
-  bool incoming_left = false;  // RECV_REDUCE: dst = incoming op dst (else dst op incoming)
+  bool incoming_left = false;  // RECV_REDUCE: incoming is the left operand (else the right)
   ReduceShape shape = ReduceShape::Elementwise;  // REDUCE only
   uint64_t first_elems = 0;   // Fold / Prefix chunking (ReduceShape)
   uint64_t chunk_elems = 0;

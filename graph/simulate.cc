@@ -164,8 +164,9 @@ class Simulator {
           std::memmove(to, from, n);
         } else {
           std::vector<uint8_t> incoming(from, from + n);
-          if (!(r.incoming_left ? combine(to, incoming.data(), to, n, error)
-                                : combine(to, to, incoming.data(), n, error))) {
+          const uint8_t* local = r.src.space == BufferSpace::None ? to : at(w.b.image, r.src);
+          if (!(r.incoming_left ? combine(to, incoming.data(), local, n, error)
+                                : combine(to, local, incoming.data(), n, error))) {
             return false;
           }
         }

@@ -134,8 +134,8 @@ struct BufferUse {
 BufferUse buffer_use(CarKind kind) {
   switch (kind) {
     case CarKind::Send: return {true, false, false};
-    case CarKind::Recv:
-    case CarKind::RecvReduce: return {false, false, true};
+    case CarKind::Recv: return {false, false, true};
+    case CarKind::RecvReduce: return {true, false, true};  // src optional: the local operand
     case CarKind::Reduce: return {true, true, true};
     case CarKind::Copy: return {true, false, true};
     case CarKind::Join: break;
@@ -224,7 +224,9 @@ std::string buffers_problem(const LocalDag& dag, const Car& car, uint64_t es) {
   }
   const bool reduce_mismatch = car.kind == CarKind::Reduce &&
                                (car.src.length != car.dst.length || car.src2.length != car.dst.length);
-  const bool copy_mismatch = car.kind == CarKind::Copy && car.src.length != car.dst.length;
+  const bool copy_mismatch = (car.kind == CarKind::Copy ||
+                              (car.kind == CarKind::RecvReduce && car.src.space != BufferSpace::None)) &&
+                             car.src.length != car.dst.length;
   if (reduce_mismatch || copy_mismatch) {
     std::string lengths = "dst " + std::to_string(car.dst.length) + ", src " + std::to_string(car.src.length);
     if (car.kind == CarKind::Reduce) lengths += ", src2 " + std::to_string(car.src2.length);

@@ -124,6 +124,14 @@ TEST_CASE("a SEND with a dst and a receive with a src are rejected") {
   CHECK(global_error(dag) == "image 0 car 1 (RECV): src must be none for RECV (found user_src)");
 }
 
+TEST_CASE("a RECV_REDUCE's local operand (src) must match its destination's length") {
+  GlobalDag dag = test_dags::three_image_mix();
+  car_of(dag, 1, 1).src = user_src(0, 16);  // same length: dst = incoming op src
+  CHECK(global_error(dag) == "");
+  car_of(dag, 1, 1).src = user_src(0, 8);
+  CHECK(global_error(dag) == "image 1 car 1 (RECV_REDUCE): operand lengths differ (dst 16, src 8)");
+}
+
 TEST_CASE("REDUCE operands of unequal lengths are rejected") {
   GlobalDag dag = test_dags::three_image_mix();
   car_of(dag, 0, 2).src2 = temp(0, 0, 8);

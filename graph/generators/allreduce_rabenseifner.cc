@@ -62,16 +62,14 @@ LocalDag rabenseifner_allreduce(const CollectiveSpec& spec, uint32_t image) {
   const Halves h = halves(split_blocks(n, pof2, spec.elem_size), newrank, rounds);
 
   // `writer`: the last CAR that wrote the range this image holds in dst.
-  CarId writer;
+  CarId writer = kNoCar;
   if (folded) {
-    const CarId init = b.copy(user_dst(0, n), user_src(0, n));
-    writer = b.recv_reduce(image - 1, kFoldTag, user_dst(0, n), true, {after_buffer(init)});
-  } else {
-    // Only the half kept in round 0 needs my own data in dst; round 0 sends
-    // the other half straight from the source.
-    const Segment mine = rounds ? h.keep[0] : Segment{0, n};
-    writer = b.copy(dst_at(mine), src_at(mine));
+    writer = b.recv_reduce(image - 1, kFoldTag, user_dst(0, n), true, {}, user_src(0, n));
+  } else if (rounds == 0) {
+    writer = b.copy(dst_at({0, n}), src_at({0, n}));
   }
+  // Otherwise round 0 sends the given half straight from the source and
+  // combines the kept half of the source with the partner's into dst.
 
   const std::vector<CarId> rs_send = halving_rounds(b, h, newrank, !folded, dst_at, real, &writer);
 

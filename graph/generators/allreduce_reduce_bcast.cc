@@ -38,11 +38,12 @@ LocalDag reduce_bcast_allreduce(const CollectiveSpec& spec, uint32_t image) {
     const BufferRef own = user_src(segments[s].offset, segments[s].length);
     // Reduce: the segment's partial of my subtree.
     CarId partial = kNoCar;
-    if (!node.children.empty() || !node.has_parent) {
-      partial = b.copy(mine, own);
-      for (auto child = node.children.rbegin(); child != node.children.rend(); ++child) {
-        partial = b.recv_reduce(*child, s, mine, false, {after_buffer(partial)});
-      }
+    if (node.children.empty() && !node.has_parent) partial = b.copy(mine, own);  // P == 1
+    // The first child's data combines with my own straight into dst (a
+    // RECV_REDUCE with a local operand), later ones into dst.
+    for (auto child = node.children.rbegin(); child != node.children.rend(); ++child) {
+      partial = partial == kNoCar ? b.recv_reduce(*child, s, mine, false, {}, own)
+                                  : b.recv_reduce(*child, s, mine, false, {after_buffer(partial)});
     }
     // Broadcast: the result arrives from my parent over what I sent up.
     CarId result = partial;

@@ -56,7 +56,10 @@ inline Halves halves(const std::vector<Segment>& blocks, uint32_t newrank, uint3
 // the partial's buffer: the destination, or a temp). Round k uses tag 1 + k
 // (tag 0 is the caller's fold). real(newrank) is the team rank. *writer: the
 // last CAR that wrote the range held (updated); round 0 sends from the
-// source unless the fold already put the data in the work buffer. Returns
+// source unless the fold already put the data in the work buffer, and with
+// *writer == kNoCar (nothing copied into the work buffer yet) it combines
+// the incoming half with the source's kept half straight into the work
+// buffer (RECV_REDUCE with a local operand: no copy first). Returns
 // the rounds' SENDs, which the second phase must follow before it
 // overwrites the bytes they read.
 template <typename Work, typename Real>
@@ -70,8 +73,13 @@ std::vector<CarId> halving_rounds(DagBuilder& b, const Halves& h, uint32_t newra
     sends.push_back(k == 0 && first_from_src
                         ? b.send(partner, 1 + k, user_src(give.offset, give.length))
                         : b.send(partner, 1 + k, work(give), {after_buffer(*writer)}));
-    *writer = b.recv_reduce(partner, 1 + k, work(h.keep[k]), partner_new < newrank,
-                            {after_buffer(*writer)});
+    const Segment& keep = h.keep[k];
+    if (*writer == kNoCar) {
+      *writer = b.recv_reduce(partner, 1 + k, work(keep), partner_new < newrank, {},
+                              user_src(keep.offset, keep.length));
+    } else {
+      *writer = b.recv_reduce(partner, 1 + k, work(keep), partner_new < newrank, {after_buffer(*writer)});
+    }
   }
   return sends;
 }

@@ -91,9 +91,12 @@ LocalDag binomial_reduce_vec(const CollectiveSpec& spec, uint32_t image) {
       continue;
     }
     const BufferRef acc = is_root ? user_dst(seg.offset, seg.length) : temp(slot, seg.offset, seg.length);
-    CarId partial = b.copy(acc, own);
+    // The first child's data combines with my own straight into acc.
+    CarId partial = node.children.empty() ? b.copy(acc, own) : kNoCar;
     for (const OrderedChild& child : node.children) {
-      partial = b.recv_reduce(child.rank, s, acc, child.left, {after_buffer(partial)});
+      partial = partial == kNoCar
+                    ? b.recv_reduce(child.rank, s, acc, child.left, {}, own)
+                    : b.recv_reduce(child.rank, s, acc, child.left, {after_buffer(partial)});
     }
     if (node.has_parent) b.send(node.parent, s, acc, {after_buffer(partial)});
   }
@@ -155,14 +158,13 @@ LocalDag rabenseifner_reduce_vec(const CollectiveSpec& spec, uint32_t image) {
   auto work = [&](const Segment& s) {
     return is_root ? user_dst(s.offset, s.length) : temp(slot, s.offset - window.offset, s.length);
   };
-  CarId writer;  // the last CAR that wrote the range this image holds
+  CarId writer = kNoCar;  // the last CAR that wrote the range this image holds
   if (folded) {
     const uint32_t other = image ^ 1u;
-    const CarId init = b.copy(work({0, n}), user_src(0, n));
-    writer = b.recv_reduce(other, kFoldTag, work({0, n}), other < image, {after_buffer(init)});
-  } else {
+    writer = b.recv_reduce(other, kFoldTag, work({0, n}), other < image, {}, user_src(0, n));
+  } else if (rounds == 0) {
     writer = b.copy(work(window), user_src(window.offset, window.length));
-  }
+  }  // else round 0 combines the source's kept half into the work buffer
   const std::vector<CarId> sends = halving_rounds(b, h, newrank, !folded, work, real, &writer);
   gather_rounds(b, h, newrank, root_new, !folded, work, real, sends, writer);
   return b.finish();
@@ -180,10 +182,16 @@ LocalDag flat_reduce_vec(const CollectiveSpec& spec, uint32_t image) {
     return b.finish();
   }
   // x_(r-d) .. x_(r+d) accumulates outward from the root's own vector.
-  CarId acc = b.copy(user_dst(0, n), user_src(0, n));
+  // The first contribution combines with the root's own vector straight
+  // into dst (RECV_REDUCE with a local operand), the rest into dst.
+  CarId acc = P == 1 ? b.copy(user_dst(0, n), user_src(0, n)) : kNoCar;
+  auto combine = [&](uint32_t from, bool left) {
+    acc = acc == kNoCar ? b.recv_reduce(from, 0, user_dst(0, n), left, {}, user_src(0, n))
+                        : b.recv_reduce(from, 0, user_dst(0, n), left, {after_buffer(acc)});
+  };
   for (uint32_t d = 1; d < P; ++d) {
-    if (d < P - root) acc = b.recv_reduce(root + d, 0, user_dst(0, n), false, {after_buffer(acc)});
-    if (d <= root) acc = b.recv_reduce(root - d, 0, user_dst(0, n), true, {after_buffer(acc)});
+    if (d < P - root) combine(root + d, false);
+    if (d <= root) combine(root - d, true);
   }
   return b.finish();
 }
