@@ -18,10 +18,17 @@ int succeed(int status = CF_OK);
 int last_status();
 // The calling thread's image, or nullptr after reporting why not.
 ImageContext* current_image(const char* function);
+// The calling image's view of `team`, or nullptr when `team` is not a live
+// team of this image (freed, CF_TEAM_NULL, never made, another image's).
+Team* find_team(ImageContext& img, cf_team_t team);
+// The calling image's entry of an m form's list: lists are indexed by team
+// rank (nullptr for a NULL list or an invalid team, which the call's checks
+// then report).
+void* list_entry(void* const list[], cf_team_t team);
 // Team, flag groups, AGGREGATE and the LOCAL / SINGLE / ALL_THREADS rules
-// (multi_address: the rules of the m forms).
-bool check_common(const ImageContext& img, cf_team_t team, int flags, bool blocking,
-                  std::string* error, bool multi_address = false);
+// (multi_address: the rules of the m forms). *team_out: the team.
+bool check_common(ImageContext& img, cf_team_t team, int flags, bool blocking, std::string* error,
+                  bool multi_address = false, Team** team_out = nullptr);
 // True when [a, a+n) and [b, b+m) share a byte.
 inline bool ranges_overlap(const void* a, size_t n, const void* b, size_t m) {
   const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);

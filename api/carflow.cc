@@ -61,12 +61,30 @@ constexpr int kInFlags = CF_COLL_IN_NOSYNC | CF_COLL_IN_MYSYNC | CF_COLL_IN_ALLS
 constexpr int kOutFlags = CF_COLL_OUT_NOSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_OUT_ALLSYNC;
 constexpr int kAddrFlags = CF_COLL_SINGLE | CF_COLL_LOCAL;
 
-bool check_common(const ImageContext& img, cf_team_t team, int flags, bool blocking,
-                  std::string* error, bool multi_address) {
-  if (team != CF_TEAM_ALL) {
-    *error = "team: only CF_TEAM_ALL exists in this release";
+Team* find_team(ImageContext& img, cf_team_t team) {
+  if (team == CF_TEAM_ALL) return &img.all;
+  for (const auto& t : img.teams) {
+    if (reinterpret_cast<cf_team_t>(t.get()) == team) return t.get();
+  }
+  return nullptr;
+}
+
+void* list_entry(void* const list[], cf_team_t team) {
+  if (list == nullptr || t_image == nullptr) return nullptr;
+  const Team* t = find_team(*t_image, team);
+  return t == nullptr ? nullptr : list[t->rank];
+}
+
+bool check_common(ImageContext& img, cf_team_t team, int flags, bool blocking, std::string* error,
+                  bool multi_address, Team** team_out) {
+  Team* t = find_team(img, team);
+  if (t == nullptr) {
+    *error = team == CF_TEAM_NULL ? "team: CF_TEAM_NULL (this image joined no team in that split)"
+                                  : "team: not a live team of this image (freed, never made by "
+                                    "cf_team_split, or another image's handle)";
     return false;
   }
+  if (team_out != nullptr) *team_out = t;
   if ((flags & ~kKnownFlags) != 0) {
     *error = "flags: unknown bits 0x" + [&] {
       char buf[16];
@@ -272,9 +290,11 @@ cf_coll_handle_t cf_coll_barrier_nb(cf_team_t team, int flags) {
   ImageContext* img = current_image("cf_coll_barrier_nb");
   if (img == nullptr) return CF_COLL_INVALID_HANDLE;
   std::string error;
-  if (!check_common(*img, team, flags, false, &error)) return fail(CF_ERR_BAD_ARG, error), 0;
+  carflow::Team* t = nullptr;
+  if (!check_common(*img, team, flags, false, &error, false, &t)) return fail(CF_ERR_BAD_ARG, error), 0;
   CollectiveCall call;
   call.kind = CollKind::Barrier;
+  call.team = t;
   call.algorithm = img->algorithm[CF_KIND_BARRIER];
   set_sync_modes(&call, flags);
   return start(*img, call);

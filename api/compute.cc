@@ -72,11 +72,13 @@ cf_coll_handle_t start_computation(const Computation& c) {
     return fail(CF_ERR_BAD_ARG, "flags: CF_COLL_EXCLUSIVE applies to cf_coll_scan only"),
            CF_COLL_INVALID_HANDLE;
   }
-  if (!check_common(*img, c.team, c.flags & ~CF_COLL_EXCLUSIVE, c.blocking, &error, c.multi_address)) {
+  carflow::Team* team = nullptr;
+  if (!check_common(*img, c.team, c.flags & ~CF_COLL_EXCLUSIVE, c.blocking, &error, c.multi_address,
+                    &team)) {
     return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
   }
-  const uint32_t P = img->engine->images();
-  const uint32_t me = img->image;
+  const uint32_t P = team->size();
+  const uint32_t me = team->rank;
   if (c.rooted && c.root >= P) {
     return fail(CF_ERR_BAD_ARG, "dstimage: " + str(c.root) + " is not a rank of the team (size " +
                                     str(P) + ")"),
@@ -165,6 +167,7 @@ cf_coll_handle_t start_computation(const Computation& c) {
   call.dst_blksz = c.dst_blksz;
   call.dst_offset = c.dst_offset;
   call.algorithm = img->algorithm[static_cast<int>(c.kind)];
+  call.team = team;
   set_sync_modes(&call, c.flags);
   return start(*img, call);
 }
@@ -176,12 +179,6 @@ Computation vector_call(const char* function, CollKind kind, cf_team_t team, voi
   c.dst = dst, c.src = src, c.elem_size = elem_size, c.elem_count = elem_count;
   c.func = func, c.func_arg = func_arg;
   return c;
-}
-
-// The calling image's entry of an m form's list; a NULL list is reported
-// as the list itself.
-const void* list_entry(void* const list[]) {
-  return list != nullptr && t_image != nullptr ? list[t_image->image] : nullptr;
 }
 
 cf_coll_handle_t run(Computation c, bool blocking) {
@@ -289,8 +286,8 @@ Computation prefix_call(const char* function, cf_team_t team, void* dst, size_t 
 }
 Computation with_lists(Computation c, void* const dstlist[], void* const srclist[]) {
   c.multi_address = true;
-  if (dstlist != nullptr || c.kind == CollKind::PrefixReduce) c.dst = const_cast<void*>(list_entry(dstlist));
-  c.src = list_entry(srclist);
+  if (dstlist != nullptr || c.kind == CollKind::PrefixReduce) c.dst = list_entry(dstlist, c.team);
+  c.src = list_entry(srclist, c.team);
   return c;
 }
 }  // namespace

@@ -81,11 +81,12 @@ cf_coll_handle_t start_movement(Movement m) {
   ImageContext* img = current_image(m.function);
   if (img == nullptr) return CF_COLL_INVALID_HANDLE;
   std::string error;
-  if (!check_common(*img, m.team, m.flags, m.blocking, &error, m.multi_address)) {
+  carflow::Team* team = nullptr;
+  if (!check_common(*img, m.team, m.flags, m.blocking, &error, m.multi_address, &team)) {
     return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
   }
-  const uint32_t P = img->engine->images();
-  const uint32_t me = img->image;
+  const uint32_t P = team->size();
+  const uint32_t me = team->rank;
   if (m.rooted && m.root >= P) {
     return fail(CF_ERR_BAD_ARG, std::string(m.root_name) + ": " + str(m.root) +
                                     " is not a rank of the team (size " + str(P) + ")"),
@@ -141,14 +142,15 @@ cf_coll_handle_t start_movement(Movement m) {
   call.displs = std::move(spec.displs);
   call.perm = std::move(spec.perm);
   call.algorithm = img->algorithm[static_cast<int>(m.kind)];
+  call.team = team;
   set_sync_modes(&call, m.flags);
   return start(*img, call);
 }
 
-// The calling image's entry of an m form's list (checked before use).
-void* entry(void* const list[], bool* ok) {
-  *ok = list != nullptr && t_image != nullptr;
-  return *ok ? list[t_image->image] : nullptr;
+// The calling image's entry of an m form's list; *ok: the list is not NULL.
+void* entry(void* const list[], cf_team_t team, bool* ok) {
+  *ok = list != nullptr;
+  return list_entry(list, team);
 }
 
 cf_coll_handle_t list_missing(const char* function, const char* list) {
@@ -246,7 +248,7 @@ cf_coll_handle_t cf_coll_exchangev_nb(cf_team_t team, void* dst, void* src, cons
 cf_coll_handle_t cf_coll_broadcastm_nb(cf_team_t team, void* const dstlist[], cf_image_t srcimage,
                                        void* src, size_t nbytes, int flags) {
   bool ok;
-  void* dst = entry(dstlist, &ok);
+  void* dst = entry(dstlist, team, &ok);
   if (!ok) return list_missing("cf_coll_broadcastm_nb", "dstlist");
   Movement m{"cf_coll_broadcastm_nb", CollKind::Broadcast, team, flags};
   m.multi_address = true, m.rooted = true, m.root_name = "srcimage", m.root = srcimage;
@@ -257,7 +259,7 @@ cf_coll_handle_t cf_coll_broadcastm_nb(cf_team_t team, void* const dstlist[], cf
 cf_coll_handle_t cf_coll_scatterm_nb(cf_team_t team, void* const dstlist[], cf_image_t srcimage,
                                      void* src, size_t nbytes, int flags) {
   bool ok;
-  void* dst = entry(dstlist, &ok);
+  void* dst = entry(dstlist, team, &ok);
   if (!ok) return list_missing("cf_coll_scatterm_nb", "dstlist");
   Movement m{"cf_coll_scatterm_nb", CollKind::Scatter, team, flags};
   m.multi_address = true, m.rooted = true, m.root_name = "srcimage", m.root = srcimage;
@@ -268,7 +270,7 @@ cf_coll_handle_t cf_coll_scatterm_nb(cf_team_t team, void* const dstlist[], cf_i
 cf_coll_handle_t cf_coll_gatherm_nb(cf_team_t team, cf_image_t dstimage, void* dst,
                                     void* const srclist[], size_t nbytes, int flags) {
   bool ok;
-  void* src = entry(srclist, &ok);
+  void* src = entry(srclist, team, &ok);
   if (!ok) return list_missing("cf_coll_gatherm_nb", "srclist");
   Movement m{"cf_coll_gatherm_nb", CollKind::Gather, team, flags};
   m.multi_address = true, m.rooted = true, m.root_name = "dstimage", m.root = dstimage;
@@ -279,8 +281,8 @@ cf_coll_handle_t cf_coll_gatherm_nb(cf_team_t team, cf_image_t dstimage, void* d
 cf_coll_handle_t cf_coll_gather_allm_nb(cf_team_t team, void* const dstlist[],
                                         void* const srclist[], size_t nbytes, int flags) {
   bool ok_dst, ok_src;
-  void* dst = entry(dstlist, &ok_dst);
-  void* src = entry(srclist, &ok_src);
+  void* dst = entry(dstlist, team, &ok_dst);
+  void* src = entry(srclist, team, &ok_src);
   if (!ok_dst) return list_missing("cf_coll_gather_allm_nb", "dstlist");
   if (!ok_src) return list_missing("cf_coll_gather_allm_nb", "srclist");
   Movement m{"cf_coll_gather_allm_nb", CollKind::GatherAll, team, flags};
@@ -291,8 +293,8 @@ cf_coll_handle_t cf_coll_gather_allm_nb(cf_team_t team, void* const dstlist[],
 cf_coll_handle_t cf_coll_exchangem_nb(cf_team_t team, void* const dstlist[],
                                       void* const srclist[], size_t nbytes, int flags) {
   bool ok_dst, ok_src;
-  void* dst = entry(dstlist, &ok_dst);
-  void* src = entry(srclist, &ok_src);
+  void* dst = entry(dstlist, team, &ok_dst);
+  void* src = entry(srclist, team, &ok_src);
   if (!ok_dst) return list_missing("cf_coll_exchangem_nb", "dstlist");
   if (!ok_src) return list_missing("cf_coll_exchangem_nb", "srclist");
   Movement m{"cf_coll_exchangem_nb", CollKind::Exchange, team, flags};

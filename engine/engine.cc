@@ -38,7 +38,8 @@ uint64_t make_handle(uint32_t generation, uint32_t image, uint32_t slot) {
 size_t ScheduleKeyHash::operator()(const ScheduleKey& k) const {
   uint64_t h = reinterpret_cast<uintptr_t>(k.generator);
   auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001B3ull; };
-  for (uint64_t v : {uint64_t(k.kind), uint64_t(k.images), uint64_t(k.root), uint64_t(k.elem_size),
+  for (uint64_t v : {uint64_t(k.kind), uint64_t(k.images), uint64_t(k.rank), uint64_t(k.root),
+                     uint64_t(k.elem_size),
                      k.nbytes, k.segment_bytes, uint64_t(k.in_allsync) * 2 + k.out_allsync,
                      uint64_t(k.radix), uint64_t(k.window), uint64_t(k.logp_L), uint64_t(k.logp_o),
                      uint64_t(k.logp_g), uint64_t(k.exclusive) * 2 + k.in_place, k.src_blksz,
@@ -54,6 +55,9 @@ size_t ScheduleKeyHash::operator()(const ScheduleKey& k) const {
 ImageContext::ImageContext(Engine* engine_in, uint32_t image_in, uint32_t images)
     : engine(engine_in), image(image_in) {
   for (uint32_t i = 0; i < images; ++i) vcs.push_back(std::make_unique<Vc>());
+  all.members.resize(images);
+  for (uint32_t i = 0; i < images; ++i) all.members[i] = i;
+  all.rank = image_in;
 }
 
 Engine::Engine(uint32_t images, const Config& config)
@@ -100,7 +104,8 @@ bool Engine::choose_algorithm(const CollectiveCall& call, const GeneratorInfo** 
     // The v forms are chosen by their largest block.
     uint64_t nbytes = call.nbytes;
     for (uint64_t c : call.counts) nbytes = std::max(nbytes, c);
-    gen = selection_.choose(call.kind, images_, nbytes, call.elem_size, call.op.commutative);
+    const uint32_t P = call.team != nullptr ? call.team->size() : images_;
+    gen = selection_.choose(call.kind, P, nbytes, call.elem_size, call.op.commutative);
   }
   if (is_computational(call.kind) && !call.op.commutative && !gen->preserves_order) {
     *error = "func: a CF_COLL_NONCOMM function needs an order-preserving algorithm; '" +
@@ -113,11 +118,13 @@ bool Engine::choose_algorithm(const CollectiveCall& call, const GeneratorInfo** 
 
 Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
                                const GeneratorInfo* gen, std::string* error) {
+  const Team& team = team_of(img, call);
   const uint64_t segment = gen->segmented ? config_.segment_bytes : 0;
   const bool logp = (gen->params & kUsesLogp) != 0;
   ScheduleKey key{call.kind,
                   gen,
-                  images_,
+                  team.size(),
+                  team.rank,
                   call.root,
                   call.elem_size,
                   call.nbytes,
@@ -148,7 +155,7 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   CollectiveSpec spec;
   spec.kind = call.kind;
   spec.algorithm = gen->name;
-  spec.images = images_;
+  spec.images = team.size();
   spec.root = call.root;
   spec.nbytes = call.nbytes;
   spec.elem_size = call.elem_size;
@@ -168,10 +175,10 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   spec.logp_o = key.logp_o;
   spec.logp_g = key.logp_g;
   if (!check_layout(spec, error)) return nullptr;
-  LocalDag dag = generate_local(*gen, spec, img.image);
+  LocalDag dag = generate_local(*gen, spec, team.rank);
   if (call.in_place) dag = apply_in_place(std::move(dag));
   img.generator_runs.fetch_add(1, std::memory_order_relaxed);
-  if (!validate_local(dag, images_, error, spec.elem_size)) {
+  if (!validate_local(dag, team.size(), error, spec.elem_size)) {
     *error = "generator '" + gen->name + "' produced an invalid DAG: " + *error;
     return nullptr;
   }
@@ -189,16 +196,20 @@ int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handl
   if (!choose_algorithm(call, &gen, error)) return kErrBadArg;
   Schedule* schedule = schedule_for(img, call, gen, error);
   if (schedule == nullptr) return kErrBadArg;
-  *handle = start_schedule(img, schedule, call.src, call.dst, call.op);
+  *handle = start_schedule(img, schedule, call.src, call.dst, call.op, call.team);
   return kOk;
 }
 
 uint64_t Engine::start_schedule(ImageContext& img, Schedule* schedule, void* src, void* dst,
-                                const ReduceOp& op) {
+                                const ReduceOp& op, Team* team_in) {
+  Team& team = team_in != nullptr ? *team_in : img.all;
   Instance* inst = schedule->acquire();
   inst->image = &img;
-  inst->team = 0;
-  inst->seq = img.next_seq++;
+  inst->team = team.id;
+  inst->team_obj = &team;
+  inst->members = team.members.data();
+  inst->seq = team.next_seq++;
+  ++team.outstanding;
   inst->src = static_cast<char*>(src);
   inst->dst = static_cast<char*>(dst);
   inst->op = op;
@@ -234,7 +245,7 @@ void Engine::make_ready(CarState* cs) {
     // SENDs of one VC go out in order, one thread at a time (the VC's send
     // queue). Receives need no such queue: posting one is a single insert
     // into the VC's posted-receive queue in the transport.
-    ImageContext::Vc& vc = *inst.image->vcs[car.peer];
+    ImageContext::Vc& vc = *inst.image->vcs[inst.members[car.peer]];
     if (vc.ready.try_claim()) {  // idle VC: no queueing at all
       work.claimed.emplace_back(&vc, cs);
     } else {
@@ -320,7 +331,7 @@ void Engine::execute(CarState* cs) {
   }
   MsgOp& op = cs->op;
   op.self = inst.image->image;
-  op.peer = car.peer;  // CF_TEAM_ALL: team rank == image
+  op.peer = inst.members[car.peer];  // team rank -> image
   op.key = MsgKey{inst.team, inst.seq, car.tag};
   op.on_complete = &Engine::on_message_complete;
   op.matched = nullptr;
@@ -466,6 +477,7 @@ int Engine::release(ImageContext& img, uint32_t slot) {
   img.handle_slots[slot] = nullptr;
   ++img.handle_generation[slot];
   img.free_slots.push_back(slot);
+  --inst->team_obj->outstanding;
   inst->schedule->release(inst);
   return status;
 }
@@ -511,7 +523,7 @@ bool Engine::dump_json(ImageContext& img, uint64_t handle, const std::string& pa
   GlobalDag global;
   global.spec = spec;
   for (uint32_t i = 0; i < spec.images; ++i) {
-    global.images.push_back(i == img.image ? inst->schedule->dag()
+    global.images.push_back(i == inst->team_obj->rank ? inst->schedule->dag()
                                            : generate_local(*gen, spec, i));
   }
   return save_dag_file(global, path, error);

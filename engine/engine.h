@@ -40,12 +40,28 @@ namespace carflow {
 
 class Engine;
 
+// A team as one image sees it (seed v1.7, "Teams"): the member list (team
+// rank -> image), the same on every member; this image's rank; the id every
+// member computes alike, which tags the team's messages on the wire; and the
+// image's counters for it. Collectives on one team are numbered in the
+// order this image starts them, so members must start them in the same
+// order; collectives on different teams need no common order.
+struct Team {
+  uint32_t id = 0;                 // 0 = CF_TEAM_ALL
+  std::vector<uint32_t> members;   // team rank -> image
+  uint32_t rank = 0;               // this image's team rank
+  uint32_t next_seq = 0;           // sequence number of the next collective
+  uint32_t splits = 0;             // cf_team_split calls made on this team
+  uint32_t outstanding = 0;        // started, not yet synced, collectives
+  uint32_t size() const { return static_cast<uint32_t>(members.size()); }
+};
+
 // Everything that shapes one image's DAG. The vectors are empty except for
 // the v forms and permute, so building a key allocates nothing otherwise.
 struct ScheduleKey {
   CollKind kind;
   const GeneratorInfo* generator;
-  uint32_t images, root, elem_size;
+  uint32_t images, rank, root, elem_size;  // images: team size; rank: this image's
   uint64_t nbytes, segment_bytes;
   bool in_allsync, out_allsync;
   uint32_t radix, window, logp_L, logp_o, logp_g;
@@ -79,6 +95,7 @@ struct CollectiveCall {
   uint64_t src_blksz = 0, src_offset = 0, dst_blksz = 0, dst_offset = 0;
   int flags = 0;
   const GeneratorInfo* algorithm = nullptr;  // nullptr = the engine's choice
+  Team* team = nullptr;                       // nullptr = CF_TEAM_ALL
 };
 
 // One image's state; only its own thread touches the cache and handle table.
@@ -89,7 +106,8 @@ class ImageContext {
   Engine* const engine;
   const uint32_t image;
   std::vector<ClientFunction> fn_table;
-  uint32_t next_seq = 0;  // CF_TEAM_ALL
+  Team all;                                 // CF_TEAM_ALL: every image, rank = image
+  std::vector<std::unique_ptr<Team>> teams;  // made by cf_team_split, not yet freed
 
   struct Vc {
     VcQueue ready;
@@ -132,11 +150,16 @@ class Engine final : public TransportHooks {
   // *error naming the argument and rule (nothing started).
   int start(ImageContext& img, const CollectiveCall& call, uint64_t* handle, std::string* error);
   // Starts an already-built schedule (tests and the engine benchmark).
+  // team: nullptr = CF_TEAM_ALL.
   uint64_t start_schedule(ImageContext& img, Schedule* schedule, void* src, void* dst,
-                          const ReduceOp& op);
+                          const ReduceOp& op, Team* team = nullptr);
   // The algorithm start() would use (table, environment or call).
   bool choose_algorithm(const CollectiveCall& call, const GeneratorInfo** out,
                         std::string* error) const;
+  // The team a call runs on.
+  static Team& team_of(ImageContext& img, const CollectiveCall& call) {
+    return call.team != nullptr ? *call.team : img.all;
+  }
 
   // Syncs a done instance: frees its handle, returns its status.
   int sync_done(ImageContext& img, Instance* inst);

@@ -20,6 +20,7 @@ namespace carflow {
 
 class ImageContext;
 struct Instance;
+struct Team;
 
 struct CompiledCar {
   CarKind kind;
@@ -79,7 +80,9 @@ class Schedule {
 struct Instance {
   Schedule* schedule = nullptr;
   ImageContext* image = nullptr;
-  uint32_t team = 0;
+  uint32_t team = 0;                // the team's wire id
+  Team* team_obj = nullptr;         // the image's view of it (members: rank -> image)
+  const uint32_t* members = nullptr;
   uint32_t seq = 0;
   char* src = nullptr;
   char* dst = nullptr;

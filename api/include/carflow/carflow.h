@@ -29,6 +29,7 @@ typedef uint32_t cf_image_t; /* image number, node-major, 0-based */
 typedef uint32_t cf_node_t;  /* node (process) number */
 typedef struct cf_team_s *cf_team_t; /* opaque */
 #define CF_TEAM_ALL ((cf_team_t)0)
+#define CF_TEAM_NULL ((cf_team_t)-1) /* cf_team_split's result for a negative color */
 typedef uintptr_t cf_coll_handle_t;
 #define CF_COLL_INVALID_HANDLE ((cf_coll_handle_t)0)
 
@@ -122,9 +123,10 @@ typedef void(cf_coll_reduce_fn)(void *results, size_t result_count, const void *
 #define CF_COLL_SRC_IN_SEGMENT (1 << 11)
 
 /* ---- data movement ------------------------------------------------------
-   Collectives must be started in the same order on every image. Arguments
-   checked on every call (CF_ERR_BAD_ARG, nothing started): team (only
-   CF_TEAM_ALL), flags (above), srcimage < cf_images(), dst != NULL, src !=
+   Collectives must be started in the same order on every member of their
+   team. Arguments checked on every call (CF_ERR_BAD_ARG, nothing started):
+   team (a live team of the image), flags (above), srcimage < the team's
+   size (roots are team ranks), dst != NULL, src !=
    NULL on srcimage, nbytes > 0, src and dst on srcimage either identical or
    disjoint. Every image gets srcimage's nbytes in dst, srcimage included.
    Each _nb call has a blocking form without _nb that returns the status. */
@@ -165,7 +167,7 @@ cf_coll_handle_t cf_coll_exchange_nb(cf_team_t team, void *dst, void *src, size_
 int cf_coll_exchange(cf_team_t team, void *dst, void *src, size_t nbytes, int flags);
 
 /* Multiple-address ("m") forms: dstlist / srclist hold one address per
-   image of the team (node-major image order), identical on every caller;
+   image of the team, indexed by team rank, identical on every caller;
    each image uses its own entry. They need CF_COLL_SINGLE (with
    CF_COLL_ALL_THREADS when a node has several images); CF_COLL_LOCAL with
    ALL_THREADS is not permitted (seed), LOCAL alone (one representative
@@ -355,6 +357,26 @@ int cf_coll_wait_sync_some(cf_coll_handle_t *handles, size_t n);
 int cf_coll_try_sync_some(cf_coll_handle_t *handles, size_t n);
 /* Makes progress for the calling image; CF_OK. */
 int cf_poll(void);
+
+/* ---- teams --------------------------------------------------------------------
+   Every collective takes a team; roots and list indices are team ranks, and
+   m-form lists have one entry per team rank. Collectives on one team must
+   be started in the same order on all its members; collectives on
+   different teams need no common order (each team numbers its own).
+   cf_team_split: collective over parent (every member calls it, in order
+   with parent's other collectives). Members with the same color >= 0 form
+   a new team, ranked by key, ties by parent rank; a negative color joins no
+   team and gets CF_TEAM_NULL. The new team's wire id is computed alike by
+   every member from the parent's id, its split count and the color, so
+   creating it costs one gather_all of 8 bytes over parent and nothing more.
+   cf_team_free: local; the image's collectives on the team must be synced
+   (else CF_ERR_BAD_ARG); CF_TEAM_ALL cannot be freed.
+   cf_team_size / cf_team_rank: 0 / (cf_image_t)-1 with CF_ERR_BAD_ARG for a
+   handle that is not a live team of the calling image. */
+int cf_team_split(cf_team_t parent, int color, int key, cf_team_t *newteam);
+int cf_team_free(cf_team_t team);
+cf_image_t cf_team_size(cf_team_t team);
+cf_image_t cf_team_rank(cf_team_t team);
 
 /* ---- graphs ----------------------------------------------------------------
    Writes the global DAG of a live handle's collective (schema carflow.graph/1,
