@@ -145,17 +145,17 @@ void check_kind(const CollectiveSpec& spec, bool matrices, bool in_place = false
       [&](cf_image_t me) {
         t_is_image = true;
         cf_coll_set_algorithm(kind, spec.algorithm.empty() ? nullptr : spec.algorithm.c_str());
-        // 64-byte aligned copies, so alignment never decides the outcome.
+        // 8-byte aligned copies (the alignment every element size here needs).
         const size_t src_len = in[me].size(), dst_len = want[me].size();
         std::vector<uint64_t> src_store(src_len / 8 + 2), dst_store(std::max(src_len, dst_len) / 8 + 2);
         char* src = reinterpret_cast<char*>(src_store.data());
         char* dst = reinterpret_cast<char*>(dst_store.data());
-        std::memcpy(src, in[me].data(), src_len);
+        if (src_len > 0) std::memcpy(src, in[me].data(), src_len);
         std::memset(dst, carflow::reference::kUntouched, dst_len);
         const bool here_in_place = in_place && src_len > 0 && dst_len > 0 &&
                                    (spec.kind != CollKind::Scan || !(spec.flags & carflow::kExclusiveFlag) ||
                                     me != 0);
-        if (here_in_place) std::memcpy(dst, in[me].data(), src_len);
+        if (here_in_place) std::memcpy(dst, in[me].data(), src_len);  // src_len > 0 here
         const cf_coll_handle_t h = start_call(spec, dst, here_in_place ? dst : src, func, kAllLocal);
         const int rc = h == CF_COLL_INVALID_HANDLE ? cf_last_status() : cf_coll_wait_sync(h);
         log.expect(me, rc == CF_OK, [&] { return cat("status ", rc, ": ", cf_last_error()); });
@@ -164,7 +164,7 @@ void check_kind(const CollectiveSpec& spec, bool matrices, bool in_place = false
         while (bad < dst_len && static_cast<uint8_t>(dst[bad]) == want[me][bad]) ++bad;
         log.expect(me, bad == dst_len, [&] { return cat("destination differs at byte ", bad, " of ", dst_len); });
         if (!here_in_place) {
-          log.expect(me, std::memcmp(src, in[me].data(), src_len) == 0, [] { return std::string("source changed"); });
+          log.expect(me, src_len == 0 || std::memcmp(src, in[me].data(), src_len) == 0, [] { return std::string("source changed"); });
         }
       },
       kFunctions, 1);
@@ -333,7 +333,7 @@ TEST_CASE("the m forms reducem and prefix_reducem take each image's address from
       src[i].resize(in[i].size() / 8 + 1);
       dst[i].resize(want[i].size() / 8 + 1);
       std::memset(dst[i].data(), carflow::reference::kUntouched, want[i].size());  // unused elements stay
-      std::memcpy(src[i].data(), in[i].data(), in[i].size());
+      if (!in[i].empty()) std::memcpy(src[i].data(), in[i].data(), in[i].size());
       srclist[i] = src[i].data();
       dstlist[i] = dst[i].data();
     }
@@ -361,11 +361,32 @@ TEST_CASE("the m forms reducem and prefix_reducem take each image's address from
 
 // ---- every built-in op and type ---------------------------------------------------
 
+// Integer sums and products wrap, as the documented kernels do: computed in
+// an unsigned type at least as wide as int.
+template <typename T>
+T wrap_mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<decltype(a + 0u)>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+template <typename T>
+T wrap_add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<decltype(a + 0u)>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+
 template <typename T>
 T apply_op(int op, T a, T b) {
   switch (op) {
-    case CF_OP_SUM: return static_cast<T>(a + b);
-    case CF_OP_PROD: return static_cast<T>(a * b);
+    case CF_OP_SUM: return wrap_add(a, b);
+    case CF_OP_PROD: return wrap_mul(a, b);
     case CF_OP_MIN: return std::min(a, b);
     case CF_OP_MAX: return std::max(a, b);
   }
@@ -503,9 +524,9 @@ TEST_CASE("floating-point sums are bit-identical across 20 runs for every comput
         REQUIRE(run_images(P, [&](cf_image_t me) {
                   cf_coll_set_algorithm(static_cast<int>(kind), algo.empty() ? nullptr : algo.c_str());
                   std::vector<double> src(in[me].size() / 8 + 1), dst(out[me].size() / 8 + 1);
-                  std::memcpy(src.data(), in[me].data(), in[me].size());
+                  if (!in[me].empty()) std::memcpy(src.data(), in[me].data(), in[me].size());
                   const cf_coll_handle_t h = start_call(s, dst.data(), src.data(), func, kAllLocal);
-                  if (h != CF_COLL_INVALID_HANDLE && cf_coll_wait_sync(h) == CF_OK) {
+                  if (h != CF_COLL_INVALID_HANDLE && cf_coll_wait_sync(h) == CF_OK && !out[me].empty()) {
                     std::memcpy(out[me].data(), dst.data(), out[me].size());
                   }
                 }) == CF_OK);
