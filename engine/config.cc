@@ -37,6 +37,27 @@ bool read_algo(const char* name, CollKind kind, std::string* out, std::string* e
   return true;
 }
 
+bool read_progress(ProgressMode* out, std::string* error) {
+  const char* text = std::getenv("CF_PROGRESS");
+  if (text == nullptr || *text == '\0') return true;
+  const std::string v = text;
+  if (v == "poll") {
+    *out = ProgressMode::Poll;
+  } else if (v == "thread") {
+    *out = ProgressMode::Thread;
+  } else if (v == "block") {
+    *out = ProgressMode::Block;
+  } else {
+    *error = "CF_PROGRESS='" + v + "': expected poll, thread or block";
+    return false;
+  }
+  return true;
+}
+
+const char* progress_name(ProgressMode m) {
+  return m == ProgressMode::Thread ? "thread" : m == ProgressMode::Block ? "block" : "poll";
+}
+
 }  // namespace
 
 std::string Config::algo_variable(CollKind kind) {
@@ -53,6 +74,7 @@ bool Config::from_env(Config* out, std::string* error) {
     const CollKind kind = static_cast<CollKind>(k);
     if (!read_algo(algo_variable(kind).c_str(), kind, &c.algo[k], error)) return false;
   }
+  if (!read_progress(&c.progress, error)) return false;
   if (!read_uint("CF_INPROC_EAGER_BYTES", 0, 1 << 20, &c.inproc_eager_bytes, error) ||
       !read_uint("CF_INPROC_FASTBOX_BYTES", 0, 108, &c.inproc_fastbox_bytes, error) ||
       !read_uint("CF_SEGMENT_BYTES", 0, uint64_t{1} << 40, &c.segment_bytes, error) ||
@@ -132,6 +154,9 @@ std::vector<std::vector<std::string>> Config::describe() const {
     rows.push_back({algo_variable(kind), shown(algo[k]),
                     std::string("force a ") + coll_kind_name(kind) + " algorithm"});
   }
+  rows.push_back({"CF_PROGRESS", progress_name(progress),
+                  "poll (waiters poll, yield, block), thread (plus a progress thread while "
+                  "collectives are live), block (waiters block at once)"});
   rows.push_back({"CF_SPIN_COUNT", std::to_string(spin_count), "waits poll this many times, then yield"});
   rows.push_back({"CF_YIELD_COUNT", std::to_string(yield_count), "then yield this many times, then block"});
   return rows;

@@ -12,6 +12,16 @@
 
 namespace carflow {
 
+// CF_PROGRESS (seed v1.7, "Progress"): who moves data while images wait.
+//   poll    waiting threads poll (CF_SPIN_COUNT), yield, then block; oneTBB
+//           workers copy large messages whose receive is posted.
+//   thread  additionally a progress thread polls every image while any
+//           collective is live and sleeps on a condition variable otherwise
+//           (woken by the start of a collective); waiting threads block at once.
+//   block   waiting threads block at once on their image's condition
+//           variable (the inproc transport's wait object): no spinning.
+enum class ProgressMode : uint8_t { Poll, Thread, Block };
+
 struct Config {
   uint64_t inproc_eager_bytes = 8192;       // CF_INPROC_EAGER_BYTES
   uint64_t inproc_fastbox_bytes = 108;      // CF_INPROC_FASTBOX_BYTES (0 = off)
@@ -32,6 +42,7 @@ struct Config {
   uint32_t tree_radix = 4;                  // CF_TREE_RADIX: k of knomial / kary
   uint32_t exchange_window = 8;             // CF_EXCHANGE_WINDOW: windowed exchange
   uint32_t logp_L = 500, logp_o = 150, logp_g = 200;  // CF_LOGP_L / _O / _G (ns)
+  ProgressMode progress = ProgressMode::Poll;  // CF_PROGRESS
   uint32_t spin_count = 4000;               // CF_SPIN_COUNT: polls before yielding
   uint32_t yield_count = 200;               // CF_YIELD_COUNT: yields before blocking
 

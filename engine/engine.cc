@@ -88,9 +88,39 @@ Engine::Engine(uint32_t images, const Config& config)
               });
     }
   }
+  if (config.progress == ProgressMode::Thread) progress_thread_ = std::thread([this] { progress_loop(); });
+}
+
+// CF_PROGRESS=thread (seed v1.7, "Thoughts on progress of implementation"):
+// sleeps while no collective is live; while some are, polls every image's
+// transport (copies of large messages whose receive is posted, deliveries
+// that need no application thread), yielding when there was nothing to do.
+void Engine::progress_loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(progress_mutex_);
+      progress_cv_.wait(lock, [&] { return progress_stop_ || live_.load(std::memory_order_acquire) > 0; });
+      if (progress_stop_) return;
+    }
+    while (live_.load(std::memory_order_acquire) > 0) {
+      bool did = false;
+      for (uint32_t i = 0; i < images_; ++i) did |= transport_->progress_all(i, false);
+      if (!did) std::this_thread::yield();
+      std::lock_guard<std::mutex> lock(progress_mutex_);
+      if (progress_stop_) return;
+    }
+  }
 }
 
 Engine::~Engine() {
+  if (progress_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(progress_mutex_);
+      progress_stop_ = true;
+    }
+    progress_cv_.notify_all();
+    progress_thread_.join();
+  }
   graph_.wait_for_all();
   // wait_for_all already guarantees no body runs; this acquire makes that
   // visible to ThreadSanitizer, which cannot see inside Debian's libtbb.
@@ -210,6 +240,11 @@ uint64_t Engine::start_schedule(ImageContext& img, Schedule* schedule, void* src
   inst->members = team.members.data();
   inst->seq = team.next_seq++;
   ++team.outstanding;
+  // The entry hook: wakes the progress thread when the first collective starts.
+  if (live_.fetch_add(1, std::memory_order_acq_rel) == 0 && progress_thread_.joinable()) {
+    std::lock_guard<std::mutex> lock(progress_mutex_);
+    progress_cv_.notify_one();
+  }
   inst->src = static_cast<char*>(src);
   inst->dst = static_cast<char*>(dst);
   inst->op = op;
@@ -411,6 +446,7 @@ void Engine::complete(CarState* cs, int status) {
 
 void Engine::finish(Instance& inst) {
   ImageContext* img = inst.image;
+  live_.fetch_sub(1, std::memory_order_acq_rel);
   inst.done.store(true, std::memory_order_seq_cst);
   // `inst` may be recycled by its owner from here on; touch only `img`.
   if (img->sleepers.load(std::memory_order_seq_cst) > 0) {

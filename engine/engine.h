@@ -200,6 +200,14 @@ class Engine final : public TransportHooks {
   uint32_t spin_count_ = 0;
   std::unique_ptr<InprocTransport> transport_;
   std::atomic<int> running_bodies_{0};  // flow-graph bodies in progress
+  // CF_PROGRESS=thread: the progress thread, the number of live instances
+  // (started, exit not yet complete) and the condition it sleeps on.
+  void progress_loop();
+  std::atomic<int> live_{0};
+  std::mutex progress_mutex_;
+  std::condition_variable progress_cv_;
+  bool progress_stop_ = false;  // guarded by progress_mutex_
+  std::thread progress_thread_;
   tbb::flow::graph graph_;  // before the images: their VC nodes live in it
   std::vector<std::unique_ptr<ImageContext>> images_ctx_;
 };
@@ -224,11 +232,12 @@ void Engine::wait_until(ImageContext& img, Done done) {
     ~Polling() { set(false); }
   } polling{*transport_, img.image};
   polling.set(true);
-  for (uint32_t i = 0; i < spin_count_; ++i) {
+  const bool spin = config_.progress == ProgressMode::Poll;
+  for (uint32_t i = 0; spin && i < spin_count_; ++i) {
     if (done()) return;
     poll(img);
   }
-  for (uint32_t i = 0; i < config_.yield_count; ++i) {
+  for (uint32_t i = 0; spin && i < config_.yield_count; ++i) {
     if (done()) return;
     if (!poll(img)) std::this_thread::yield();
   }

@@ -106,6 +106,30 @@ TEST_CASE("200 outstanding broadcasts on different buffers all complete when syn
   }
 }
 
+TEST_CASE("65535 outstanding 8-byte broadcasts complete when synced in reverse order, without syncs to make room") {
+  // Seed v1.7, "Number outstanding": initiation never waits for the client
+  // to sync; every call starts at once and all complete.
+  constexpr uint32_t kOutstanding = 65535;
+  const uint32_t P = 4;
+  ImageLog log(P);
+  REQUIRE(run_images(P, [&](cf_image_t me) {
+            std::vector<uint64_t> dst(kOutstanding, 0), src(kOutstanding);
+            std::vector<cf_coll_handle_t> handles(kOutstanding);
+            uint32_t rejected = 0;
+            for (uint32_t k = 0; k < kOutstanding; ++k) {
+              src[k] = uint64_t{k} * 1000003 + k % P;
+              handles[k] = cf_coll_broadcast_nb(CF_TEAM_ALL, &dst[k], k % P, &src[k], 8, kAllLocal);
+              rejected += handles[k] == CF_COLL_INVALID_HANDLE;
+            }
+            log.expect(me, rejected == 0, [&] { return cat(rejected, " broadcasts rejected: ", cf_last_error()); });
+            uint32_t failed = 0, wrong = 0;
+            for (uint32_t k = kOutstanding; k-- > 0;) failed += cf_coll_wait_sync(handles[k]) != CF_OK;
+            for (uint32_t k = 0; k < kOutstanding; ++k) wrong += dst[k] != uint64_t{k} * 1000003 + k % P;
+            log.expect(me, failed == 0 && wrong == 0, [&] { return cat(failed, " failed, ", wrong, " wrong"); });
+          }) == CF_OK);
+  log.report();
+}
+
 // ---- the sync family ---------------------------------------------------------------
 
 TEST_CASE("wait_sync_all syncs every live entry, skips INVALID entries, and leaves the handles dead") {
