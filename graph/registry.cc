@@ -47,7 +47,8 @@ std::string GeneratorRegistry::names(CollKind kind) const {
 
 LocalDag generate_local(const GeneratorInfo& gen, const CollectiveSpec& spec, uint32_t image) {
   return apply_sync_mode(gen.fn(spec, image), spec.images, (spec.flags & kSpecInAllSync) != 0,
-                         (spec.flags & kSpecOutAllSync) != 0, out_allsync_root(spec));
+                         (spec.flags & kSpecOutAllSync) != 0, out_allsync_root(spec),
+                         out_allsync_fan_in_root(spec));
 }
 
 bool generate_global(const CollectiveSpec& spec, GlobalDag* out, std::string* error) {

@@ -79,10 +79,44 @@ CarId append_signal_broadcast(LocalDag& dag, uint32_t images, uint32_t root, uin
   return add(std::move(join));
 }
 
+// Appends a zero-byte fan-in to `root` over the binomial tree of virtual
+// ranks: each image signals its parent once `start` is done and every child
+// has signalled it. Returns the CAR after which (on the root) every image's
+// `start` is done: the root's last receive, or elsewhere its signal to the
+// parent.
+CarId append_signal_gather(LocalDag& dag, uint32_t images, uint32_t root, uint32_t tag, CarId start) {
+  auto add = [&](Car car) {
+    dag.cars.push_back(std::move(car));
+    return static_cast<CarId>(dag.cars.size() - 1);
+  };
+  const uint32_t vr = (dag.image + images - root) % images;
+  std::vector<Dep> heard = {after(start)};
+  uint32_t low = 1;
+  while (low < images && (vr & low) == 0) low <<= 1;
+  for (uint32_t bit = 1; bit < low && vr + bit < images; bit <<= 1) {  // children vr + 2^j
+    Car recv;
+    recv.kind = CarKind::Recv;
+    recv.peer = (vr + bit + root) % images;
+    recv.tag = tag;
+    heard.push_back(after(add(std::move(recv))));
+  }
+  Car join;
+  join.kind = CarKind::Join;
+  join.deps = std::move(heard);
+  const CarId all_heard = add(std::move(join));
+  if (vr == 0) return all_heard;
+  Car send;
+  send.kind = CarKind::Send;
+  send.peer = (vr - low + root) % images;
+  send.tag = tag;
+  send.deps = {after(all_heard)};
+  return add(std::move(send));
+}
+
 }  // namespace
 
 LocalDag apply_sync_mode(LocalDag dag, uint32_t images, bool in_allsync, bool out_allsync,
-                         int32_t done_root) {
+                         int32_t done_root, int32_t fan_in_root) {
   if (in_allsync) {
     const size_t original = dag.cars.size();
     CarId entry = append_barrier(dag, images, kTransformTagBase, {});
@@ -91,10 +125,17 @@ LocalDag apply_sync_mode(LocalDag dag, uint32_t images, bool in_allsync, bool ou
     }
   }
   if (out_allsync) {
-    CarId done = done_root >= 0
-                     ? append_signal_broadcast(dag, images, static_cast<uint32_t>(done_root),
-                                               kTransformTagBase + 0x200, dag.exit)
-                     : append_barrier(dag, images, kTransformTagBase + 0x100, {after(dag.exit)});
+    CarId done;
+    if (done_root >= 0) {
+      done = append_signal_broadcast(dag, images, static_cast<uint32_t>(done_root),
+                                     kTransformTagBase + 0x200, dag.exit);
+    } else if (fan_in_root >= 0) {
+      const uint32_t root = static_cast<uint32_t>(fan_in_root);
+      const CarId heard = append_signal_gather(dag, images, root, kTransformTagBase + 0x300, dag.exit);
+      done = append_signal_broadcast(dag, images, root, kTransformTagBase + 0x200, heard);
+    } else {
+      done = append_barrier(dag, images, kTransformTagBase + 0x100, {after(dag.exit)});
+    }
     Car exit;
     exit.kind = CarKind::Join;
     exit.deps = {after(done)};

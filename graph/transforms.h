@@ -23,9 +23,19 @@ inline constexpr uint32_t kTransformTagBase = 0x40000000u;
 //   data CARs, so any image's sync implies every image's buffers are done;
 //   or, with done_root >= 0 (a collective where the root finishing implies
 //   every image's buffers are done: gather), for the seed's zero-byte
-//   broadcast from the root instead: P-1 messages rather than P log P.
+//   broadcast from the root instead: P-1 messages rather than P log P;
+//   or, with fan_in_root >= 0 (other rooted collectives: broadcast,
+//   scatter), a zero-byte fan-in to that root then the zero-byte broadcast:
+//   2(P-1) messages.
 LocalDag apply_sync_mode(LocalDag dag, uint32_t images, bool in_allsync, bool out_allsync,
-                         int32_t done_root = -1);
+                         int32_t done_root = -1, int32_t fan_in_root = -1);
+
+// The fan_in_root apply_sync_mode takes for `spec`: the root of the other
+// rooted collectives, else -1.
+inline int32_t out_allsync_fan_in_root(const CollectiveSpec& spec) {
+  const bool rooted = spec.kind == CollKind::Broadcast || spec.kind == CollKind::Scatter;
+  return rooted ? static_cast<int32_t>(spec.root) : -1;
+}
 
 // The done_root apply_sync_mode takes for `spec`: the root for gather and
 // the reductions to one image (every image's part ends in data the root
