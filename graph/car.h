@@ -78,6 +78,7 @@ struct Car {
   ReduceShape shape = ReduceShape::Elementwise;  // REDUCE only
   uint64_t first_elems = 0;   // Fold / Prefix chunking (ReduceShape)
   uint64_t chunk_elems = 0;
+  bool sync = false;        // added by a sync-mode transform (graph/transforms.h)
   std::vector<Dep> deps;
   bool operator==(const Car&) const = default;
 

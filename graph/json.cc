@@ -70,6 +70,7 @@ OrderedJson car_to_json(const Car& car, CarId id) {
   if (car.shape != ReduceShape::Elementwise) j["shape"] = reduce_shape_name(car.shape);
   if (car.first_elems != 0) j["first_elems"] = car.first_elems;
   if (car.chunk_elems != 0) j["chunk_elems"] = car.chunk_elems;
+  if (car.sync) j["sync"] = true;
   OrderedJson deps = OrderedJson::array();
   for (const Dep& dep : car.deps) {
     OrderedJson d;
@@ -435,7 +436,7 @@ bool GraphReader::read_car(const Json& value, const Path& at, const ImageContext
   if (!expect_object(value, at) ||
       !only_fields(value, at,
                    {"id", "kind", "peer", "tag", "src", "src2", "dst", "incoming_left", "shape",
-                    "first_elems", "chunk_elems", "deps"},
+                    "first_elems", "chunk_elems", "sync", "deps"},
                    "a CAR") ||
       !read_uint(value, at, "id", 0, UINT32_MAX, &json_id)) {
     return false;
@@ -455,6 +456,11 @@ bool GraphReader::read_car(const Json& value, const Path& at, const ImageContext
   for (const auto& [key, ref] : buffers) {
     const auto it = value.find(key);
     if (it != value.end() && !read_buffer(*it, at.field(key), ctx, ref)) return false;
+  }
+  const auto sync = value.find("sync");
+  if (sync != value.end()) {
+    if (!sync->is_boolean()) return fail_at(at.field("sync"), "expected true or false");
+    car->sync = sync->get<bool>();
   }
   return read_incoming_left(value, at, car) && read_shape(value, at, car) &&
          read_deps(value, at, ctx, id, car);
@@ -744,7 +750,7 @@ void dot_cluster(const LocalDag& dag, uint32_t image, std::ostringstream& out) {
   out << "    label=\"image " << image << "\";\n";
   for (CarId id = 0; id < dag.cars.size(); ++id) {
     out << "    " << dot_node(image, id) << " [label=\"" << dot_label(dag.cars[id], id, id == dag.exit)
-        << "\"];\n";
+        << "\"" << (dag.cars[id].sync ? ", color=gray, fontcolor=gray" : "") << "];\n";
   }
   for (CarId id = 0; id < dag.cars.size(); ++id) {
     for (const Dep& dep : dag.cars[id].deps) {

@@ -7,14 +7,18 @@
 namespace carflow {
 namespace {
 
+// Appends a CAR of a sync transform, marked as such (Car::sync).
+CarId add_sync_car(LocalDag& dag, Car car) {
+  car.sync = true;
+  dag.cars.push_back(std::move(car));
+  return static_cast<CarId>(dag.cars.size() - 1);
+}
+
 // Appends a dissemination barrier whose first sends wait for `start_deps`;
 // returns the JOIN that completes when this image has passed it.
 CarId append_barrier(LocalDag& dag, uint32_t images, uint32_t tag_base,
                      std::vector<Dep> start_deps) {
-  auto add = [&](Car car) {
-    dag.cars.push_back(std::move(car));
-    return static_cast<CarId>(dag.cars.size() - 1);
-  };
+  auto add = [&](Car car) { return add_sync_car(dag, std::move(car)); };
   CarId prev_recv = kNoCar;
   std::vector<Dep> sends;  // the closing JOIN waits for these too: every CAR reaches the exit
   for (uint32_t k = 0, dist = 1; dist < images; ++k, dist *= 2) {
@@ -46,10 +50,7 @@ CarId append_barrier(LocalDag& dag, uint32_t images, uint32_t tag_base,
 // image has the signal and has passed it on.
 CarId append_signal_broadcast(LocalDag& dag, uint32_t images, uint32_t root, uint32_t tag,
                               CarId start) {
-  auto add = [&](Car car) {
-    dag.cars.push_back(std::move(car));
-    return static_cast<CarId>(dag.cars.size() - 1);
-  };
+  auto add = [&](Car car) { return add_sync_car(dag, std::move(car)); };
   const uint32_t vr = (dag.image + images - root) % images;
   std::vector<Dep> done = {after(start)};
   std::vector<Dep> send_deps = {after(start)};
@@ -85,10 +86,7 @@ CarId append_signal_broadcast(LocalDag& dag, uint32_t images, uint32_t root, uin
 // `start` is done: the root's last receive, or elsewhere its signal to the
 // parent.
 CarId append_signal_gather(LocalDag& dag, uint32_t images, uint32_t root, uint32_t tag, CarId start) {
-  auto add = [&](Car car) {
-    dag.cars.push_back(std::move(car));
-    return static_cast<CarId>(dag.cars.size() - 1);
-  };
+  auto add = [&](Car car) { return add_sync_car(dag, std::move(car)); };
   const uint32_t vr = (dag.image + images - root) % images;
   std::vector<Dep> heard = {after(start)};
   uint32_t low = 1;
@@ -139,8 +137,7 @@ LocalDag apply_sync_mode(LocalDag dag, uint32_t images, bool in_allsync, bool ou
     Car exit;
     exit.kind = CarKind::Join;
     exit.deps = {after(done)};
-    dag.cars.push_back(std::move(exit));
-    dag.exit = static_cast<CarId>(dag.cars.size() - 1);
+    dag.exit = add_sync_car(dag, std::move(exit));
   }
   return dag;
 }

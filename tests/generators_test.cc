@@ -95,6 +95,17 @@ TEST_CASE("sync transforms keep every DAG valid and add exactly the messages of 
         if (out_allsync_root(spec) >= 0) out = P - 1;
         if (out_allsync_fan_in_root(spec) >= 0) out = 2 * (int64_t{P} - 1);
         check_messages(dag, ((flags & kSpecInAllSync) ? barrier : 0) + ((flags & kSpecOutAllSync) ? out : 0));
+        // Transforms append their CARs and mark exactly those (JSON "sync").
+        CollectiveSpec bare = spec;
+        bare.flags = 0;
+        GlobalDag plain;
+        REQUIRE(generate_global(bare, &plain, &error));
+        for (uint32_t i = 0; i < P; ++i) {
+          const size_t original = plain.images[i].cars.size();
+          size_t wrong = 0;
+          for (CarId c = 0; c < dag.images[i].cars.size(); ++c) wrong += dag.images[i].cars[c].sync != (c >= original);
+          CHECK_MESSAGE(wrong == 0, "image ", i, ": ", wrong, " CARs marked wrongly");
+        }
       }
     }
   }

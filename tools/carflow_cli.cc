@@ -33,7 +33,7 @@ const char kUsage[] =
     "        [--in-allsync] [--out-allsync] [--exclusive] [--src-blksz B --src-offset O\n"
     "        --dst-blksz B --dst-offset O] --out F.json   build and validate a global DAG\n"
     "  dot   F.json                        Graphviz rendering of a graph file, to stdout\n"
-    "  bench --coll C --images P --sizes LIST [--iters N] [--algo A] [--json]\n"
+    "  bench --coll C --images P --sizes LIST [--iters N] [--algo A] [--sync IN,OUT] [--json]\n"
     "                                      OSU-style latency; LIST like 8,1K,4M or 8:4M\n"
     "  compare [--coll C] [--images 8] [--sizes 8,1M] [--iters N] [--rounds 5]\n"
     "                                      every algorithm vs the default choice, one run\n"
@@ -200,6 +200,22 @@ int cmd_bench(const Args& args) {
   }
   opt.images = static_cast<uint32_t>(images);
   opt.iters = static_cast<uint32_t>(iters);
+  // --sync IN,OUT: the sync modes of the timed calls (default mysync,mysync).
+  auto sync = args.find("sync");
+  if (sync != args.end()) {
+    const std::string v = sync->second;
+    const size_t comma = v.find(',');
+    const std::string in = v.substr(0, comma), out = comma == std::string::npos ? "" : v.substr(comma + 1);
+    auto mode = [](const std::string& m, int no, int my, int all) {
+      return m == "nosync" ? no : m == "mysync" ? my : m == "allsync" ? all : -1;
+    };
+    const int in_flag = mode(in, CF_COLL_IN_NOSYNC, CF_COLL_IN_MYSYNC, CF_COLL_IN_ALLSYNC);
+    const int out_flag = mode(out, CF_COLL_OUT_NOSYNC, CF_COLL_OUT_MYSYNC, CF_COLL_OUT_ALLSYNC);
+    if (in_flag < 0 || out_flag < 0) {
+      return fail("--sync: '" + v + "' is not IN,OUT with each of nosync, mysync, allsync");
+    }
+    opt.flags = in_flag | out_flag | CF_COLL_LOCAL | CF_COLL_ALL_THREADS;
+  }
   auto coll = args.find("coll");
   if (coll == args.end()) return fail("--coll: required (" + kinds_list() + ")");
   opt.coll = coll->second;
