@@ -241,7 +241,9 @@ uint64_t Engine::start_schedule(ImageContext& img, Schedule* schedule, void* src
   inst->seq = team.next_seq++;
   ++team.outstanding;
   // The entry hook: wakes the progress thread when the first collective starts.
-  if (live_.fetch_add(1, std::memory_order_acq_rel) == 0 && progress_thread_.joinable()) {
+  // Counted only for the progress thread: the shared counter costs every
+  // collective a contended cache line otherwise.
+  if (progress_thread_.joinable() && live_.fetch_add(1, std::memory_order_acq_rel) == 0) {
     std::lock_guard<std::mutex> lock(progress_mutex_);
     progress_cv_.notify_one();
   }
@@ -446,7 +448,7 @@ void Engine::complete(CarState* cs, int status) {
 
 void Engine::finish(Instance& inst) {
   ImageContext* img = inst.image;
-  live_.fetch_sub(1, std::memory_order_acq_rel);
+  if (config_.progress == ProgressMode::Thread) live_.fetch_sub(1, std::memory_order_acq_rel);
   inst.done.store(true, std::memory_order_seq_cst);
   // `inst` may be recycled by its owner from here on; touch only `img`.
   if (img->sleepers.load(std::memory_order_seq_cst) > 0) {
