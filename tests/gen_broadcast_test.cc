@@ -27,17 +27,6 @@ CollectiveSpec broadcast_spec(const std::string& algorithm, uint32_t P, uint32_t
   return spec;
 }
 
-GlobalDag generate_valid(const CollectiveSpec& spec) {
-  INFO(spec.algorithm, " P=", spec.images, " root=", spec.root, " nbytes=", spec.nbytes,
-       " segment=", spec.segment_bytes, " radix=", spec.radix);
-  GlobalDag dag;
-  std::string error;
-  REQUIRE(generate_global(spec, &dag, &error));
-  INFO(error);
-  REQUIRE(validate_global(dag, &error));
-  return dag;
-}
-
 uint64_t messages(const GlobalDag& dag) { return dag_stats(dag).messages; }
 
 // The tree of a tree broadcast, read back from its DAG in team ranks: each
@@ -101,7 +90,7 @@ TEST_CASE("tree broadcasts send exactly P-1 messages per segment") {
             const uint64_t segments = split_segments(nbytes, segment, 1).size();
             INFO(c.algorithm, " radix=", c.radix, " P=", P, " root=", root, " nbytes=", nbytes,
                  " segment=", segment);
-            const GlobalDag dag = generate_valid(spec);
+            const GlobalDag dag = testref::generate_valid(spec);
             CHECK(messages(dag) == (P - 1) * segments);
             CHECK(dag_stats(dag).message_bytes == (P - 1) * nbytes);
           }
@@ -117,9 +106,9 @@ TEST_CASE("logp broadcast sends exactly P-1 messages, one per tree edge") {
       for (uint64_t nbytes : {uint64_t{0}, uint64_t{1}, uint64_t{65544}}) {
         CollectiveSpec spec = broadcast_spec("logp", P, root, nbytes);
         INFO("P=", P, " root=", root, " nbytes=", nbytes);
-        CHECK(messages(generate_valid(spec)) == P - 1);
+        CHECK(messages(testref::generate_valid(spec)) == P - 1);
         spec.logp_L = 5000, spec.logp_o = 100, spec.logp_g = 100;  // flat-ish
-        CHECK(messages(generate_valid(spec)) == P - 1);
+        CHECK(messages(testref::generate_valid(spec)) == P - 1);
       }
     }
   }
@@ -164,7 +153,7 @@ TEST_CASE("scatter_allgather sends P^2-1 minus the pieces receivers already hold
       for (uint64_t nbytes : {uint64_t{0}, uint64_t{1}, uint64_t{5}, uint64_t{P}, uint64_t{1000},
                               uint64_t{65544}}) {
         INFO("P=", P, " root=", root, " nbytes=", nbytes);
-        const GlobalDag dag = generate_valid(broadcast_spec("scatter_allgather", P, root, nbytes));
+        const GlobalDag dag = testref::generate_valid(broadcast_spec("scatter_allgather", P, root, nbytes));
         CHECK(messages(dag) == scatter_allgather_messages(P, nbytes));
         // Every non-root image receives each byte exactly once, the root none.
         for (uint32_t i = 0; i < P; ++i) {
@@ -196,8 +185,8 @@ TEST_CASE("scatter_allgather delivers the root's bytes when nbytes < P and when 
 TEST_CASE("knomial broadcast with radix 2 is the binomial tree, send order included") {
   for (uint32_t P = 1; P <= 40; ++P) {
     for (uint32_t root : {0u, P / 3, P - 1}) {
-      const DagTree knomial = tree_of(generate_valid(broadcast_spec("knomial", P, root, 64, 0, 2)));
-      const DagTree binomial = tree_of(generate_valid(broadcast_spec("binomial", P, root, 64)));
+      const DagTree knomial = tree_of(testref::generate_valid(broadcast_spec("knomial", P, root, 64, 0, 2)));
+      const DagTree binomial = tree_of(testref::generate_valid(broadcast_spec("binomial", P, root, 64)));
       INFO("P=", P, " root=", root);
       CHECK(knomial.parent == binomial.parent);
       CHECK(knomial.children == binomial.children);
@@ -216,7 +205,7 @@ TEST_CASE("knomial broadcast has depth ceil(log_k P) at most, the most nonzero b
       }
       for (uint32_t root : {0u, P - 1}) {
         INFO("k=", k, " P=", P, " root=", root);
-        const DagTree t = tree_of(generate_valid(broadcast_spec("knomial", P, root, 8, 0, k)));
+        const DagTree t = tree_of(testref::generate_valid(broadcast_spec("knomial", P, root, 8, 0, k)));
         const uint32_t depth = depth_of(t);
         CHECK(depth == most_digits);
         CHECK(depth <= ceil_log(P, k));
@@ -232,8 +221,8 @@ TEST_CASE("knomial broadcast has depth ceil(log_k P) at most, the most nonzero b
   }
   // Radix 0 means 4.
   for (uint32_t P : {5u, 16u, 17u, 33u}) {
-    CHECK(tree_of(generate_valid(broadcast_spec("knomial", P, 1 % P, 8, 0, 0))).children ==
-          tree_of(generate_valid(broadcast_spec("knomial", P, 1 % P, 8, 0, 4))).children);
+    CHECK(tree_of(testref::generate_valid(broadcast_spec("knomial", P, 1 % P, 8, 0, 0))).children ==
+          tree_of(testref::generate_valid(broadcast_spec("knomial", P, 1 % P, 8, 0, 4))).children);
   }
 }
 
@@ -251,7 +240,7 @@ TEST_CASE("binary broadcast is the heap-order tree of depth floor(log2 P)") {
   for (uint32_t P = 1; P <= 40; ++P) {
     for (uint32_t root : {0u, P / 2, P - 1}) {
       INFO("P=", P, " root=", root);
-      const DagTree t = tree_of(generate_valid(broadcast_spec("binary", P, root, 8)));
+      const DagTree t = tree_of(testref::generate_valid(broadcast_spec("binary", P, root, 8)));
       CHECK(depth_of(t) == patterns::ceil_log2(P + 1) - 1);
       for (uint32_t vr = 1; vr < P; ++vr) {
         CHECK(t.parent[patterns::real_rank(vr, root, P)] ==
@@ -265,7 +254,7 @@ TEST_CASE("chain broadcast is the chain root -> root+1 -> ... of depth P-1") {
   for (uint32_t P = 1; P <= 40; ++P) {
     for (uint32_t root : {0u, P / 2, P - 1}) {
       INFO("P=", P, " root=", root);
-      const DagTree t = tree_of(generate_valid(broadcast_spec("chain", P, root, 8, 4)));
+      const DagTree t = tree_of(testref::generate_valid(broadcast_spec("chain", P, root, 8, 4)));
       CHECK(depth_of(t) == P - 1);
       for (uint32_t i = 0; i < P; ++i) {
         if (i != root) CHECK(t.parent[i] == (i + P - 1) % P);
@@ -414,7 +403,7 @@ TEST_CASE("logp broadcast follows build_logp_tree over virtual ranks, defaults w
         const LogpTree want = defaults ? build_logp_tree(P, 1000, 300, 400)
                                        : build_logp_tree(P, m.L, m.o, m.g);
         INFO("P=", P, " root=", root, " L=", m.L, " o=", m.o, " g=", m.g);
-        const DagTree got = tree_of(generate_valid(spec));
+        const DagTree got = tree_of(testref::generate_valid(spec));
         for (uint32_t vr = 0; vr < P; ++vr) {
           const uint32_t r = patterns::real_rank(vr, root, P);
           if (vr == 0) {

@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -137,6 +138,115 @@ inline GenOutcome check_generator(const CollectiveSpec& spec, int seeds = 3, Com
   return out;
 }
 
+// The global DAG of `spec`, required to generate and validate.
+inline GlobalDag generate_valid(const CollectiveSpec& spec) {
+  INFO(std::string(coll_kind_name(spec.kind)), " ", spec.algorithm, " P=", spec.images, " root=", spec.root,
+       " nbytes=", spec.nbytes, " segment=", spec.segment_bytes, " radix=", spec.radix, " src=",
+       spec.src_blksz, "/", spec.src_offset, " dst=", spec.dst_blksz, "/", spec.dst_offset);
+  GlobalDag dag;
+  std::string error;
+  REQUIRE(generate_global(spec, &dag, &error));
+  INFO(error);
+  REQUIRE(validate_global(dag, &error));
+  return dag;
+}
+
+inline std::vector<MessageEdge> edges_of(const GlobalDag& dag) {
+  std::vector<MessageEdge> edges;
+  std::string error;
+  REQUIRE(match_messages(dag, &edges, &error));
+  return edges;
+}
+
+// Roots worth trying for P images: both ends, the middle, a third.
+inline std::vector<uint32_t> roots_for(uint32_t P) {
+  std::vector<uint32_t> roots{0, P - 1, P / 2, P / 3};
+  std::sort(roots.begin(), roots.end());
+  roots.erase(std::unique(roots.begin(), roots.end()), roots.end());
+  return roots;
+}
+
+// Message rounds: the longest chain of messages when a matched SEND and its
+// receive complete together (rendezvous), so a chain of receives at one
+// image counts one round per message.
+inline uint32_t message_rounds(const GlobalDag& dag) {
+  const uint32_t P = dag.spec.images;
+  std::vector<std::vector<uint32_t>> depth(P);
+  std::vector<size_t> base(P + 1, 0);
+  for (uint32_t i = 0; i < P; ++i) {
+    depth[i].assign(dag.images[i].cars.size(), 0);
+    base[i + 1] = base[i] + dag.images[i].cars.size();
+  }
+  std::vector<std::pair<uint32_t, CarId>> other(base[P], {UINT32_MAX, 0});
+  for (const MessageEdge& e : edges_of(dag)) {
+    other[base[e.from_image] + e.from_car] = {e.to_image, e.to_car};
+    other[base[e.to_image] + e.to_car] = {e.from_image, e.from_car};
+  }
+  // Relax to a fixed point: local ids are topological and the contracted
+  // DAG is acyclic (validate_global), so at most #messages + 1 sweeps.
+  uint32_t rounds = 0;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (uint32_t i = 0; i < P; ++i) {
+      for (CarId c = 0; c < dag.images[i].cars.size(); ++c) {
+        uint32_t d = 0;
+        for (const Dep& dep : dag.images[i].cars[c].deps) d = std::max(d, depth[i][dep.car]);
+        const auto [j, m] = other[base[i] + c];
+        if (j != UINT32_MAX) {
+          for (const Dep& dep : dag.images[j].cars[m].deps) d = std::max(d, depth[j][dep.car]);
+          ++d;
+        }
+        if (d > depth[i][c]) {
+          depth[i][c] = d;
+          changed = true;
+        }
+        rounds = std::max(rounds, d);
+      }
+    }
+  }
+  return rounds;
+}
+
+// Message depth: the most messages on one chain of the global DAG
+// (dependencies inside an image, SEND -> receive between images): a tree's
+// depth, where message_rounds counts a root's receives one after another.
+inline uint64_t message_depth(const GlobalDag& dag) {
+  const uint32_t P = dag.spec.images;
+  std::vector<size_t> base(P + 1, 0);
+  for (uint32_t i = 0; i < P; ++i) base[i + 1] = base[i] + dag.images[i].cars.size();
+  std::vector<std::vector<std::pair<size_t, uint64_t>>> succ(base[P]);  // (node, messages on the edge)
+  std::vector<uint64_t> indegree(base[P], 0);
+  auto link = [&](size_t from, size_t to, uint64_t weight) {
+    succ[from].push_back({to, weight});
+    ++indegree[to];
+  };
+  for (uint32_t i = 0; i < P; ++i) {
+    for (CarId c = 0; c < dag.images[i].cars.size(); ++c) {
+      for (const Dep& d : dag.images[i].cars[c].deps) link(base[i] + d.car, base[i] + c, 0);
+    }
+  }
+  for (const MessageEdge& e : edges_of(dag)) {
+    link(base[e.from_image] + e.from_car, base[e.to_image] + e.to_car, 1);
+  }
+  std::vector<uint64_t> depth(base[P], 0);
+  std::vector<size_t> ready;
+  for (size_t n = 0; n < base[P]; ++n) {
+    if (indegree[n] == 0) ready.push_back(n);
+  }
+  uint64_t rounds = 0;
+  while (!ready.empty()) {
+    const size_t n = ready.back();
+    ready.pop_back();
+    rounds = std::max(rounds, depth[n]);
+    for (const auto& [m, weight] : succ[n]) {
+      depth[m] = std::max(depth[m], depth[n] + weight);
+      if (--indegree[m] == 0) ready.push_back(m);
+    }
+  }
+  return rounds;
+}
+
+
 // Happens-before over the global DAG: dependency edges inside an image and
 // message edges (SEND -> its receive) between images. reached[from][to]:
 // image `to`'s exit is reachable from the CARs `starts(from, car)` picks on
@@ -199,6 +309,22 @@ std::vector<std::vector<bool>> exits_reached_from(const GlobalDag& dag, Starts s
 inline std::vector<std::vector<bool>> exits_reached_from_entries(const GlobalDag& dag) {
   return exits_reached_from(
       dag, [&](uint32_t i, CarId c) { return dag.images[i].cars[c].deps.empty(); }, false);
+}
+
+// OUT_ALLSYNC: no image's exit may complete before every data CAR of every
+// image has. `plain` is the same DAG without sync transforms (the
+// transformed one keeps its CAR ids); a SEND counts as done when its
+// receive is, as a rendezvous transport has it.
+inline void check_exits_wait_for_all_data(const GlobalDag& dag, const GlobalDag& plain) {
+  const auto reached = exits_reached_from(dag, [&](uint32_t i, CarId c) {
+    return c < plain.images[i].cars.size() && plain.images[i].cars[c].kind != CarKind::Join;
+  }, true);
+  for (uint32_t from = 0; from < dag.spec.images; ++from) {
+    for (uint32_t to = 0; to < dag.spec.images; ++to) {
+      INFO("image ", to, "'s exit does not wait for image ", from, "'s data");
+      CHECK(reached[from][to]);
+    }
+  }
 }
 
 }  // namespace carflow::testref

@@ -50,13 +50,6 @@ std::vector<ArrayLayout> dst_layouts(ArrayLayout src) {
   return {src, {1, 0}, {64, 5}, {0, 0}};
 }
 
-std::vector<uint32_t> roots_for(uint32_t P) {
-  std::vector<uint32_t> roots{0, P - 1, P / 2};
-  std::sort(roots.begin(), roots.end());
-  roots.erase(std::unique(roots.begin(), roots.end()), roots.end());
-  return roots;
-}
-
 CollectiveSpec cyclic_spec(CollKind kind, const char* algorithm, uint32_t P, uint32_t root, uint64_t elems,
                            uint32_t elem_size, ArrayLayout src, ArrayLayout dst = {0, 0}) {
   CollectiveSpec spec = testref::make_spec(kind, algorithm, P, root, elems * elem_size);
@@ -68,62 +61,6 @@ CollectiveSpec cyclic_spec(CollKind kind, const char* algorithm, uint32_t P, uin
     spec.dst_offset = dst.offset;
   }
   return spec;
-}
-
-GlobalDag generate(const CollectiveSpec& spec) {
-  GlobalDag dag;
-  std::string error;
-  INFO(coll_kind_name(spec.kind), " ", spec.algorithm, " P=", spec.images, " nbytes=", spec.nbytes,
-       " src=", spec.src_blksz, "/", spec.src_offset, " dst=", spec.dst_blksz, "/", spec.dst_offset);
-  REQUIRE(generate_global(spec, &dag, &error));
-  INFO(error);
-  REQUIRE(validate_global(dag, &error));
-  return dag;
-}
-
-std::vector<MessageEdge> edges_of(const GlobalDag& dag) {
-  std::vector<MessageEdge> edges;
-  std::string error;
-  REQUIRE(match_messages(dag, &edges, &error));
-  return edges;
-}
-
-// Rounds: the most messages on one chain of the global DAG (dependencies
-// inside an image, SEND -> receive between images).
-uint64_t message_rounds(const GlobalDag& dag) {
-  const uint32_t P = dag.spec.images;
-  std::vector<size_t> base(P + 1, 0);
-  for (uint32_t i = 0; i < P; ++i) base[i + 1] = base[i] + dag.images[i].cars.size();
-  std::vector<std::vector<std::pair<size_t, uint64_t>>> succ(base[P]);  // (node, messages on the edge)
-  std::vector<uint64_t> indegree(base[P], 0);
-  auto link = [&](size_t from, size_t to, uint64_t weight) {
-    succ[from].push_back({to, weight});
-    ++indegree[to];
-  };
-  for (uint32_t i = 0; i < P; ++i) {
-    for (CarId c = 0; c < dag.images[i].cars.size(); ++c) {
-      for (const Dep& d : dag.images[i].cars[c].deps) link(base[i] + d.car, base[i] + c, 0);
-    }
-  }
-  for (const MessageEdge& e : edges_of(dag)) {
-    link(base[e.from_image] + e.from_car, base[e.to_image] + e.to_car, 1);
-  }
-  std::vector<uint64_t> depth(base[P], 0);
-  std::vector<size_t> ready;
-  for (size_t n = 0; n < base[P]; ++n) {
-    if (indegree[n] == 0) ready.push_back(n);
-  }
-  uint64_t rounds = 0;
-  while (!ready.empty()) {
-    const size_t n = ready.back();
-    ready.pop_back();
-    rounds = std::max(rounds, depth[n]);
-    for (const auto& [m, weight] : succ[n]) {
-      depth[m] = std::max(depth[m], depth[n] + weight);
-      if (--indegree[m] == 0) ready.push_back(m);
-    }
-  }
-  return rounds;
 }
 
 // ---- CyclicLayout -----------------------------------------------------------
@@ -254,7 +191,7 @@ TEST_CASE("rows reduce combines a block-cyclic array in array order for every P,
   for (uint32_t P : kImages) {
     for (uint64_t elems : kElems) {
       for (ArrayLayout src : src_layouts(P)) {
-        for (uint32_t root : roots_for(P)) {
+        for (uint32_t root : testref::roots_for(P)) {
           for (uint32_t es : {16u, 8u}) {
             testref::check_generator(cyclic_spec(CollKind::Reduce, "rows", P, root, elems, es, src));
           }
@@ -270,7 +207,7 @@ TEST_CASE("scalar reduce gives the commutative result for every P, size, layout 
   for (uint32_t P : kImages) {
     for (uint64_t elems : kElems) {
       for (ArrayLayout src : src_layouts(P)) {
-        for (uint32_t root : roots_for(P)) {
+        for (uint32_t root : testref::roots_for(P)) {
           testref::check_generator(cyclic_spec(CollKind::Reduce, "scalar", P, root, elems, 8, src));
         }
       }
@@ -300,7 +237,7 @@ TEST_CASE("reduce generators declare their operand order honestly") {
 
 // Whether simulating `spec` with `op` reproduces the reference on every image.
 bool matches_reference(const CollectiveSpec& spec, const testref::Combine& op) {
-  const GlobalDag dag = generate(spec);
+  const GlobalDag dag = testref::generate_valid(spec);
   const std::vector<testref::Bytes> src = testref::inputs(spec);
   const std::vector<testref::Bytes> want = testref::expected_reduction(spec, src, op);
   std::vector<testref::Bytes> s = src, d = testref::blank_outputs(spec);
@@ -338,11 +275,11 @@ TEST_CASE("rows reduce sends one message per holder but v 0 along its binomial t
   for (uint32_t P : kImages) {
     for (uint64_t elems : kElems) {
       for (ArrayLayout src : src_layouts(P)) {
-        for (uint32_t root : roots_for(P)) {
+        for (uint32_t root : testref::roots_for(P)) {
           const CollectiveSpec spec = cyclic_spec(CollKind::Reduce, "rows", P, root, elems, 16, src);
           const CyclicLayout L = src_cyclic(spec);
           INFO("P=", P, " elems=", elems, " src=", src.blksz, "/", src.offset, " root=", root);
-          const GlobalDag dag = generate(spec);
+          const GlobalDag dag = testref::generate_valid(spec);
           const bool to_root = elems > 0 && root != L.first_image();
           uint64_t bytes = to_root ? 16 : 0;
           for (uint32_t i = 0; i < P; ++i) {
@@ -351,10 +288,10 @@ TEST_CASE("rows reduce sends one message per holder but v 0 along its binomial t
           const DagStats stats = dag_stats(dag);
           CHECK(stats.messages == (elems == 0 ? 0 : holders(L, P) - 1) + (to_root ? 1 : 0));
           const uint64_t rounds = patterns::ceil_log2(holders(L, P)) + (to_root ? 1 : 0);
-          CHECK(message_rounds(dag) <= rounds);
-          if (holders(L, P) == P && (P & (P - 1)) == 0) CHECK(message_rounds(dag) == rounds);
+          CHECK(testref::message_depth(dag) <= rounds);
+          if (holders(L, P) == P && (P & (P - 1)) == 0) CHECK(testref::message_depth(dag) == rounds);
           CHECK(stats.message_bytes == bytes);
-          for (const MessageEdge& e : edges_of(dag)) {
+          for (const MessageEdge& e : testref::edges_of(dag)) {
             const uint32_t vf = L.virtual_rank(e.from_image);
             if (vf == 0) {
               CHECK(e.to_image == root);
@@ -374,14 +311,14 @@ TEST_CASE("scalar reduce sends P-1 messages when every image holds data, fewer o
   for (uint32_t P : kImages) {
     for (uint64_t elems : kElems) {
       for (ArrayLayout src : src_layouts(P)) {
-        for (uint32_t root : roots_for(P)) {
+        for (uint32_t root : testref::roots_for(P)) {
           const CollectiveSpec spec = cyclic_spec(CollKind::Reduce, "scalar", P, root, elems, 8, src);
           const CyclicLayout L = src_cyclic(spec);
           INFO("P=", P, " elems=", elems, " src=", src.blksz, "/", src.offset, " root=", root);
-          const GlobalDag dag = generate(spec);
+          const GlobalDag dag = testref::generate_valid(spec);
           const DagStats stats = dag_stats(dag);
           CHECK(stats.message_bytes == stats.messages * 8);
-          CHECK(message_rounds(dag) <= patterns::ceil_log2(P));
+          CHECK(testref::message_depth(dag) <= patterns::ceil_log2(P));
           CHECK(stats.messages <= P - 1);
           if (holders(L, P) == P) CHECK(stats.messages == P - 1);
           if (elems == 0) CHECK(stats.messages == 0);
@@ -418,16 +355,8 @@ TEST_CASE("block-cyclic generators stay correct under sync modes; OUT_ALLSYNC wa
             const GlobalDag dag = testref::check_generator(spec).dag;
             CollectiveSpec bare = spec;
             bare.flags = 0;
-            const GlobalDag plain = generate(bare);
-            const auto reached = testref::exits_reached_from(dag, [&](uint32_t i, CarId c) {
-              return c < plain.images[i].cars.size() && plain.images[i].cars[c].kind != CarKind::Join;
-            }, true);
-            for (uint32_t from = 0; from < P; ++from) {
-              for (uint32_t to = 0; to < P; ++to) {
-                INFO("image ", to, "'s exit does not wait for image ", from, "'s data");
-                CHECK(reached[from][to]);
-              }
-            }
+            const GlobalDag plain = testref::generate_valid(bare);
+            testref::check_exits_wait_for_all_data(dag, plain);
           }
         }
       }
@@ -517,20 +446,20 @@ TEST_CASE("dissemination prefix_reduce sends exactly the dissemination, broadcas
           const CyclicLayout L = src_cyclic(spec), D = dst_cyclic(spec);
           INFO("P=", P, " elems=", elems, " src=", src.blksz, "/", src.offset, " dst=", dst.blksz, "/",
                dst.offset);
-          const GlobalDag dag = generate(spec);
+          const GlobalDag dag = testref::generate_valid(spec);
           CHECK(dag_stats(dag).messages == expected_prefix_messages(spec));
           const bool same = src.blksz == dst.blksz && src.offset == dst.offset;
           const uint64_t levels = patterns::ceil_log2(P);
           const uint64_t rounds = levels * (L.rows() >= 2 ? 2 : 1) + (same ? 0 : 1);
-          CHECK(message_rounds(dag) <= rounds);
-          if (same && L.rows() >= 2 && (P & (P - 1)) == 0) CHECK(message_rounds(dag) == rounds);
+          CHECK(testref::message_depth(dag) <= rounds);
+          if (same && L.rows() >= 2 && (P & (P - 1)) == 0) CHECK(testref::message_depth(dag) == rounds);
           uint64_t copies = 0;
           for (const LocalDag& image : dag.images) {
             for (const Car& car : image.cars) copies += car.kind == CarKind::Copy;
           }
           // Packing and unpacking: at most two COPYs per piece, none in place.
           CHECK(copies <= (same ? 0 : 2 * reblocking(L, D, elems).pieces));
-          for (const MessageEdge& e : edges_of(dag)) {
+          for (const MessageEdge& e : testref::edges_of(dag)) {
             const Car& send = dag.images[e.from_image].cars[e.from_car];
             if (send.tag >= 32) continue;
             const uint32_t vf = L.virtual_rank(e.from_image), vt = L.virtual_rank(e.to_image);
@@ -547,9 +476,9 @@ TEST_CASE("reblocking blocks of 4 to cyclic on 4 images sends one message per pa
   // so 4 * 3 messages between distinct images after the prefix itself.
   const CollectiveSpec spec =
       cyclic_spec(CollKind::PrefixReduce, "dissemination", 4, 0, 16, 16, {4, 0}, {1, 0});
-  const GlobalDag dag = generate(spec);
+  const GlobalDag dag = testref::generate_valid(spec);
   uint64_t reblock = 0;
-  for (const MessageEdge& e : edges_of(dag)) reblock += dag.images[e.from_image].cars[e.from_car].tag == 33;
+  for (const MessageEdge& e : testref::edges_of(dag)) reblock += dag.images[e.from_image].cars[e.from_car].tag == 33;
   CHECK(reblock == 12);
   CHECK(dag_stats(dag).messages == 12 + (3 + 2));  // dissemination; R = 1: no totals
   testref::check_generator(spec);

@@ -37,10 +37,7 @@ constexpr uint64_t kSmallSegment = 64;  // bytes: 4 matrices, 8 words
 // Roots worth trying: both ends and the middle (allreduce has none).
 std::vector<uint32_t> roots_for(CollKind kind, uint32_t P) {
   if (kind == CollKind::Allreduce) return {0};
-  std::vector<uint32_t> roots{0, P - 1, P / 2};
-  std::sort(roots.begin(), roots.end());
-  roots.erase(std::unique(roots.begin(), roots.end()), roots.end());
-  return roots;
+  return testref::roots_for(P);
 }
 
 std::vector<uint64_t> segments_for(const ReduceGen& gen) {
@@ -54,17 +51,6 @@ CollectiveSpec reduce_spec(CollKind kind, const std::string& name, uint32_t P, u
   spec.elem_size = elem_size;
   spec.segment_bytes = segment_bytes;
   return spec;
-}
-
-GlobalDag generate(const CollectiveSpec& spec) {
-  GlobalDag dag;
-  std::string error;
-  INFO(std::string(coll_kind_name(spec.kind)), " ", spec.algorithm, " P=", spec.images, " root=", spec.root,
-       " nbytes=", spec.nbytes, " segment=", spec.segment_bytes);
-  REQUIRE(generate_global(spec, &dag, &error));
-  INFO(error);
-  REQUIRE(validate_global(dag, &error));
-  return dag;
 }
 
 // ---- hazards ----------------------------------------------------------------
@@ -138,55 +124,6 @@ void check_no_races(const GlobalDag& dag) {
 }
 
 // ---- structure ----------------------------------------------------------------
-
-std::vector<MessageEdge> edges_of(const GlobalDag& dag) {
-  std::vector<MessageEdge> edges;
-  std::string error;
-  REQUIRE(match_messages(dag, &edges, &error));
-  return edges;
-}
-
-// Message rounds: the longest chain of messages when a matched SEND and its
-// receive complete together (rendezvous), so a chain of receives at one
-// image counts one round per message.
-uint32_t message_rounds(const GlobalDag& dag) {
-  const uint32_t P = dag.spec.images;
-  std::vector<std::vector<uint32_t>> depth(P);
-  std::vector<size_t> base(P + 1, 0);
-  for (uint32_t i = 0; i < P; ++i) {
-    depth[i].assign(dag.images[i].cars.size(), 0);
-    base[i + 1] = base[i] + dag.images[i].cars.size();
-  }
-  std::vector<MessageEdge> edges = edges_of(dag);
-  std::vector<std::pair<uint32_t, CarId>> other(base[P], {UINT32_MAX, 0});
-  for (const MessageEdge& e : edges) {
-    other[base[e.from_image] + e.from_car] = {e.to_image, e.to_car};
-    other[base[e.to_image] + e.to_car] = {e.from_image, e.from_car};
-  }
-  // Relax to a fixed point: local ids are topological and the contracted
-  // DAG is acyclic (validate_global), so at most #messages + 1 sweeps.
-  uint32_t rounds = 0;
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (uint32_t i = 0; i < P; ++i) {
-      for (CarId c = 0; c < dag.images[i].cars.size(); ++c) {
-        uint32_t d = 0;
-        for (const Dep& dep : dag.images[i].cars[c].deps) d = std::max(d, depth[i][dep.car]);
-        const auto [j, m] = other[base[i] + c];
-        if (j != UINT32_MAX) {
-          for (const Dep& dep : dag.images[j].cars[m].deps) d = std::max(d, depth[j][dep.car]);
-          ++d;
-        }
-        if (d > depth[i][c]) {
-          depth[i][c] = d;
-          changed = true;
-        }
-        rounds = std::max(rounds, d);
-      }
-    }
-  }
-  return rounds;
-}
 
 std::vector<uint64_t> sends_per_image(const GlobalDag& dag, bool bytes) {
   std::vector<uint64_t> out;
@@ -274,7 +211,7 @@ TEST_CASE("no CAR of a reduction DAG touches bytes another CAR uses without bein
             const CollectiveSpec spec = reduce_spec(g.kind, g.name, P, root, count, 16, segment);
             INFO(std::string(coll_kind_name(g.kind)), " ", g.name, " P=", P, " root=", root, " count=", count,
                  " segment=", segment);
-            check_no_races(generate(spec));
+            check_no_races(testref::generate_valid(spec));
           }
         }
       }
@@ -286,7 +223,7 @@ TEST_CASE("reduce_vec writes only the root's destination") {
   for (const std::string name : {"binomial", "rabenseifner", "flat"}) {
     for (uint32_t P : kImages) {
       for (uint32_t root : roots_for(CollKind::ReduceVec, P)) {
-        const GlobalDag dag = generate(reduce_spec(CollKind::ReduceVec, name, P, root, 10, 16));
+        const GlobalDag dag = testref::generate_valid(reduce_spec(CollKind::ReduceVec, name, P, root, 10, 16));
         for (const LocalDag& local : dag.images) {
           INFO(name, " P=", P, " root=", root, " image ", local.image);
           CHECK(local.dst_bytes == (local.image == root ? 160u : 0u));
@@ -305,7 +242,7 @@ TEST_CASE("binomial reduce_vec sends P-1 messages per segment for every root") {
         const CollectiveSpec spec = reduce_spec(CollKind::ReduceVec, "binomial", P, root, 10, 16, segment);
         const uint64_t segments = split_segments(spec.nbytes, segment, 16).size();
         INFO("P=", P, " root=", root, " segments=", segments);
-        CHECK(dag_stats(generate(spec)).messages == (P - 1) * segments);
+        CHECK(dag_stats(testref::generate_valid(spec)).messages == (P - 1) * segments);
       }
     }
   }
@@ -314,9 +251,9 @@ TEST_CASE("binomial reduce_vec sends P-1 messages per segment for every root") {
 TEST_CASE("binomial reduce_vec: every image sends once to its tree parent; root 0 takes ceil(log2 P) rounds") {
   for (uint32_t P = 1; P <= 40; ++P) {
     for (uint32_t root : roots_for(CollKind::ReduceVec, P)) {
-      const GlobalDag dag = generate(reduce_spec(CollKind::ReduceVec, "binomial", P, root, 3, 16));
+      const GlobalDag dag = testref::generate_valid(reduce_spec(CollKind::ReduceVec, "binomial", P, root, 3, 16));
       std::vector<uint32_t> sent(P, 0);
-      for (const MessageEdge& e : edges_of(dag)) ++sent[e.from_image];
+      for (const MessageEdge& e : testref::edges_of(dag)) ++sent[e.from_image];
       for (uint32_t i = 0; i < P; ++i) {
         INFO("P=", P, " root=", root, " image ", i);
         CHECK(sent[i] == (i == root ? 0u : 1u));
@@ -326,7 +263,7 @@ TEST_CASE("binomial reduce_vec: every image sends once to its tree parent; root 
       const uint32_t right = patterns::ceil_log2(P - root), left = patterns::ceil_log2(root);
       const uint32_t want = root == 0 ? right : std::max(right, left) + 1;
       INFO("P=", P, " root=", root);
-      CHECK(message_rounds(dag) == want);
+      CHECK(testref::message_rounds(dag) == want);
       CHECK(want <= patterns::ceil_log2(P) + 1);
     }
   }
@@ -335,12 +272,12 @@ TEST_CASE("binomial reduce_vec: every image sends once to its tree parent; root 
 TEST_CASE("flat reduce_vec sends P-1 messages, all to the root, combined one per round") {
   for (uint32_t P = 1; P <= 40; ++P) {
     for (uint32_t root : roots_for(CollKind::ReduceVec, P)) {
-      const GlobalDag dag = generate(reduce_spec(CollKind::ReduceVec, "flat", P, root, 3, 16));
-      const std::vector<MessageEdge> edges = edges_of(dag);
+      const GlobalDag dag = testref::generate_valid(reduce_spec(CollKind::ReduceVec, "flat", P, root, 3, 16));
+      const std::vector<MessageEdge> edges = testref::edges_of(dag);
       INFO("P=", P, " root=", root);
       CHECK(edges.size() == P - 1);
       for (const MessageEdge& e : edges) CHECK(e.to_image == root);
-      CHECK(message_rounds(dag) == P - 1);
+      CHECK(testref::message_rounds(dag) == P - 1);
     }
   }
 }
@@ -350,15 +287,15 @@ TEST_CASE("reduce_bcast allreduce sends 2(P-1) messages per segment in 2 log2 P 
     for (uint64_t segment : {uint64_t{0}, kSmallSegment}) {
       const CollectiveSpec spec = reduce_spec(CollKind::Allreduce, "reduce_bcast", P, 0, 10, 16, segment);
       const uint64_t segments = split_segments(spec.nbytes, segment, 16).size();
-      const GlobalDag dag = generate(spec);
+      const GlobalDag dag = testref::generate_valid(spec);
       INFO("P=", P, " segments=", segments);
       CHECK(dag_stats(dag).messages == 2 * (P - 1) * segments);
       if (segment == 0) {
         const uint32_t bound = 2 * patterns::ceil_log2(P);
         if ((P & (P - 1)) == 0) {
-          CHECK(message_rounds(dag) == bound);
+          CHECK(testref::message_rounds(dag) == bound);
         } else {
-          CHECK(message_rounds(dag) <= bound);
+          CHECK(testref::message_rounds(dag) <= bound);
         }
       }
     }
@@ -370,10 +307,10 @@ TEST_CASE("rabenseifner allreduce: 2 log2 P' rounds, P' 2 log2 P' + 2 rem messag
     const uint32_t pof2 = patterns::floor_pow2(P), rem = P - pof2, L = patterns::ceil_log2(pof2);
     // 32 elements per block, so halves split evenly.
     const uint64_t count = uint64_t{32} * pof2, n = count * 16;
-    const GlobalDag dag = generate(reduce_spec(CollKind::Allreduce, "rabenseifner", P, 0, count, 16));
+    const GlobalDag dag = testref::generate_valid(reduce_spec(CollKind::Allreduce, "rabenseifner", P, 0, count, 16));
     INFO("P=", P);
     CHECK(dag_stats(dag).messages == uint64_t{pof2} * 2 * L + 2 * rem);
-    CHECK(message_rounds(dag) == 2 * L + (rem ? 2 : 0));
+    CHECK(testref::message_rounds(dag) == 2 * L + (rem ? 2 : 0));
     const std::vector<uint64_t> sends = sends_per_image(dag, false), bytes = sends_per_image(dag, true);
     for (uint32_t i = 0; i < P; ++i) {
       INFO("image ", i);
@@ -391,10 +328,10 @@ TEST_CASE("rabenseifner reduce_vec: rem + P' log2 P' + P' - 1 messages in 2 log2
     const uint32_t pof2 = patterns::floor_pow2(P), rem = P - pof2, L = patterns::ceil_log2(pof2);
     for (uint32_t root : roots_for(CollKind::ReduceVec, P)) {
       const uint64_t count = uint64_t{32} * pof2, n = count * 16;
-      const GlobalDag dag = generate(reduce_spec(CollKind::ReduceVec, "rabenseifner", P, root, count, 16));
+      const GlobalDag dag = testref::generate_valid(reduce_spec(CollKind::ReduceVec, "rabenseifner", P, root, count, 16));
       INFO("P=", P, " root=", root);
       CHECK(dag_stats(dag).messages == rem + uint64_t{pof2} * L + (pof2 - 1));
-      CHECK(message_rounds(dag) == 2 * L + (rem ? 1 : 0));
+      CHECK(testref::message_rounds(dag) == 2 * L + (rem ? 1 : 0));
       // The root is never folded away; it sends only while halving.
       const std::vector<uint64_t> sends = sends_per_image(dag, false), bytes = sends_per_image(dag, true);
       CHECK(sends[root] == L);

@@ -15,40 +15,15 @@
 namespace carflow {
 namespace {
 
-GlobalDag generate(const CollectiveSpec& spec) {
-  GlobalDag dag;
-  std::string error;
-  INFO(coll_kind_name(spec.kind), " ", spec.algorithm, " P=", spec.images, " root=", spec.root);
-  REQUIRE(generate_global(spec, &dag, &error));
-  INFO(error);
-  REQUIRE(validate_global(dag, &error));
-  return dag;
-}
-
-std::vector<MessageEdge> edges_of(const GlobalDag& dag) {
-  std::vector<MessageEdge> edges;
-  std::string error;
-  REQUIRE(match_messages(dag, &edges, &error));
-  return edges;
-}
-
-// Roots worth trying for P images: the ends, the middle and one in between.
-std::vector<uint32_t> roots_for(uint32_t P) {
-  std::vector<uint32_t> roots{0, P - 1, P / 2, P / 3};
-  std::sort(roots.begin(), roots.end());
-  roots.erase(std::unique(roots.begin(), roots.end()), roots.end());
-  return roots;
-}
-
 TEST_CASE("flat and binomial scatter and gather send exactly P-1 messages for every root") {
   for (CollKind kind : {CollKind::Scatter, CollKind::Gather}) {
     for (const char* algorithm : {"flat", "binomial"}) {
       for (uint32_t P = 1; P <= 40; ++P) {
-        for (uint32_t root : roots_for(P)) {
+        for (uint32_t root : testref::roots_for(P)) {
           for (uint64_t nbytes : {uint64_t{0}, uint64_t{5}}) {
             CollectiveSpec spec = testref::make_spec(kind, algorithm, P, root, nbytes);
             INFO(coll_kind_name(kind), " ", algorithm, " P=", P, " root=", root, " nbytes=", nbytes);
-            CHECK(dag_stats(generate(spec)).messages == P - 1);
+            CHECK(dag_stats(testref::generate_valid(spec)).messages == P - 1);
           }
         }
       }
@@ -61,11 +36,11 @@ TEST_CASE("flat and binomial scatter and gather send exactly P-1 messages for ev
 void check_binomial_edges(CollKind kind) {
   const bool down = kind == CollKind::Scatter;
   for (uint32_t P = 1; P <= 40; ++P) {
-    for (uint32_t root : roots_for(P)) {
-      const GlobalDag dag = generate(testref::make_spec(kind, "binomial", P, root, 3));
+    for (uint32_t root : testref::roots_for(P)) {
+      const GlobalDag dag = testref::generate_valid(testref::make_spec(kind, "binomial", P, root, 3));
       std::vector<uint32_t> with_parent(P, 0);
       uint32_t at_root = 0;
-      for (const MessageEdge& e : edges_of(dag)) {
+      for (const MessageEdge& e : testref::edges_of(dag)) {
         const uint32_t parent = down ? e.from_image : e.to_image;
         const uint32_t child = down ? e.to_image : e.from_image;
         const uint32_t vc = patterns::virtual_rank(child, root, P);
@@ -97,7 +72,7 @@ TEST_CASE("binomial gather sends one message per tree edge, ceil(log2 P) into th
 TEST_CASE("binomial scatter and gather finish in ceil(log2 P) message hops") {
   for (CollKind kind : {CollKind::Scatter, CollKind::Gather}) {
     for (uint32_t P = 1; P <= 33; ++P) {
-      const GlobalDag dag = generate(testref::make_spec(kind, "binomial", P, P / 2, 16));
+      const GlobalDag dag = testref::generate_valid(testref::make_spec(kind, "binomial", P, P / 2, 16));
       // Per hop a SEND and its RECV, plus one COPY layer at the root (packing
       // or unpacking, all in parallel) and the exit JOIN; intermediate COPYs
       // run beside the forwarding.
@@ -110,7 +85,7 @@ TEST_CASE("binomial scatter and gather finish in ceil(log2 P) message hops") {
 TEST_CASE("binomial scatter and gather with a packed layout and root 0 use no temp at the root") {
   for (CollKind kind : {CollKind::Scatter, CollKind::Gather}) {
     for (uint32_t P : {2u, 5u, 8u, 13u}) {
-      const GlobalDag dag = generate(testref::make_spec(kind, "binomial", P, 0, 8));
+      const GlobalDag dag = testref::generate_valid(testref::make_spec(kind, "binomial", P, 0, 8));
       INFO(coll_kind_name(kind), " P=", P);
       CHECK(dag.images[0].temps.empty());
       testref::check_generator(dag.spec);
@@ -123,7 +98,7 @@ TEST_CASE("binomial scatter and gather with root != 0 pack only the range that w
     for (uint32_t P = 2; P <= 17; ++P) {
       for (uint32_t root = 1; root < P; ++root) {
         const CollectiveSpec spec = testref::make_spec(kind, "binomial", P, root, 8);
-        const GlobalDag dag = generate(spec);
+        const GlobalDag dag = testref::generate_valid(spec);
         INFO(coll_kind_name(kind), " P=", P, " root=", root);
         CHECK(dag.images[root].temps.size() <= 1);
         CHECK(testref::check_generator(spec, 2).ok);
@@ -201,7 +176,7 @@ TEST_CASE("k-ary barrier sends 2(P-1) messages and is 2 * height hops deep") {
     for (uint32_t P = 1; P <= 40; ++P) {
       CollectiveSpec spec = testref::make_spec(CollKind::Barrier, "kary", P, 0, 0);
       spec.radix = radix;
-      const GlobalDag dag = generate(spec);
+      const GlobalDag dag = testref::generate_valid(spec);
       const DagStats stats = dag_stats(dag);
       const uint32_t h = kary_height(P, radix == 0 ? 4 : radix);
       INFO("radix=", radix, " P=", P, " height=", h);
@@ -218,7 +193,7 @@ TEST_CASE("k-ary barrier: every image's exit waits for every image's entry, any 
     for (uint32_t P = 1; P <= 20; ++P) {
       CollectiveSpec spec = testref::make_spec(CollKind::Barrier, "kary", P, 0, 0);
       spec.radix = radix;
-      const GlobalDag dag = generate(spec);
+      const GlobalDag dag = testref::generate_valid(spec);
       const auto reached = testref::exits_reached_from_entries(dag);
       for (uint32_t from = 0; from < P; ++from) {
         for (uint32_t to = 0; to < P; ++to) {

@@ -49,17 +49,7 @@ CollectiveSpec variable_spec(const char* algorithm, uint32_t P, uint64_t elems, 
   return spec;
 }
 
-GlobalDag generate(const CollectiveSpec& spec) {
-  GlobalDag dag;
-  std::string error;
-  INFO(coll_kind_name(spec.kind), " ", spec.algorithm, " P=", spec.images, " nbytes=", spec.nbytes);
-  REQUIRE(generate_global(spec, &dag, &error));
-  INFO(error);
-  REQUIRE(validate_global(dag, &error));
-  return dag;
-}
-
-uint64_t messages_of(const CollectiveSpec& spec) { return dag_stats(generate(spec)).messages; }
+uint64_t messages_of(const CollectiveSpec& spec) { return dag_stats(testref::generate_valid(spec)).messages; }
 
 // ---- declarations ---------------------------------------------------------
 
@@ -145,7 +135,7 @@ TEST_CASE("scan of a large vector (65536 elements) matches the reference") {
 TEST_CASE("exclusive scan never writes image 0's destination") {
   for (const char* algorithm : {"dissemination", "linear"}) {
     for (uint32_t P : {1u, 2u, 5u, 16u}) {
-      const GlobalDag dag = generate(scan_spec(algorithm, P, 3, 8, true, 8));
+      const GlobalDag dag = testref::generate_valid(scan_spec(algorithm, P, 3, 8, true, 8));
       for (const Car& car : dag.images[0].cars) {
         INFO(algorithm, " P=", P, " car ", car_kind_name(car.kind));
         CHECK(car.dst.space != BufferSpace::UserDst);
@@ -157,16 +147,13 @@ TEST_CASE("exclusive scan never writes image 0's destination") {
 TEST_CASE("dissemination scan sends sum over k of (P - 2^k) messages, r -> r + 2^k in round k") {
   for (uint32_t P = 1; P <= 40; ++P) {
     for (bool exclusive : {false, true}) {
-      const GlobalDag dag = generate(scan_spec("dissemination", P, 5, 8, exclusive));
+      const GlobalDag dag = testref::generate_valid(scan_spec("dissemination", P, 5, 8, exclusive));
       uint64_t want = 0;
       for (uint32_t k = 0; k < patterns::ceil_log2(P); ++k) want += P - (1u << k);
       INFO("P=", P, " exclusive=", exclusive);
       CHECK(dag_stats(dag).messages == want);
       CHECK(dag_stats(dag).message_bytes == want * 40);
-      std::vector<MessageEdge> edges;
-      std::string error;
-      REQUIRE(match_messages(dag, &edges, &error));
-      for (const MessageEdge& e : edges) {
+      for (const MessageEdge& e : testref::edges_of(dag)) {
         const uint32_t tag = dag.images[e.from_image].cars[e.from_car].tag;
         INFO("edge ", e.from_image, " -> ", e.to_image, " tag ", tag);
         CHECK(e.to_image == e.from_image + (1u << tag));
@@ -180,15 +167,12 @@ TEST_CASE("linear scan sends P-1 messages per segment, each from r to r+1") {
     for (uint64_t segment : {uint64_t{0}, uint64_t{16}, uint64_t{24}}) {
       for (bool exclusive : {false, true}) {
         const CollectiveSpec spec = scan_spec("linear", P, 10, 8, exclusive, segment);
-        const GlobalDag dag = generate(spec);
+        const GlobalDag dag = testref::generate_valid(spec);
         const uint64_t segments = split_segments(80, segment, 8).size();
         INFO("P=", P, " segment=", segment, " exclusive=", exclusive);
         CHECK(segments == (segment == 0 ? 1u : segment == 16 ? 5u : 4u));
         CHECK(dag_stats(dag).messages == (P - 1) * segments);
-        std::vector<MessageEdge> edges;
-        std::string error;
-        REQUIRE(match_messages(dag, &edges, &error));
-        for (const MessageEdge& e : edges) CHECK(e.to_image == e.from_image + 1);
+        for (const MessageEdge& e : testref::edges_of(dag)) CHECK(e.to_image == e.from_image + 1);
       }
     }
   }
@@ -258,10 +242,10 @@ TEST_CASE("ring, direct and (power-of-two P) recursive halving send each block P
   for (uint32_t P = 1; P <= 40; ++P) {
     const uint64_t block = 3 * 8, want = uint64_t{P} * (P - 1) * block;
     INFO("P=", P);
-    CHECK(dag_stats(generate(reduce_scatter_spec("ring", P, 3, 8))).message_bytes == want);
-    CHECK(dag_stats(generate(reduce_scatter_spec("direct", P, 3, 8))).message_bytes == want);
+    CHECK(dag_stats(testref::generate_valid(reduce_scatter_spec("ring", P, 3, 8))).message_bytes == want);
+    CHECK(dag_stats(testref::generate_valid(reduce_scatter_spec("direct", P, 3, 8))).message_bytes == want);
     if (P == patterns::floor_pow2(P)) {
-      CHECK(dag_stats(generate(reduce_scatter_spec("recursive_halving", P, 3, 8))).message_bytes == want);
+      CHECK(dag_stats(testref::generate_valid(reduce_scatter_spec("recursive_halving", P, 3, 8))).message_bytes == want);
     }
   }
 }
@@ -269,12 +253,9 @@ TEST_CASE("ring, direct and (power-of-two P) recursive halving send each block P
 TEST_CASE("recursive halving pairs new ranks at distance 2^k in round k") {
   for (uint32_t P = 2; P <= 40; ++P) {
     const uint32_t pof2 = patterns::floor_pow2(P), rem = P - pof2, rounds = patterns::ceil_log2(pof2);
-    const GlobalDag dag = generate(reduce_scatter_spec("recursive_halving", P, 2, 8));
+    const GlobalDag dag = testref::generate_valid(reduce_scatter_spec("recursive_halving", P, 2, 8));
     auto newrank = [&](uint32_t r) { return r < 2 * rem ? r / 2 : r - rem; };
-    std::vector<MessageEdge> edges;
-    std::string error;
-    REQUIRE(match_messages(dag, &edges, &error));
-    for (const MessageEdge& e : edges) {
+    for (const MessageEdge& e : testref::edges_of(dag)) {
       const uint32_t tag = dag.images[e.from_image].cars[e.from_car].tag;
       INFO("P=", P, " edge ", e.from_image, " -> ", e.to_image, " tag ", tag);
       if (tag == 0) {  // fold: even r < 2 rem into r + 1
@@ -296,7 +277,7 @@ TEST_CASE("recursive halving pairs new ranks at distance 2^k in round k") {
 // order-preserving generators are checked against above).
 TEST_CASE("ring reduce-scatter reorders operands, so it declares preserves_order = false") {
   const CollectiveSpec spec = reduce_scatter_spec("ring", 4, 2, 16);
-  const GlobalDag dag = generate(spec);
+  const GlobalDag dag = testref::generate_valid(spec);
   const auto src = testref::inputs(spec);
   const auto want = testref::expected_reduction(spec, src, &testref::mat2_mul);
   std::vector<Bytes> s = src, d = testref::blank_outputs(spec);
