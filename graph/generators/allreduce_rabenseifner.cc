@@ -44,20 +44,19 @@ LocalDag rabenseifner_allreduce(const CollectiveSpec& spec, uint32_t image) {
   const uint32_t P = spec.images;
   const uint64_t n = spec.nbytes;
   DagBuilder b(image, n, n);
-  const uint32_t pof2 = patterns::floor_pow2(P);
-  const uint32_t rem = P - pof2;
-  const uint32_t rounds = patterns::ceil_log2(pof2);
+  const patterns::Fold fold(P);
+  const uint32_t pof2 = fold.pof2, rounds = fold.rounds;
   const uint32_t unfold_tag = 1 + 2 * rounds;
 
-  if (image < 2 * rem && image % 2 == 0) {
+  if (fold.folded_away(image)) {
     // Folded away: hand my vector to r+1, then receive the result.
     b.send(image + 1, kFoldTag, user_src(0, n));
     b.recv(image + 1, unfold_tag, user_dst(0, n));
     return b.finish();
   }
-  const bool folded = image < 2 * rem;
-  const uint32_t newrank = folded ? image / 2 : image - rem;
-  auto real = [&](uint32_t nr) { return nr < rem ? 2 * nr + 1 : nr + rem; };
+  const bool folded = fold.paired(image);
+  const uint32_t newrank = fold.newrank(image);
+  auto real = [&](uint32_t nr) { return fold.real(nr); };
 
   const Halves h = halves(split_blocks(n, pof2, spec.elem_size), newrank, rounds);
 

@@ -18,11 +18,10 @@ LocalDag recursive_doubling_allreduce(const CollectiveSpec& spec, uint32_t image
   const uint32_t P = spec.images;
   const uint64_t n = spec.nbytes;
   DagBuilder b(image, n, n);
-  const uint32_t pof2 = patterns::floor_pow2(P);
-  const uint32_t rem = P - pof2;
-  const uint32_t rounds = patterns::ceil_log2(pof2);
+  const patterns::Fold fold(P);
+  const uint32_t rounds = fold.rounds;
 
-  if (image < 2 * rem && image % 2 == 0) {
+  if (fold.folded_away(image)) {
     // Folded away: hand my vector to r+1, then receive the result.
     b.send(image + 1, 0, user_src(0, n));
     b.recv(image + 1, 1 + rounds, user_dst(0, n));
@@ -37,18 +36,16 @@ LocalDag recursive_doubling_allreduce(const CollectiveSpec& spec, uint32_t image
     if (cur_car != kNoCar) d.push_back(after_buffer(cur_car));
     return d;
   };
-  uint32_t newrank = image - rem;
-  if (image < 2 * rem) {  // odd: absorb the even neighbour's vector (it is left)
+  const uint32_t newrank = fold.newrank(image);
+  if (fold.paired(image)) {  // odd: absorb the even neighbour's vector (it is left)
     uint32_t slot = b.temp_slot(n);
     CarId got = b.recv(image - 1, 0, temp(slot, 0, n));
     cur_car = b.reduce(user_dst(0, n), temp(slot, 0, n), cur, {after_buffer(got)});
     cur = user_dst(0, n);
-    newrank = image / 2;
   }
-  auto real = [&](uint32_t nr) { return nr < rem ? 2 * nr + 1 : nr + rem; };
   for (uint32_t k = 0; k < rounds; ++k) {
     const uint32_t partner_new = newrank ^ (1u << k);
-    const uint32_t partner = real(partner_new);
+    const uint32_t partner = fold.real(partner_new);
     CarId sent = b.send(partner, 1 + k, cur, deps_on_cur());
     uint32_t slot = b.temp_slot(n);
     CarId got = b.recv(partner, 1 + k, temp(slot, 0, n));
@@ -62,7 +59,7 @@ LocalDag recursive_doubling_allreduce(const CollectiveSpec& spec, uint32_t image
     cur = user_dst(0, n);
   }
   if (cur_car == kNoCar) cur_car = b.copy(user_dst(0, n), user_src(0, n));  // P == 1
-  if (image < 2 * rem) b.send(image - 1, 1 + rounds, user_dst(0, n), {after_buffer(cur_car)});
+  if (fold.paired(image)) b.send(image - 1, 1 + rounds, user_dst(0, n), {after_buffer(cur_car)});
   return b.finish();
 }
 

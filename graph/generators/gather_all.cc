@@ -129,13 +129,12 @@ LocalDag recursive_doubling_gather_all(const CollectiveSpec& spec, uint32_t imag
     b.copy(dst_block(L, image), own_block(L, image));
     return b.finish();
   }
-  const uint32_t pof2 = patterns::floor_pow2(P), rem = P - pof2;
-  const uint32_t rounds = patterns::ceil_log2(pof2);
+  const patterns::Fold fold(P);
+  const uint32_t rem = fold.rem, rounds = fold.rounds;
   const RankOrderStore store(L, P, &b);
-  auto first = [&](uint32_t nr) { return nr < rem ? 2 * nr : nr + rem; };
-  auto real = [&](uint32_t nr) { return nr < rem ? 2 * nr + 1 : nr + rem; };
+  auto first = [&](uint32_t nr) { return nr < rem ? 2 * nr : nr + rem; };  // its lowest image
 
-  if (image < 2 * rem && image % 2 == 0) {
+  if (fold.folded_away(image)) {
     b.send(image + 1, 0, or_none(own_block(L, image)));
     CarId got = b.recv(image + 1, 1 + rounds, store.range(0, P));
     // The whole result includes my block; in user_dst it lands as is.
@@ -152,16 +151,15 @@ LocalDag recursive_doubling_gather_all(const CollectiveSpec& spec, uint32_t imag
     own = b.copy(store.range(image, image + 1), own_block(L, image));
   }
   writers.push_back(after_buffer(own));
-  uint32_t nr = image - rem;
-  if (image < 2 * rem) {
+  const uint32_t nr = fold.newrank(image);
+  if (fold.paired(image)) {
     CarId got = b.recv(image - 1, 0, or_none(store.range(image - 1, image)));
     writers.push_back(after_buffer(got));
     if (!store.in_dst()) store.copy_out(&b, image - 1, image, P, got);
-    nr = image / 2;
   }
   for (uint32_t k = 0; k < rounds; ++k) {
     const uint32_t dist = 1u << k, lo = nr & ~(dist - 1), partner_lo = (nr ^ dist) & ~(dist - 1);
-    const uint32_t partner = real(nr ^ dist);
+    const uint32_t partner = fold.real(nr ^ dist);
     if (k == 0 && nr >= rem) {
       b.send(partner, 1 + k, or_none(own_block(L, image)));  // my range is my own block
     } else {
@@ -171,7 +169,7 @@ LocalDag recursive_doubling_gather_all(const CollectiveSpec& spec, uint32_t imag
     writers.push_back(after_buffer(got));
     if (!store.in_dst()) store.copy_out(&b, first(partner_lo), first(partner_lo + dist), P, got);
   }
-  if (image < 2 * rem) b.send(image - 1, 1 + rounds, store.range(0, P), writers);
+  if (fold.paired(image)) b.send(image - 1, 1 + rounds, store.range(0, P), writers);
   return b.finish();
 }
 

@@ -26,6 +26,20 @@ inline uint32_t floor_pow2(uint32_t n) {
   return p;
 }
 
+// Recursive doubling / halving on any P (MPICH's scheme): P' = floor_pow2(P)
+// "new ranks" run the core; the first 2*rem images (rem = P - P') pair up as
+// (2i, 2i+1) and fold into one core member, by default the odd one (new
+// rank i); every later image r is new rank r - rem.
+struct Fold {
+  uint32_t pof2, rem, rounds;  // P', P - P', log2 P'
+  explicit Fold(uint32_t P) : pof2(floor_pow2(P)), rem(P - pof2), rounds(ceil_log2(pof2)) {}
+  bool paired(uint32_t r) const { return r < 2 * rem; }
+  // The even image of a pair, which hands its data over and sits out.
+  bool folded_away(uint32_t r) const { return paired(r) && r % 2 == 0; }
+  uint32_t newrank(uint32_t r) const { return paired(r) ? r / 2 : r - rem; }
+  uint32_t real(uint32_t nr) const { return nr < rem ? 2 * nr + 1 : nr + rem; }
+};
+
 // Binomial tree over virtual ranks: vr's parent clears its lowest set bit;
 // its children are vr + 2^j for 2^j below that bit, largest subtree first.
 struct BinomialNode {

@@ -132,10 +132,8 @@ struct HalvingPlan {
   std::vector<uint64_t> pos_offset;         // by position, P' + 1 entries
 
   HalvingPlan(const CollectiveSpec& spec, const BlockLayout& L) {
-    const uint32_t P = spec.images;
-    pof2 = patterns::floor_pow2(P);
-    rem = P - pof2;
-    rounds = patterns::ceil_log2(pof2);
+    const patterns::Fold fold(spec.images);
+    pof2 = fold.pof2, rem = fold.rem, rounds = fold.rounds;
     for (uint32_t t = 0; t < pof2; ++t) {
       const uint32_t first = t < rem ? 2 * t : t + rem, count = t < rem ? 2 : 1;
       first_block.push_back(first);
@@ -186,7 +184,8 @@ LocalDag recursive_halving_reduce_scatter(const CollectiveSpec& spec, uint32_t i
   const uint32_t slot = b.temp_slot(plan.pos_offset[plan.pof2]);
   const BufferRef all = plan.packed(slot, 0, plan.pof2);
   const std::vector<CarId> packing = pack_groups(b, plan, slot);
-  if (image < 2 * plan.rem && image % 2 == 0) {
+  const patterns::Fold fold(spec.images);
+  if (fold.folded_away(image)) {
     // Folded away: my packed source goes to r+1, my block comes back.
     b.send(image + 1, 0, all, after_all(packing));
     b.recv(image + 1, 1 + plan.rounds, own);
@@ -194,12 +193,12 @@ LocalDag recursive_halving_reduce_scatter(const CollectiveSpec& spec, uint32_t i
   }
   CarId written = kNoCar;  // the last CAR that wrote my current range
   DagBuilder::Deps ready = after_all(packing);
-  if (image < 2 * plan.rem) {  // odd: the even neighbour's vector goes on the left
+  if (fold.paired(image)) {  // odd: the even neighbour's vector goes on the left
     written = b.recv_reduce(image - 1, 0, all, true, ready);
     ready = {after_buffer(written)};
   }
-  const uint32_t t = image < 2 * plan.rem ? image / 2 : image - plan.rem;
-  auto real = [&](uint32_t nr) { return nr < plan.rem ? 2 * nr + 1 : nr + plan.rem; };
+  const uint32_t t = fold.newrank(image);
+  auto real = [&](uint32_t nr) { return fold.real(nr); };
   uint32_t first = 0, end = plan.pof2;  // my current range of positions
   for (uint32_t k = 0; k < plan.rounds; ++k) {
     const uint32_t partner = t ^ (1u << k);
@@ -221,7 +220,7 @@ LocalDag recursive_halving_reduce_scatter(const CollectiveSpec& spec, uint32_t i
   const uint64_t base = plan.pos_offset[first];
   const uint64_t own_off = L.offset(image) - plan.src_offset[t];
   b.copy(own, temp(slot, base + own_off, own_len), ready);
-  if (image < 2 * plan.rem) {
+  if (fold.paired(image)) {
     const uint32_t folded = image - 1;
     b.send(folded, 1 + plan.rounds, temp(slot, base + L.offset(folded) - plan.src_offset[t], L.length(folded)),
            ready);

@@ -136,18 +136,17 @@ LocalDag rabenseifner_reduce_vec(const CollectiveSpec& spec, uint32_t image) {
   const uint64_t n = spec.nbytes;
   const bool is_root = image == root;
   DagBuilder b(image, n, is_root ? n : 0);
-  const uint32_t pof2 = patterns::floor_pow2(P);
-  const uint32_t rem = P - pof2;
-  const uint32_t rounds = patterns::ceil_log2(pof2);
+  const patterns::Fold fold(P);
+  const uint32_t pof2 = fold.pof2, rem = fold.rem, rounds = fold.rounds;
   // Pair i = (2i, 2i+1), i < rem: 2i+1 stays in the core, or 2i if it is the root.
   auto stays = [&](uint32_t pair) { return root == 2 * pair ? 2 * pair : 2 * pair + 1; };
   if (image < 2 * rem && image != stays(image / 2)) {
     b.send(stays(image / 2), kFoldTag, user_src(0, n));
     return b.finish();
   }
-  const bool folded = image < 2 * rem;
-  const uint32_t newrank = folded ? image / 2 : image - rem;
-  const uint32_t root_new = root < 2 * rem ? root / 2 : root - rem;
+  const bool folded = fold.paired(image);
+  const uint32_t newrank = fold.newrank(image);
+  const uint32_t root_new = fold.newrank(root);
   auto real = [&](uint32_t nr) { return nr < rem ? stays(nr) : nr + rem; };
   const Halves h = halves(split_blocks(n, pof2, spec.elem_size), newrank, rounds);
 
