@@ -29,6 +29,12 @@ void* list_entry(void* const list[], cf_team_t team);
 // (multi_address: the rules of the m forms). *team_out: the team.
 bool check_common(ImageContext& img, cf_team_t team, int flags, bool blocking, std::string* error,
                   bool multi_address = false, Team** team_out = nullptr);
+// Stands in for a buffer the calling image does not use (0 bytes of it), so
+// no CAR ever sees a null base. Aligned for any element.
+inline void* unused_buffer() {
+  alignas(64) static char stand_in[64];
+  return stand_in;
+}
 // True when [a, a+n) and [b, b+m) share a byte.
 inline bool ranges_overlap(const void* a, size_t n, const void* b, size_t m) {
   const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);

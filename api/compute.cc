@@ -18,9 +18,6 @@ using namespace carflow::api;
 
 namespace {
 
-// Stands in for a buffer an image does not use, so no CAR sees a null base.
-alignas(64) char g_unused_buffer[64];
-
 constexpr uint64_t kMaxBytes = uint64_t{1} << 48;
 
 struct Computation {
@@ -156,8 +153,8 @@ cf_coll_handle_t start_computation(const Computation& c) {
   }
   call.kind = c.kind;
   call.root = spec.root;
-  call.src = src_len > 0 ? const_cast<void*>(c.src) : g_unused_buffer;
-  call.dst = dst_len > 0 ? c.dst : g_unused_buffer;
+  call.src = src_len > 0 ? const_cast<void*>(c.src) : unused_buffer();
+  call.dst = dst_len > 0 ? c.dst : unused_buffer();
   call.nbytes = spec.nbytes;
   call.elem_size = spec.elem_size;
   call.counts = std::move(spec.counts);

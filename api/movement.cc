@@ -17,9 +17,6 @@ using namespace carflow::api;
 
 namespace {
 
-// Stands in for a NULL buffer of 0 bytes, so no CAR ever sees a null base.
-char g_empty_buffer[1];
-
 // One call as the API received it, before any check.
 struct Movement {
   const char* function;
@@ -135,8 +132,8 @@ cf_coll_handle_t start_movement(Movement m) {
   CollectiveCall call;
   call.kind = m.kind;
   call.root = spec.root;
-  call.src = src_len > 0 ? m.src : g_empty_buffer;
-  call.dst = dst_len > 0 ? m.dst : g_empty_buffer;
+  call.src = src_len > 0 ? m.src : unused_buffer();
+  call.dst = dst_len > 0 ? m.dst : unused_buffer();
   call.nbytes = spec.nbytes;
   call.counts = std::move(spec.counts);
   call.displs = std::move(spec.displs);

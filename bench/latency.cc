@@ -55,12 +55,6 @@ void float_sum(void* dst, const void* left, const void* right, size_t bytes) {
     std::memcpy(static_cast<char*>(dst) + k, &a, 4);
   }
 }
-void byte_sum(void* dst, const void* left, const void* right, size_t bytes) {
-  for (size_t k = 0; k < bytes; ++k) {
-    static_cast<uint8_t*>(dst)[k] =
-        static_cast<uint8_t>(static_cast<const uint8_t*>(left)[k] + static_cast<const uint8_t*>(right)[k]);
-  }
-}
 
 uint32_t iterations_for(uint64_t bytes, uint32_t requested) {
   if (requested > 0) return requested;
@@ -156,7 +150,7 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
         }
       }
       step.expected = carflow::reference::expected_reduction(
-          step.spec, step.inputs, step.spec.elem_size == 4 ? &float_sum : &byte_sum);
+          step.spec, step.inputs, step.spec.elem_size == 4 ? &float_sum : &carflow::reference::byte_sum);
     } else {
       step.expected = carflow::reference::expected(step.spec, step.inputs);
     }

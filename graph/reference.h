@@ -106,6 +106,15 @@ inline std::vector<Bytes> expected(const CollectiveSpec& s, const std::vector<By
 // dst = left op right over `bytes` bytes, element-wise (dst may alias).
 using Combine = std::function<void(void* dst, const void* left, const void* right, size_t bytes)>;
 
+// Bytes added mod 256 (CF_OP_SUM on CF_DT_UINT8): commutative, for any
+// element size.
+inline void byte_sum(void* dst, const void* left, const void* right, size_t bytes) {
+  for (size_t k = 0; k < bytes; ++k) {
+    static_cast<uint8_t*>(dst)[k] =
+        static_cast<uint8_t>(static_cast<const uint8_t*>(left)[k] + static_cast<const uint8_t*>(right)[k]);
+  }
+}
+
 // Computational kinds: the destination bytes every image must end with,
 // combining strictly left to right in rank (or array) order, so the result
 // is exact for non-commutative operators.

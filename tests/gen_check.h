@@ -44,8 +44,8 @@ struct GenOutcome {
 
 // Operators for the computational kinds. mat2_mul: 2x2 matrices of
 // uint32 (16-byte elements) multiplied mod 2^32, associative but not
-// commutative, so any reordering of operands shows. byte_sum: bytes added
-// mod 256, for generators that reorder (commutative ops only).
+// commutative, so any reordering of operands shows. For generators that
+// reorder (commutative ops only): reference::byte_sum.
 inline void mat2_mul(void* dst, const void* left, const void* right, size_t bytes) {
   for (size_t off = 0; off + 16 <= bytes; off += 16) {
     uint32_t a[4], b[4], c[4];
@@ -56,12 +56,6 @@ inline void mat2_mul(void* dst, const void* left, const void* right, size_t byte
     c[2] = a[2] * b[0] + a[3] * b[2];
     c[3] = a[2] * b[1] + a[3] * b[3];
     std::memcpy(static_cast<char*>(dst) + off, c, 16);
-  }
-}
-inline void byte_sum(void* dst, const void* left, const void* right, size_t bytes) {
-  for (size_t k = 0; k < bytes; ++k) {
-    static_cast<uint8_t*>(dst)[k] = static_cast<uint8_t>(static_cast<const uint8_t*>(left)[k] +
-                                                         static_cast<const uint8_t*>(right)[k]);
   }
 }
 // A non-commutative operator that never forgets an operand: 16-byte
