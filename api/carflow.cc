@@ -11,6 +11,7 @@
 #include "api/api_internal.h"
 #include "engine/runtime.h"
 #include "engine/status.h"
+#include "transports/ofi/ofi_transport.h"
 
 using carflow::CollectiveCall;
 using carflow::CollKind;
@@ -110,7 +111,7 @@ bool check_common(ImageContext& img, cf_team_t team, int flags, bool blocking, s
                       : "flags: CF_COLL_AGGREGATE is not supported in this release";
     return false;
   }
-  const uint32_t images = img.engine->images();
+  const uint32_t images = img.engine->local_images();
   if (multi_address) {
     // Seed, "CURRENT PROPOSAL": LOCAL with ALL_THREADS is not permitted for
     // the m forms (one address per caller: use the single-address form);
@@ -214,8 +215,8 @@ int cf_finalize(void) {
   return status == CF_OK ? succeed() : fail(status, error);
 }
 
-cf_node_t cf_mynode(void) { return 0; }
-cf_node_t cf_nodes(void) { return 1; }
+cf_node_t cf_mynode(void) { return Runtime::get().node(); }
+cf_node_t cf_nodes(void) { return Runtime::get().nodes(); }
 
 int cf_coll_init(const cf_image_t images[], cf_image_t my_image, const cf_coll_fn_entry_t fn_tbl[],
                  size_t fn_count, int init_flags) {
@@ -237,11 +238,18 @@ int cf_coll_init(const cf_image_t images[], cf_image_t my_image, const cf_coll_f
     }
     table.push_back({reinterpret_cast<carflow::ClientReduceFn*>(fn_tbl[i].fnptr), fn_tbl[i].flags});
   }
-  const uint32_t n = images == nullptr ? 1 : images[cf_mynode()];
-  if (n == 0) return fail(CF_ERR_BAD_ARG, "images[0]: a node needs at least one image");
+  // images[n]: the images of node n, for every node (NULL: one per node,
+  // and the image is the node).
+  const uint32_t nodes = cf_nodes();
+  std::vector<uint32_t> counts(nodes, 1);
+  if (images != nullptr) {
+    counts.assign(images, images + nodes);
+  } else {
+    my_image = cf_mynode();
+  }
   std::string error;
   ImageContext* img = nullptr;
-  const int status = Runtime::get().attach(n, my_image, std::move(table), &img, &error);
+  const int status = Runtime::get().attach(counts, my_image, std::move(table), &img, &error);
   if (status != CF_OK) return fail(status, error);
   t_image = img;
   carflow::tls_on_app_thread = true;
@@ -261,15 +269,21 @@ int cf_run_images(cf_image_t n, const cf_coll_fn_entry_t fn_tbl[], size_t fn_cou
   std::string error;
   if (rt.begin_run(n, &error) != CF_OK) return fail(CF_ERR_BAD_ARG, error);
   std::vector<int> statuses(n, CF_OK);
+  std::vector<std::string> errors(n);
+  const std::vector<cf_image_t> counts(cf_nodes(), n);  // every node runs n images
+  const cf_image_t base = cf_mynode() * n;
   std::vector<std::thread> threads;
   const int mode = rt.error_mode.load();
   try {
     for (cf_image_t i = 0; i < n; ++i) {
       threads.emplace_back([&, i] {
         cf_set_error_mode(mode);
-        const cf_image_t counts[1] = {n};
-        statuses[i] = cf_coll_init(counts, i, fn_tbl, fn_count, 0);
-        if (statuses[i] == CF_OK) fn(i, arg);
+        statuses[i] = cf_coll_init(counts.data(), base + i, fn_tbl, fn_count, 0);
+        if (statuses[i] == CF_OK) {
+          fn(base + i, arg);
+        } else {
+          errors[i] = cf_last_error();
+        }
         t_image = nullptr;
       });
     }
@@ -280,8 +294,11 @@ int cf_run_images(cf_image_t n, const cf_coll_fn_entry_t fn_tbl[], size_t fn_cou
   }
   for (auto& t : threads) t.join();
   rt.end_run();
-  for (int s : statuses) {
-    if (s != CF_OK) return fail(s, "cf_run_images: an image failed in cf_coll_init");
+  for (cf_image_t i = 0; i < n; ++i) {
+    if (statuses[i] != CF_OK) {
+      return fail(statuses[i], "cf_run_images: image " + std::to_string(base + i) +
+                                   " failed in cf_coll_init: " + errors[i]);
+    }
   }
   return succeed();
 }
@@ -309,13 +326,20 @@ int cf_coll_barrier(cf_team_t team, int flags) {
 
 // ---- sync ------------------------------------------------------------------
 
+namespace {
+std::string failure_message(ImageContext& img, int status) {
+  if (status == CF_ERR_PEER_LOST) return "the collective failed: " + img.engine->lost_what();
+  return "the collective failed: images disagree on sizes";
+}
+}  // namespace
+
 int cf_coll_wait_sync(cf_coll_handle_t handle) {
   ImageContext* img = current_image("cf_coll_wait_sync");
   if (img == nullptr) return t_status;
   std::string error;
   const int status = img->engine->wait_sync(*img, handle, &error);
   if (status == CF_ERR_BAD_ARG) return fail(status, error);
-  if (status != CF_OK) return fail(status, "the collective failed: images disagree on sizes");
+  if (status != CF_OK) return fail(status, failure_message(*img, status));
   return succeed();
 }
 
@@ -325,7 +349,7 @@ int cf_coll_try_sync(cf_coll_handle_t handle) {
   std::string error;
   const int status = img->engine->try_sync(*img, handle, &error);
   if (status == CF_ERR_BAD_ARG) return fail(status, error);
-  if (status < 0) return fail(status, "the collective failed: images disagree on sizes");
+  if (status < 0) return fail(status, failure_message(*img, status));
   return succeed(status);
 }
 
@@ -359,7 +383,7 @@ int sync_all(ImageContext& img, cf_coll_handle_t* handles, std::vector<carflow::
     if (s != CF_OK && first_error == CF_OK) first_error = s;
     (void)handles;
   }
-  if (first_error != CF_OK) return fail(first_error, "a collective failed: images disagree on sizes");
+  if (first_error != CF_OK) return fail(first_error, failure_message(img, first_error));
   return succeed();
 }
 
@@ -420,9 +444,9 @@ int cf_coll_wait_sync_some(cf_coll_handle_t* handles, size_t n) {
     }
     return false;
   });
-  int first_error = CF_OK;
+  int first_error = img->engine->lost_status();
   sync_some(*img, handles, live, &first_error);
-  if (first_error != CF_OK) return fail(first_error, "a collective failed: images disagree on sizes");
+  if (first_error != CF_OK) return fail(first_error, failure_message(*img, first_error));
   return succeed();
 }
 
@@ -437,7 +461,7 @@ int cf_coll_try_sync_some(cf_coll_handle_t* handles, size_t n) {
   img->engine->poll(*img);
   int first_error = CF_OK;
   const size_t synced = sync_some(*img, handles, live, &first_error);
-  if (first_error != CF_OK) return fail(first_error, "a collective failed: images disagree on sizes");
+  if (first_error != CF_OK) return fail(first_error, failure_message(*img, first_error));
   return succeed(synced > 0 ? CF_OK : CF_NOT_READY);
 }
 
@@ -506,8 +530,34 @@ int cf_get_stats(cf_stats_t* out) {
   const carflow::TransportStats s = engine.transport().stats();
   *out = cf_stats_t{s.messages, s.bytes, s.eager, s.direct, s.single_copy, s.unexpected, 0,
                     s.fastbox};
-  for (uint32_t i = 0; i < engine.images(); ++i) {
+  for (uint32_t i = 0; i < engine.local_images(); ++i) {
     out->schedules_built += engine.image(i).generator_runs.load(std::memory_order_relaxed);
+  }
+  return succeed();
+}
+
+int cf_get_net_stats(cf_net_stats_t* out) {
+  if (out == nullptr) return fail(CF_ERR_BAD_ARG, "out: NULL");
+  Runtime& rt = Runtime::get();
+  if (!rt.initialized()) return fail(CF_ERR_NOT_INIT, "cf_get_net_stats: cf_init has not been called");
+  *out = cf_net_stats_t{};
+  out->provider = "";
+  if (carflow::OfiTransport* ofi = rt.ofi(); ofi != nullptr) {
+    const carflow::TransportStats t = ofi->stats();
+    const carflow::OfiStats o = ofi->ofi_stats();
+    out->provider = ofi->provider().c_str();
+    out->eager_bytes = ofi->eager_bytes();
+    out->inject_bytes = ofi->inject_bytes();
+    out->messages = t.messages;
+    out->bytes = t.bytes;
+    out->injected = o.injected;
+    out->eager = o.eager;
+    out->rendezvous = o.rendezvous;
+    out->unexpected = o.unexpected;
+    out->credit_waits = o.credit_waits;
+    out->credit_msgs = o.credit_msgs;
+    out->mr_hits = o.mr_hits;
+    out->mr_misses = o.mr_misses;
   }
   return succeed();
 }

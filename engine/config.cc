@@ -54,6 +54,21 @@ bool read_progress(ProgressMode* out, std::string* error) {
   return true;
 }
 
+// Seconds, possibly fractional (CF_PEER_TIMEOUT=0.5), as milliseconds.
+bool read_seconds(const char* name, uint64_t* out_ms, std::string* error) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return true;
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text, &end);
+  if (errno != 0 || *end != '\0' || !(v > 0) || v > 86400) {
+    *error = std::string(name) + "='" + text + "': expected seconds in (0, 86400]";
+    return false;
+  }
+  *out_ms = static_cast<uint64_t>(v * 1000 + 0.5);
+  return true;
+}
+
 const char* progress_name(ProgressMode m) {
   return m == ProgressMode::Thread ? "thread" : m == ProgressMode::Block ? "block" : "poll";
 }
@@ -75,6 +90,16 @@ bool Config::from_env(Config* out, std::string* error) {
     if (!read_algo(algo_variable(kind).c_str(), kind, &c.algo[k], error)) return false;
   }
   if (!read_progress(&c.progress, error)) return false;
+  if (const char* p = std::getenv("CF_OFI_PROVIDER"); p != nullptr) c.ofi_provider = p;
+  uint64_t credits = c.ofi_credits;
+  if (!read_uint("CF_EAGER_BYTES", 0, 1 << 20, &c.eager_bytes, error) ||
+      !read_uint("CF_OFI_CREDITS", 1, 4096, &credits, error) ||
+      !read_uint("CF_OFI_UNEXPECTED_BYTES", 0, uint64_t{1} << 40, &c.ofi_unexpected_bytes, error) ||
+      !read_seconds("CF_PEER_TIMEOUT", &c.peer_timeout_ms, error) ||
+      !read_seconds("CF_EXIT_TIMEOUT", &c.exit_timeout_ms, error)) {
+    return false;
+  }
+  c.ofi_credits = static_cast<uint32_t>(credits);
   if (!read_uint("CF_INPROC_EAGER_BYTES", 0, 1 << 20, &c.inproc_eager_bytes, error) ||
       !read_uint("CF_INPROC_FASTBOX_BYTES", 0, 108, &c.inproc_fastbox_bytes, error) ||
       !read_uint("CF_SEGMENT_BYTES", 0, uint64_t{1} << 40, &c.segment_bytes, error) ||
@@ -157,6 +182,18 @@ std::vector<std::vector<std::string>> Config::describe() const {
   rows.push_back({"CF_PROGRESS", progress_name(progress),
                   "poll (waiters poll, yield, block), thread (plus a progress thread while "
                   "collectives are live), block (waiters block at once)"});
+  rows.push_back({"CF_OFI_PROVIDER", ofi_provider.empty() ? "(auto)" : ofi_provider,
+                  "libfabric provider between processes: auto = shm on one host, tcp;ofi_rxm across hosts"});
+  rows.push_back({"CF_EAGER_BYTES", std::to_string(eager_bytes),
+                  "between processes: eager (data with the header) up to this size, rendezvous (receiver reads) above"});
+  rows.push_back({"CF_OFI_CREDITS", std::to_string(ofi_credits),
+                  "between processes: eager/RTS messages a node may have in flight to one peer node"});
+  rows.push_back({"CF_OFI_UNEXPECTED_BYTES", std::to_string(ofi_unexpected_bytes),
+                  "between processes: unexpected data held before senders are throttled"});
+  rows.push_back({"CF_PEER_TIMEOUT", std::to_string(peer_timeout_ms / 1000.0).substr(0, 5),
+                  "seconds: a lost peer fails every wait with CF_ERR_PEER_LOST within this time"});
+  rows.push_back({"CF_EXIT_TIMEOUT", std::to_string(exit_timeout_ms / 1000.0).substr(0, 5),
+                  "seconds: cf_finalize's exit fence, and cfrun's grace before it ends the others"});
   rows.push_back({"CF_SPIN_COUNT", std::to_string(spin_count), "waits poll this many times, then yield"});
   rows.push_back({"CF_YIELD_COUNT", std::to_string(yield_count), "then yield this many times, then block"});
   return rows;

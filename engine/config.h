@@ -43,6 +43,13 @@ struct Config {
   uint32_t exchange_window = 8;             // CF_EXCHANGE_WINDOW: windowed exchange
   uint32_t logp_L = 500, logp_o = 150, logp_g = 200;  // CF_LOGP_L / _O / _G (ns)
   ProgressMode progress = ProgressMode::Poll;  // CF_PROGRESS
+  // Between processes (transports/ofi).
+  std::string ofi_provider;                 // CF_OFI_PROVIDER: "" = shm on one host, tcp;ofi_rxm across
+  uint64_t eager_bytes = 16384;             // CF_EAGER_BYTES: eager up to, rendezvous above
+  uint32_t ofi_credits = 32;                // CF_OFI_CREDITS: messages in flight per peer node
+  uint64_t ofi_unexpected_bytes = 64ull << 20;  // CF_OFI_UNEXPECTED_BYTES: unexpected data held
+  uint64_t peer_timeout_ms = 5000;          // CF_PEER_TIMEOUT (seconds in the environment)
+  uint64_t exit_timeout_ms = 5000;          // CF_EXIT_TIMEOUT (seconds in the environment)
   uint32_t spin_count = 4000;               // CF_SPIN_COUNT: polls before yielding
   uint32_t yield_count = 200;               // CF_YIELD_COUNT: yields before blocking
 

@@ -4,6 +4,9 @@
 #include <cstring>
 #include <thread>
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include "engine/status.h"
 #include "engine/tsan_annotations.h"
 #include "graph/json.h"
@@ -60,29 +63,36 @@ ImageContext::ImageContext(Engine* engine_in, uint32_t image_in, uint32_t images
   all.rank = image_in;
 }
 
-Engine::Engine(uint32_t images, const Config& config)
-    : images_(images),
+Engine::Engine(const NodeMap& map, const Config& config, Transport* remote)
+    : map_(map),
+      images_(map.total()),
+      local_(map.local()),
+      base_(map.base()),
       config_(config),
-      selection_(config, std::max(1u, std::thread::hardware_concurrency())) {
+      selection_(config, std::max(1u, std::thread::hardware_concurrency())),
+      remote_(remote) {
   const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
-  spin_count_ = images > cores ? config.spin_count / 64 : config.spin_count;
+  spin_count_ = local_ > cores ? config.spin_count / 64 : config.spin_count;
   // Boxes pay off when every image has a core to poll on; when image threads
   // outnumber cores, senders matching for descheduled receivers (the
   // mailbox path) keeps work moving and is faster (README, Performance).
-  const uint64_t fastbox = images <= cores ? config.inproc_fastbox_bytes : 0;
-  transport_ = std::make_unique<InprocTransport>(images, config.inproc_eager_bytes, fastbox, this);
-  for (uint32_t i = 0; i < images; ++i) {
-    images_ctx_.push_back(std::make_unique<ImageContext>(this, i, images));
+  const uint64_t fastbox = local_ <= cores ? config.inproc_fastbox_bytes : 0;
+  transport_ = std::make_unique<InprocTransport>(local_, config.inproc_eager_bytes, fastbox, this, base_);
+  for (uint32_t i = 0; i < local_; ++i) {
+    images_ctx_.push_back(std::make_unique<ImageContext>(this, base_ + i, images_));
+    if (remote_ != nullptr) images_ctx_.back()->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   }
+  if (remote_ != nullptr) remote_->set_hooks(this);
   // One serial flow-graph node per VC, made once per engine (not per call).
-  for (uint32_t i = 0; i < images; ++i) {
-    for (uint32_t peer = 0; peer < images; ++peer) {
+  for (uint32_t i = 0; i < local_; ++i) {
+    for (uint32_t peer = 0; peer < images_; ++peer) {
+      const uint32_t image = base_ + i;
       images_ctx_[i]->vcs[peer]->node =
           std::make_unique<tbb::flow::function_node<tbb::flow::continue_msg>>(
-              graph_, tbb::flow::serial, [this, i, peer](tbb::flow::continue_msg) {
+              graph_, tbb::flow::serial, [this, image, peer](tbb::flow::continue_msg) {
                 tsan_acquire_from_tbb();
                 running_bodies_.fetch_add(1, std::memory_order_relaxed);
-                serve_vc(i, peer);
+                serve_vc(image, peer);
                 running_bodies_.fetch_sub(1, std::memory_order_release);
                 return tbb::flow::continue_msg();
               });
@@ -104,7 +114,10 @@ void Engine::progress_loop() {
     }
     while (live_.load(std::memory_order_acquire) > 0) {
       bool did = false;
-      for (uint32_t i = 0; i < images_; ++i) did |= transport_->progress_all(i, false);
+      for (uint32_t i = base_; i < base_ + local_; ++i) {
+        did |= transport_->progress_all(i, false);
+        if (remote_ != nullptr) did |= remote_->progress_all(i, false);
+      }
       if (!did) std::this_thread::yield();
       std::lock_guard<std::mutex> lock(progress_mutex_);
       if (progress_stop_) return;
@@ -125,6 +138,39 @@ Engine::~Engine() {
   // wait_for_all already guarantees no body runs; this acquire makes that
   // visible to ThreadSanitizer, which cannot see inside Debian's libtbb.
   while (running_bodies_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  if (remote_ != nullptr) remote_->set_hooks(nullptr);
+  for (auto& img : images_ctx_) {
+    if (img->wake_fd >= 0) ::close(img->wake_fd);
+  }
+}
+
+void Engine::fail_all(int status, const std::string& what) {
+  {
+    std::lock_guard<std::mutex> lock(lost_mutex_);
+    if (lost_status_.load() != 0) return;
+    lost_what_ = what;
+    lost_status_.store(status, std::memory_order_release);
+  }
+  for (auto& img : images_ctx_) {
+    img->sleepers.fetch_add(1, std::memory_order_seq_cst);  // make wake() reach it
+    wake(*img);
+    img->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+std::string Engine::lost_what() const {
+  std::lock_guard<std::mutex> lock(lost_mutex_);
+  return lost_what_;
+}
+
+void Engine::wake(ImageContext& img) {
+  if (img.sleepers.load(std::memory_order_seq_cst) == 0) return;
+  if (img.wake_fd >= 0) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(img.wake_fd, &one, sizeof one);
+  }
+  std::lock_guard<std::mutex> lock(img.sleep_mutex);
+  img.sleep_cv.notify_all();
 }
 
 bool Engine::choose_algorithm(const CollectiveCall& call, const GeneratorInfo** out,
@@ -299,10 +345,7 @@ void Engine::make_ready(CarState* cs) {
       img.app_only.push_back(cs);
       img.app_only_pending.store(true, std::memory_order_release);
     }
-    if (img.sleepers.load(std::memory_order_seq_cst) > 0) {
-      std::lock_guard<std::mutex> lock(img.sleep_mutex);
-      img.sleep_cv.notify_all();
-    }
+    wake(img);
     return;
   } else {
     work.local.push_back(cs);
@@ -375,7 +418,7 @@ void Engine::execute(CarState* cs) {
   if (car.kind == CarKind::Send) {
     op.buf = inst.resolve(car.src);
     op.nbytes = car.src.length;
-    transport_->send(&op);
+    transport_for(op.peer).send(&op);
     return;
   }
   op.buf = inst.resolve(car.dst);
@@ -384,7 +427,7 @@ void Engine::execute(CarState* cs) {
   if (car.kind == CarKind::RecvReduce) {
     op.deliver = Deliver{&Engine::reduce_incoming, cs, !inst.op.amsafe};
   }
-  transport_->recv(&op);
+  transport_for(op.peer).recv(&op);
 }
 
 // A Fold / Prefix REDUCE (graph/car.h, ReduceShape): one kernel call per
@@ -451,14 +494,11 @@ void Engine::finish(Instance& inst) {
   if (config_.progress == ProgressMode::Thread) live_.fetch_sub(1, std::memory_order_acq_rel);
   inst.done.store(true, std::memory_order_seq_cst);
   // `inst` may be recycled by its owner from here on; touch only `img`.
-  if (img->sleepers.load(std::memory_order_seq_cst) > 0) {
-    std::lock_guard<std::mutex> lock(img->sleep_mutex);
-    img->sleep_cv.notify_all();
-  }
+  wake(*img);
 }
 
 void Engine::deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) {
-  ImageContext& img = *images_ctx_[image];
+  ImageContext& img = *images_ctx_[image - base_];
   if (!app_thread_only) {
     ImageContext::Vc& vc = *img.vcs[peer];
     if (!vc.scheduled.exchange(true, std::memory_order_acq_rel)) {
@@ -466,17 +506,14 @@ void Engine::deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) 
       vc.node->try_put(tbb::flow::continue_msg());
     }
   }
-  if (img.sleepers.load(std::memory_order_seq_cst) > 0) {
-    std::lock_guard<std::mutex> lock(img.sleep_mutex);
-    img.sleep_cv.notify_all();
-  }
+  wake(img);
 }
 
 void Engine::serve_vc(uint32_t image, uint32_t peer) {
-  ImageContext::Vc& vc = *images_ctx_[image]->vcs[peer];
+  ImageContext::Vc& vc = *images_ctx_[image - base_]->vcs[peer];
   vc.scheduled.store(false, std::memory_order_release);
   tls_on_app_thread = false;
-  transport_->progress(image, peer, false);
+  transport_for(peer).progress(image, peer, false);
   if (!vc.ready.empty() && vc.ready.try_claim()) {
     tls_work.claimed.emplace_back(&vc, nullptr);
     if (!tls_work.active) run_worklist();
@@ -497,6 +534,7 @@ bool Engine::poll(ImageContext& img) {
     if (!tls_work.active) run_worklist();
     did = !parked.empty();
   }
+  if (remote_ != nullptr) did |= remote_->progress_all(img.image, true);
   return transport_->progress_all(img.image, true) || did;
 }
 
@@ -521,7 +559,19 @@ int Engine::release(ImageContext& img, uint32_t slot) {
 }
 
 int Engine::sync_done(ImageContext& img, Instance* inst) {
+  if (!is_done(inst)) return abandon(img, inst);
   return release(img, inst->handle_slot);
+}
+
+// A collective that cannot finish because a peer node is lost: its handle
+// dies with the lost status. The instance itself is not recycled (CARs of it
+// may still be posted in a transport); the job is ending anyway.
+int Engine::abandon(ImageContext& img, Instance* inst) {
+  const uint32_t slot = inst->handle_slot;
+  img.handle_slots[slot] = nullptr;
+  ++img.handle_generation[slot];
+  --inst->team_obj->outstanding;
+  return lost_status();
 }
 
 int Engine::try_sync(ImageContext& img, uint64_t handle, std::string* error) {
@@ -532,7 +582,9 @@ int Engine::try_sync(ImageContext& img, uint64_t handle, std::string* error) {
   }
   if (!inst->done.load(std::memory_order_acquire)) {
     poll(img);
-    if (!inst->done.load(std::memory_order_acquire)) return kNotReady;
+    if (!inst->done.load(std::memory_order_acquire)) {
+      return lost_status() != 0 ? abandon(img, inst) : kNotReady;
+    }
   }
   return release(img, inst->handle_slot);
 }
@@ -544,7 +596,7 @@ int Engine::wait_sync(ImageContext& img, uint64_t handle, std::string* error) {
     return kErrBadArg;
   }
   wait_until(img, [&] { return is_done(inst); });
-  return release(img, inst->handle_slot);
+  return sync_done(img, inst);
 }
 
 bool Engine::dump_json(ImageContext& img, uint64_t handle, const std::string& path,

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <unordered_map>
 #include <vector>
 
@@ -134,17 +135,31 @@ class ImageContext {
   std::atomic<int> sleepers{0};
   std::mutex sleep_mutex;
   std::condition_variable sleep_cv;
+  int wake_fd = -1;  // eventfd, when there is a transport between nodes to sleep on
 };
 
 class Engine final : public TransportHooks {
  public:
-  Engine(uint32_t images, const Config& config);
+  // The images of this node (map.local() of them, numbered from map.base()).
+  // remote: the transport to other nodes' images (not owned; nullptr when
+  // there is one node); it must outlive the engine.
+  Engine(const NodeMap& map, const Config& config, Transport* remote = nullptr);
+  Engine(uint32_t images, const Config& config) : Engine(NodeMap::single(images), config) {}
   ~Engine() override;
 
-  uint32_t images() const { return images_; }
+  uint32_t images() const { return images_; }  // all images, every node
+  uint32_t local_images() const { return local_; }
+  const NodeMap& nodes() const { return map_; }
   const Config& config() const { return config_; }
-  ImageContext& image(uint32_t i) { return *images_ctx_[i]; }
+  ImageContext& image(uint32_t local_index) { return *images_ctx_[local_index]; }
   InprocTransport& transport() { return *transport_; }
+  Transport* remote() { return remote_; }
+
+  // A peer node was lost (launcher notice, transport error): every wait
+  // returns `status` from now on, naming `what` (seed LAPI: robust exit).
+  void fail_all(int status, const std::string& what);
+  int lost_status() const { return lost_status_.load(std::memory_order_acquire); }
+  std::string lost_what() const;
 
   // Starts a collective on `img`; returns kOk and *handle, or an error with
   // *error naming the argument and rule (nothing started).
@@ -161,10 +176,12 @@ class Engine final : public TransportHooks {
     return call.team != nullptr ? *call.team : img.all;
   }
 
-  // Syncs a done instance: frees its handle, returns its status.
+  // Syncs a done instance: frees its handle, returns its status. An
+  // instance that is not done (a peer node was lost) is abandoned: its
+  // handle dies and the lost status is returned.
   int sync_done(ImageContext& img, Instance* inst);
   bool is_done(const Instance* inst) const { return inst->done.load(std::memory_order_acquire); }
-  // Waits with backoff until done() is true (defined below).
+  // Waits with backoff until done() is true or a peer node is lost (defined below).
   template <typename Done>
   void wait_until(ImageContext& img, Done done);
   int try_sync(ImageContext& img, uint64_t handle, std::string* error);
@@ -188,17 +205,28 @@ class Engine final : public TransportHooks {
   void finish(Instance& inst);
   void serve_vc(uint32_t image, uint32_t peer);
   int release(ImageContext& img, uint32_t slot);
+  int abandon(ImageContext& img, Instance* inst);
   static void on_message_complete(MsgOp* op, int status);
   static void reduce_incoming(void* ctx, void* dst, const void* incoming, size_t nbytes);
   static void run_chunked(const Instance& inst, const CompiledCar& car);
 
-  const uint32_t images_;
+  Transport& transport_for(uint32_t peer) {
+    return map_.is_local(peer) ? static_cast<Transport&>(*transport_) : *remote_;
+  }
+  void wake(ImageContext& img);  // a sleeping image thread: look again
+
+  const NodeMap map_;
+  const uint32_t images_, local_, base_;
   const Config config_;
   const SelectionTable selection_;
   // Polls before yielding: CF_SPIN_COUNT, cut to 1/64 when image threads
   // outnumber the cores (a spinning thread then steals a peer's core).
   uint32_t spin_count_ = 0;
   std::unique_ptr<InprocTransport> transport_;
+  Transport* const remote_;
+  std::atomic<int> lost_status_{0};
+  mutable std::mutex lost_mutex_;
+  std::string lost_what_;  // guarded by lost_mutex_
   std::atomic<int> running_bodies_{0};  // flow-graph bodies in progress
   // CF_PROGRESS=thread: the progress thread, the number of live instances
   // (started, exit not yet complete) and the condition it sleeps on.
@@ -234,23 +262,31 @@ void Engine::wait_until(ImageContext& img, Done done) {
   polling.set(true);
   const bool spin = config_.progress == ProgressMode::Poll;
   for (uint32_t i = 0; spin && i < spin_count_; ++i) {
-    if (done()) return;
+    if (done() || lost_status() != 0) return;
     poll(img);
   }
   for (uint32_t i = 0; spin && i < config_.yield_count; ++i) {
-    if (done()) return;
+    if (done() || lost_status() != 0) return;
     if (!poll(img)) std::this_thread::yield();
   }
-  while (!done()) {
+  while (!done() && lost_status() == 0) {
     if (poll(img)) continue;
     polling.set(false);  // takes what is in the boxes; senders now do the matching
     if (done()) return;
     img.sleepers.fetch_add(1, std::memory_order_seq_cst);
-    {
+    if (remote_ != nullptr) {
+      // Messages from other nodes arrive on the transport's wait object,
+      // local news on the image's eventfd: sleep on both.
+      if (!done() && lost_status() == 0) remote_->wait(img.wake_fd, 100);
+      uint64_t drained;
+      while (::read(img.wake_fd, &drained, sizeof drained) > 0) {
+      }
+    } else {
       std::unique_lock<std::mutex> lock(img.sleep_mutex);
       if (!done()) img.sleep_cv.wait_for(lock, std::chrono::milliseconds(100));
     }
     img.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (lost_status() != 0) return;
     polling.set(true);
   }
 }

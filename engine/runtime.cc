@@ -1,13 +1,62 @@
 #include "engine/runtime.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
 #include "engine/status.h"
+#include "transports/bootstrap/bootstrap.h"
+#include "transports/ofi/ofi_transport.h"
 
 namespace carflow {
+namespace {
+
+constexpr int kGetTimeoutMs = 60000;  // every node reaches cf_init within a minute
+
+std::string to_hex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+bool from_hex(const std::string& hex, std::string* out) {
+  if (hex.size() % 2 != 0) return false;
+  out->clear();
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    auto nibble = [](char c) {
+      return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    };
+    const int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi << 4 | lo));
+  }
+  return true;
+}
+
+// Which host this process runs on: the host name and the network namespace
+// (processes in different namespaces reach each other only over the network).
+std::string host_identity() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  struct stat st{};
+  const unsigned long long ns = stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
+  return to_hex(std::string(name) + "/" + std::to_string(ns));
+}
+
+}  // namespace
 
 Runtime& Runtime::get() {
   static Runtime runtime;
   return runtime;
 }
+
+Runtime::~Runtime() = default;
 
 int Runtime::init(std::string* error) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -15,9 +64,99 @@ int Runtime::init(std::string* error) {
     *error = "cf_init: already called in this process (one call per process)";
     return kErrBadArg;
   }
+  if (launched_) {
+    *error = "cf_init: a process started by cfrun joins its job once (cf_init after cf_finalize)";
+    return kErrBadArg;
+  }
   if (!Config::from_env(&config_, error)) return kErrBadArg;
+  boot_ = Bootstrap::from_env(error);
+  if (boot_ == nullptr && !error->empty()) {
+    *error = "cf_init: " + *error;
+    return kErrTransport;
+  }
+  node_ = 0;
+  nodes_ = 1;
+  {
+    std::lock_guard<std::mutex> lost_lock(lost_mutex_);
+    lost_.clear();
+  }
+  if (boot_ != nullptr) {
+    launched_ = true;
+    node_ = boot_->rank();
+    nodes_ = boot_->nodes();
+    if (nodes_ > 1) {
+      const int status = connect_nodes(error);
+      if (status != kOk) {
+        ofi_.reset();
+        boot_.reset();
+        return status;
+      }
+    }
+    static bool registered = false;
+    if (!registered) {
+      registered = true;
+      std::atexit(&Runtime::at_exit);
+    }
+  }
   initialized_.store(true, std::memory_order_release);
   return kOk;
+}
+
+int Runtime::connect_nodes(std::string* error) {
+  const std::string me = std::to_string(node_);
+  std::string provider = config_.ofi_provider;
+  if (provider.empty()) {
+    // shm when every node is on this host, else tcp;ofi_rxm.
+    const std::string mine = host_identity();
+    if (!boot_->put("host." + me, mine, error)) return kErrTransport;
+    provider = "shm";
+    for (uint32_t n = 0; n < nodes_; ++n) {
+      std::string theirs;
+      if (!boot_->get("host." + std::to_string(n), &theirs, kGetTimeoutMs, error)) return kErrTransport;
+      if (theirs != mine) provider = "tcp;ofi_rxm";
+    }
+  }
+  OfiOptions options;
+  options.eager_bytes = config_.eager_bytes;
+  options.credits = config_.ofi_credits;
+  options.unexpected_bytes = config_.ofi_unexpected_bytes;
+  ofi_ = OfiTransport::open(provider, node_, nodes_, options, error);
+  if (ofi_ == nullptr) return kErrTransport;
+  if (!boot_->put("ep." + me, to_hex(ofi_->address()), error)) return kErrTransport;
+  std::vector<std::string> addresses(nodes_);
+  for (uint32_t n = 0; n < nodes_; ++n) {
+    std::string hex;
+    if (!boot_->get("ep." + std::to_string(n), &hex, kGetTimeoutMs, error)) return kErrTransport;
+    if (!from_hex(hex, &addresses[n])) {
+      *error = "cf_init: node " + std::to_string(n) + " published a malformed endpoint address";
+      return kErrTransport;
+    }
+  }
+  if (!ofi_->connect(addresses, error)) return kErrTransport;
+  boot_->watch([this](uint32_t node, const std::string& how) { peer_lost(node, how); });
+  return kOk;
+}
+
+// The launcher says a node is gone (or the launcher itself is): fail every
+// wait on this node (seed LAPI: a job with a dead process ends, it does not hang).
+void Runtime::peer_lost(uint32_t node, const std::string& how) {
+  std::lock_guard<std::mutex> lock(lost_mutex_);
+  const std::string what = node == UINT32_MAX ? "the launcher (cfrun) went away: " + how
+                                              : "node " + std::to_string(node) + " was lost (" + how + ")";
+  if (lost_.empty()) lost_ = what;
+  if (ofi_ != nullptr && node != UINT32_MAX) ofi_->fail_node(node, kErrPeerLost);
+  if (engine_ != nullptr) engine_->fail_all(kErrPeerLost, lost_);
+}
+
+// A process returning from main without cf_finalize finalizes here. A
+// process calling exit() while its images still run is an abrupt end: no
+// fence and no goodbye, so cfrun reports it lost and ends the job.
+void Runtime::at_exit() {
+  Runtime& rt = Runtime::get();
+  if (!rt.initialized()) return;
+  if (rt.images() > 0) return;
+  std::string error;
+  rt.finalize(&error);
 }
 
 int Runtime::finalize(std::string* error) {
@@ -26,11 +165,47 @@ int Runtime::finalize(std::string* error) {
     *error = "cf_finalize: cf_init was not called";
     return kErrNotInit;
   }
-  engine_.reset();
+  int status = kOk;
+  bool lost;
+  {
+    std::lock_guard<std::mutex> lost_lock(lost_mutex_);
+    lost = !lost_.empty();
+  }
+  if (boot_ != nullptr) {
+    const int timeout = static_cast<int>(config_.exit_timeout_ms);
+    if (ofi_ != nullptr && !lost && !ofi_->quiesce(timeout)) {
+      *error = "cf_finalize: messages to other nodes still pending after CF_EXIT_TIMEOUT";
+      status = kErrTimeout;
+    }
+    // Collective and quiet: nobody tears down its endpoint while a peer may
+    // still read from it. After a loss there is nobody to wait for.
+    if (status == kOk && !lost && !boot_->fence(timeout, error)) {
+      *error = "cf_finalize: the exit fence failed: " + *error;
+      status = kErrTimeout;
+    }
+    if (status == kOk) boot_->bye(error);
+  }
+  {
+    std::lock_guard<std::mutex> lost_lock(lost_mutex_);
+    engine_.reset();
+    ofi_.reset();
+  }
+  boot_.reset();  // joins the watcher thread
   attached_.clear();
   images_.store(0);
   initialized_.store(false, std::memory_order_release);
-  return kOk;
+  return status;
+}
+
+std::unique_ptr<Engine> Runtime::make_engine(const std::vector<uint32_t>& counts) {
+  const NodeMap map = NodeMap::make(node_, counts);
+  if (ofi_ != nullptr) ofi_->set_node_map(map);
+  auto engine = std::make_unique<Engine>(map, config_, ofi_.get());
+  std::lock_guard<std::mutex> lost_lock(lost_mutex_);
+  if (!lost_.empty()) engine->fail_all(kErrPeerLost, lost_);
+  attached_.assign(map.local(), false);
+  images_.store(map.total(), std::memory_order_release);
+  return engine;
 }
 
 int Runtime::begin_run(uint32_t n, std::string* error) {
@@ -40,43 +215,55 @@ int Runtime::begin_run(uint32_t n, std::string* error) {
              "cf_coll_init called by the program's own threads)";
     return kErrBadArg;
   }
-  engine_ = std::make_unique<Engine>(n, config_);
-  attached_.assign(n, false);
-  images_.store(n, std::memory_order_release);
+  auto engine = make_engine(std::vector<uint32_t>(nodes_, n));
+  std::lock_guard<std::mutex> lost_lock(lost_mutex_);
+  engine_ = std::move(engine);
   return kOk;
 }
 
 void Runtime::end_run() {
   std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lost_lock(lost_mutex_);
   engine_.reset();
   attached_.clear();
   images_.store(0, std::memory_order_release);
 }
 
-int Runtime::attach(uint32_t images, uint32_t my_image, std::vector<ClientFunction> table,
-                    ImageContext** out, std::string* error) {
+int Runtime::attach(const std::vector<uint32_t>& counts, uint32_t my_image,
+                    std::vector<ClientFunction> table, ImageContext** out, std::string* error) {
   std::lock_guard<std::mutex> lock(mutex_);
+  for (uint32_t n = 0; n < counts.size(); ++n) {
+    if (counts[n] == 0) {
+      *error = "images[" + std::to_string(n) + "]: a node needs at least one image";
+      return kErrBadArg;
+    }
+  }
   if (engine_ == nullptr) {
-    engine_ = std::make_unique<Engine>(images, config_);
-    attached_.assign(images, false);
-    images_.store(images, std::memory_order_release);
+    auto engine = make_engine(counts);
+    std::lock_guard<std::mutex> lost_lock(lost_mutex_);
+    engine_ = std::move(engine);
   }
-  if (engine_->images() != images) {
-    *error = "images: " + std::to_string(images) + " images on this node, but other images said " +
-             std::to_string(engine_->images());
+  const NodeMap& map = engine_->nodes();
+  for (uint32_t n = 0; n < counts.size(); ++n) {
+    if (counts[n] != map.first[n + 1] - map.first[n]) {
+      *error = "images[" + std::to_string(n) + "]: " + std::to_string(counts[n]) +
+               " images, but other image threads of this node said " +
+               std::to_string(map.first[n + 1] - map.first[n]);
+      return kErrBadArg;
+    }
+  }
+  if (!map.is_local(my_image)) {
+    *error = "my_image: " + std::to_string(my_image) + " is not an image of this node (" +
+             std::to_string(map.base()) + ".." + std::to_string(map.base() + map.local() - 1) + ")";
     return kErrBadArg;
   }
-  if (my_image >= images) {
-    *error = "my_image: " + std::to_string(my_image) + " is not an image of this node (0.." +
-             std::to_string(images - 1) + ")";
-    return kErrBadArg;
-  }
-  if (attached_[my_image]) {
+  const uint32_t local = my_image - map.base();
+  if (attached_[local]) {
     *error = "my_image: image " + std::to_string(my_image) + " was already initialized by another thread";
     return kErrBadArg;
   }
-  attached_[my_image] = true;
-  ImageContext& img = engine_->image(my_image);
+  attached_[local] = true;
+  ImageContext& img = engine_->image(local);
   img.fn_table = std::move(table);
   *out = &img;
   return kOk;

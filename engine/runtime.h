@@ -14,12 +14,24 @@
 
 namespace carflow {
 
+class Bootstrap;
+class OfiTransport;
+
 class Runtime {
  public:
   static Runtime& get();
+  ~Runtime();
 
+  // Launched by cfrun (CF_KVS in the environment) with more than one node:
+  // connects to the launcher's store, opens the libfabric endpoint, and
+  // exchanges addresses with every node.
   int init(std::string* error);
+  // Collective over nodes and quiet: waits for this node's sends to leave,
+  // meets every node at a fence (CF_EXIT_TIMEOUT), says goodbye to cfrun.
   int finalize(std::string* error);
+  uint32_t node() const { return node_; }
+  uint32_t nodes() const { return nodes_; }
+  OfiTransport* ofi() { return ofi_.get(); }
   bool initialized() const { return initialized_.load(std::memory_order_acquire); }
   const Config& config() const { return config_; }
 
@@ -27,9 +39,11 @@ class Runtime {
 
   // Makes the calling thread image `my_image` of `images`; creates the Engine
   // on the first call. *out is the image's context.
-  int attach(uint32_t images, uint32_t my_image, std::vector<ClientFunction> table,
-             ImageContext** out, std::string* error);
-  // cf_run_images: reserves the node for n images (fails if images exist).
+  // counts[n]: images of node n (cf_coll_init's `images`); my_image is global.
+  int attach(const std::vector<uint32_t>& counts, uint32_t my_image,
+             std::vector<ClientFunction> table, ImageContext** out, std::string* error);
+  // cf_run_images: reserves the node for n images (fails if images exist);
+  // every node runs n images.
   int begin_run(uint32_t n, std::string* error);
   // Frees the Engine after the run's threads have returned.
   void end_run();
@@ -37,8 +51,22 @@ class Runtime {
   uint32_t images() const { return images_.load(std::memory_order_acquire); }
 
  private:
+  int connect_nodes(std::string* error);  // under mutex_
+  void peer_lost(uint32_t node, const std::string& how);
+  static void at_exit();
+  std::unique_ptr<Engine> make_engine(const std::vector<uint32_t>& counts);  // under mutex_
+
   std::mutex mutex_;
   std::atomic<bool> initialized_{false};
+  std::unique_ptr<Bootstrap> boot_;
+  std::unique_ptr<OfiTransport> ofi_;
+  uint32_t node_ = 0, nodes_ = 1;
+  // Taken after mutex_, and alone by the bootstrap's watcher thread (which
+  // finalize joins while holding mutex_): guards lost_ and every change of
+  // engine_ and ofi_.
+  std::mutex lost_mutex_;
+  std::string lost_;  // why a node was lost, once one was
+  bool launched_ = false;  // a launcher's job was joined (cf_init once per process then)
   Config config_;
   std::unique_ptr<Engine> engine_;
   std::vector<bool> attached_;

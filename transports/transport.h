@@ -9,8 +9,37 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace carflow {
+
+// Where images live: node n (a process) holds images [first[n], first[n+1]),
+// numbered node-major as the seed says. One node with all images is the
+// embedded (inproc-only) case.
+struct NodeMap {
+  uint32_t node = 0;                 // this process
+  std::vector<uint32_t> first{0, 1}; // size nodes + 1; first.back() = all images
+  std::vector<uint32_t> owner;       // image -> node
+
+  static NodeMap single(uint32_t images) { return make(0, {images}); }
+  // counts[n]: images of node n (each at least 1).
+  static NodeMap make(uint32_t node, const std::vector<uint32_t>& counts) {
+    NodeMap m;
+    m.node = node;
+    m.first.assign(1, 0);
+    for (uint32_t n = 0; n < counts.size(); ++n) {
+      m.first.push_back(m.first.back() + counts[n]);
+      m.owner.insert(m.owner.end(), counts[n], n);
+    }
+    return m;
+  }
+  uint32_t nodes() const { return static_cast<uint32_t>(first.size() - 1); }
+  uint32_t total() const { return first.back(); }
+  uint32_t base() const { return first[node]; }
+  uint32_t local() const { return first[node + 1] - first[node]; }
+  uint32_t node_of(uint32_t image) const { return owner[image]; }
+  bool is_local(uint32_t image) const { return image - base() < local(); }
+};
 
 // Wire tag: (team, sequence, edge). Collective traffic never needs wildcards.
 struct MsgKey {
@@ -85,6 +114,12 @@ class Transport {
   // for it to match instead of matching them on the sender's thread.
   virtual void set_polling(uint32_t image, bool on) = 0;
   virtual TransportStats stats() const = 0;
+  // Transports between nodes: who to tell about deferred work, and a wait
+  // object. wait() sleeps until the transport may have news or `wake_fd`
+  // (an eventfd the engine writes to wake this image) is readable, at most
+  // timeout_ms; the default cannot sleep on anything and only yields.
+  virtual void set_hooks(TransportHooks* hooks) { (void)hooks; }
+  virtual void wait(int wake_fd, int timeout_ms) { (void)wake_fd, (void)timeout_ms; }
 };
 
 }  // namespace carflow

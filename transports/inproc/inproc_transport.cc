@@ -11,8 +11,9 @@ namespace carflow {
 static constexpr int kMismatch = -7;
 
 InprocTransport::InprocTransport(uint32_t images, uint64_t eager_bytes, uint64_t fastbox_bytes,
-                                 TransportHooks* hooks)
+                                 TransportHooks* hooks, uint32_t base)
     : images_(images),
+      base_(base),
       eager_bytes_(eager_bytes),
       fastbox_bytes_(std::min<uint64_t>({fastbox_bytes, eager_bytes, kFastboxBytes})),
       hooks_(hooks) {
@@ -66,12 +67,12 @@ void InprocTransport::deliver(MsgOp* recv_op, const void* src) {
 }
 
 void InprocTransport::push_pull(uint32_t image, MsgOp* recv_op) {
-  Mailbox& mb = *mailboxes_[image];
+  Mailbox& mb = mailbox(image);
   // Read what the hook needs now: once queued, the op may be pulled,
   // completed and its instance recycled by another thread.
   const uint32_t peer = recv_op->peer;
   const bool app_thread_only = recv_op->deliver.app_thread_only;
-  Mailbox::PullQueue& q = mb.pulls[peer];
+  Mailbox::PullQueue& q = mb.pulls[peer - base_];
   mb.lock.lock();
   recv_op->next = nullptr;
   if (q.tail == nullptr) {
@@ -87,7 +88,7 @@ void InprocTransport::push_pull(uint32_t image, MsgOp* recv_op) {
 
 void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, const void* data,
                              uint64_t nbytes, MsgOp* send_op) {
-  Mailbox& mb = *mailboxes_[image];
+  Mailbox& mb = mailbox(image);
   const bool small = nbytes <= eager_bytes_;
   mb.lock.lock();
   mb.stats.messages++;
@@ -128,9 +129,9 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
 
 bool InprocTransport::try_fastbox(MsgOp* op) {
   if (op->nbytes > fastbox_bytes_) return false;
-  Mailbox& mb = *mailboxes_[op->peer];
+  Mailbox& mb = mailbox(op->peer);
   if (!mb.polling.load(std::memory_order_acquire)) return false;
-  FastBox& box = mb.boxes[op->self];
+  FastBox& box = mb.boxes[op->self - base_];
   if (box.state.load(std::memory_order_acquire) != FastBox::kEmpty) return false;
   box.nbytes = static_cast<uint32_t>(op->nbytes);
   box.key = op->key;
@@ -151,7 +152,7 @@ bool InprocTransport::try_fastbox(MsgOp* op) {
 }
 
 bool InprocTransport::take_fastbox(uint32_t image, uint32_t src) {
-  FastBox& box = mailboxes_[image]->boxes[src];
+  FastBox& box = mailbox(image).boxes[src - base_];
   if (box.state.load(std::memory_order_acquire) != FastBox::kFull) return false;
   uint32_t full = FastBox::kFull;
   if (!box.state.compare_exchange_strong(full, FastBox::kTaking, std::memory_order_acq_rel)) {
@@ -174,10 +175,10 @@ void InprocTransport::send(MsgOp* op) {
 
 void InprocTransport::set_polling(uint32_t image, bool on) {
   if (fastbox_bytes_ == 0) return;
-  Mailbox& mb = *mailboxes_[image];
+  Mailbox& mb = mailbox(image);
   mb.polling.store(on, std::memory_order_seq_cst);
   if (!on) {
-    for (uint32_t src = 0; src < images_; ++src) take_fastbox(image, src);
+    for (uint32_t src = base_; src < base_ + images_; ++src) take_fastbox(image, src);
   }
 }
 
@@ -185,7 +186,7 @@ void InprocTransport::recv(MsgOp* op) {
   // A message waiting in the box goes through the queues first, so the
   // lookup below sees it.
   if (fastbox_bytes_ > 0) take_fastbox(op->self, op->peer);
-  Mailbox& mb = *mailboxes_[op->self];
+  Mailbox& mb = mailbox(op->self);
   mb.lock.lock();
   Unexpected* u = mb.unexpected.take(op->peer, op->key);
   if (u == nullptr) {
@@ -223,8 +224,8 @@ void InprocTransport::recv(MsgOp* op) {
 }
 
 bool InprocTransport::progress(uint32_t image, uint32_t peer, bool on_app_thread) {
-  Mailbox& mb = *mailboxes_[image];
-  Mailbox::PullQueue& q = mb.pulls[peer];
+  Mailbox& mb = mailbox(image);
+  Mailbox::PullQueue& q = mb.pulls[peer - base_];
   bool did = false;
   for (;;) {
     if (mb.pending_pulls.load(std::memory_order_acquire) == 0) return did;
@@ -248,13 +249,13 @@ bool InprocTransport::progress(uint32_t image, uint32_t peer, bool on_app_thread
 }
 
 bool InprocTransport::progress_all(uint32_t image, bool on_app_thread) {
-  Mailbox& mb = *mailboxes_[image];
+  Mailbox& mb = mailbox(image);
   bool did = false;
   if (fastbox_bytes_ > 0 && on_app_thread) {
-    for (uint32_t src = 0; src < images_; ++src) did |= take_fastbox(image, src);
+    for (uint32_t src = base_; src < base_ + images_; ++src) did |= take_fastbox(image, src);
   }
   if (mb.pending_pulls.load(std::memory_order_acquire) == 0) return did;
-  for (uint32_t peer = 0; peer < images_; ++peer) did |= progress(image, peer, on_app_thread);
+  for (uint32_t peer = base_; peer < base_ + images_; ++peer) did |= progress(image, peer, on_app_thread);
   return did;
 }
 
@@ -278,7 +279,7 @@ TransportStats InprocTransport::stats() const {
 }
 
 size_t InprocTransport::unexpected_count(uint32_t image) const {
-  Mailbox& mb = *mailboxes_[image];
+  Mailbox& mb = mailbox(image);
   mb.lock.lock();
   size_t n = mb.unexpected.size();
   mb.lock.unlock();

@@ -33,10 +33,11 @@ namespace carflow {
 
 class InprocTransport final : public Transport {
  public:
-  // fastbox_bytes: largest message handed over in a box (0 = boxes off;
-  // capped at kFastboxBytes and eager_bytes).
+  // Serves images [base, base + images) of this node (image numbers are
+  // node-global). fastbox_bytes: largest message handed over in a box (0 =
+  // boxes off; capped at kFastboxBytes and eager_bytes).
   InprocTransport(uint32_t images, uint64_t eager_bytes, uint64_t fastbox_bytes,
-                  TransportHooks* hooks);
+                  TransportHooks* hooks, uint32_t base = 0);
   ~InprocTransport() override;
 
   const char* name() const override { return "inproc"; }
@@ -104,7 +105,10 @@ class InprocTransport final : public Transport {
   bool try_fastbox(MsgOp* op);
   bool take_fastbox(uint32_t image, uint32_t src);
 
+  Mailbox& mailbox(uint32_t image) const { return *mailboxes_[image - base_]; }
+
   const uint32_t images_;
+  const uint32_t base_;  // first image served
   const uint64_t eager_bytes_;
   const uint64_t fastbox_bytes_;  // 0 = boxes off
   TransportHooks* const hooks_;

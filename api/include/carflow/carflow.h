@@ -420,6 +420,26 @@ typedef struct {
 /* Counters since the images started. Errors: CF_ERR_NOT_INIT, CF_ERR_BAD_ARG. */
 int cf_get_stats(cf_stats_t *out);
 
+/* Between processes (cfrun -n N with N > 1): the libfabric transport's
+   protocol and counters since cf_init. With one node, provider is "" and
+   every counter 0. Errors: CF_ERR_NOT_INIT, CF_ERR_BAD_ARG. */
+typedef struct {
+  const char *provider;   /* libfabric provider: "shm", "tcp;ofi_rxm", ... */
+  uint64_t eager_bytes;   /* eager (data with the header) up to this size */
+  uint64_t inject_bytes;  /* header + data up to this size leave with fi_tinject */
+  uint64_t messages;      /* messages this node sent to other nodes */
+  uint64_t bytes;
+  uint64_t injected;      /* eager messages sent with fi_tinject (no send buffer) */
+  uint64_t eager;         /* eager messages sent from a pooled send buffer */
+  uint64_t rendezvous;    /* large messages the receiver read (RTS, fi_read, FIN) */
+  uint64_t unexpected;    /* arrivals with no posted receive */
+  uint64_t credit_waits;  /* sends that waited for flow-control credits */
+  uint64_t credit_msgs;   /* explicit credit returns sent */
+  uint64_t mr_hits;       /* memory-registration cache hits and misses */
+  uint64_t mr_misses;
+} cf_net_stats_t;
+int cf_get_net_stats(cf_net_stats_t *out);
+
 #ifdef __cplusplus
 }
 #endif

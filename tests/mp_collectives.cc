@@ -1,0 +1,441 @@
+// Every collective of the C API across processes: run under cfrun
+// (`cfrun -n N --images K mp_collectives [mode]`). Each image computes the
+// inputs and the sequential reference for every image (graph/reference.h),
+// runs the call on its own buffers and compares its destination byte for
+// byte. Sizes cover the eager path (8 B, 4 KiB) and the rendezvous path
+// (96 KiB > CF_EAGER_BYTES). Prints one summary line per process and exits
+// 1 on any failure.
+//
+// Other modes, for the failure tests:
+//   kill   node 1 kills itself (SIGKILL) while the others wait in a
+//          broadcast it never joins; they must see CF_ERR_PEER_LOST.
+//   exit3  node 1 calls exit(3) instead; the same is expected.
+//   flood  every image but 0 starts 10000 / (P-1) small gathers to image 0
+//          before image 0 posts any (they arrive unexpected), then all sync.
+//   late   node 1 computes for a while before its broadcast; the waiting
+//          nodes must block (CPU time well below wall time under
+//          CF_PROGRESS=block) — checked by the test with getrusage.
+#include <carflow/carflow.h>
+
+#include <sys/resource.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "graph/reference.h"
+#include "graph/registry.h"
+
+namespace {
+
+using carflow::CollectiveSpec;
+using carflow::CollKind;
+using Bytes = std::vector<uint8_t>;
+
+constexpr int kLocal = CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_LOCAL | CF_COLL_ALL_THREADS;
+constexpr int kSingle = CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_SINGLE | CF_COLL_ALL_THREADS;
+constexpr int kSumInt64 = CF_BUILTIN(CF_OP_SUM, CF_DT_INT64);
+constexpr int kAffine = 0;  // fn_tbl index of the non-commutative function
+
+// Composition of affine maps x -> a x + b on uint64 pairs, mod 2^64:
+// associative, not commutative, so a reordered reduction shows.
+void affine_combine(void* dst, const void* left, const void* right, size_t bytes) {
+  for (size_t k = 0; k + 16 <= bytes; k += 16) {
+    uint64_t l[2], r[2];
+    std::memcpy(l, static_cast<const char*>(left) + k, 16);
+    std::memcpy(r, static_cast<const char*>(right) + k, 16);
+    const uint64_t out[2] = {l[0] * r[0], r[0] * l[1] + r[1]};
+    std::memcpy(static_cast<char*>(dst) + k, out, 16);
+  }
+}
+
+// The seed's callback: left operands folded, then one result per right operand.
+void affine_seed(void* results, size_t result_count, const void* left, size_t left_count,
+                 const void* right, size_t elem_size, int, int) {
+  std::vector<uint8_t> acc(elem_size);
+  bool have = false;
+  for (size_t i = 0; i < left_count + result_count; ++i) {
+    const void* x = i < left_count ? static_cast<const char*>(left) + i * elem_size
+                                   : static_cast<const char*>(right) + (i - left_count) * elem_size;
+    if (have) {
+      affine_combine(acc.data(), acc.data(), x, elem_size);
+    } else {
+      std::memcpy(acc.data(), x, elem_size);
+      have = true;
+    }
+    if (i >= left_count) std::memcpy(static_cast<char*>(results) + (i - left_count) * elem_size, acc.data(), elem_size);
+  }
+}
+
+const cf_coll_fn_entry_t kFunctions[] = {{reinterpret_cast<cf_coll_fn_t>(&affine_seed), CF_COLL_NONCOMM}};
+
+void int64_sum(void* dst, const void* left, const void* right, size_t bytes) {
+  for (size_t k = 0; k + 8 <= bytes; k += 8) {
+    uint64_t a, b;
+    std::memcpy(&a, static_cast<const char*>(left) + k, 8);
+    std::memcpy(&b, static_cast<const char*>(right) + k, 8);
+    a += b;
+    std::memcpy(static_cast<char*>(dst) + k, &a, 8);
+  }
+}
+
+struct Log {
+  std::mutex mutex;
+  std::atomic<uint64_t> checks{0};
+  std::vector<std::string> failures;
+  void fail(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (failures.size() < 20) failures.push_back(what);
+    else if (failures.size() == 20) failures.push_back("(more failures not shown)");
+  }
+};
+
+std::string describe(const CollectiveSpec& s, const std::string& form, uint32_t me) {
+  return std::string(carflow::coll_kind_name(s.kind)) + form + " algo='" + s.algorithm +
+         "' P=" + std::to_string(s.images) + " nbytes=" + std::to_string(s.nbytes) +
+         " root=" + std::to_string(s.root) + " image " + std::to_string(me);
+}
+
+// 8-byte aligned storage (computational kinds need alignment).
+struct Buffer {
+  std::vector<uint64_t> store;
+  explicit Buffer(size_t n, uint8_t fill) : store(n / 8 + 2) { std::memset(store.data(), fill, n); }
+  explicit Buffer(const Bytes& b) : store(b.size() / 8 + 2) {
+    if (!b.empty()) std::memcpy(store.data(), b.data(), b.size());
+  }
+  char* data() { return reinterpret_cast<char*>(store.data()); }
+};
+
+cf_coll_handle_t start_movement(const CollectiveSpec& s, char* dst, char* src, bool m_form) {
+  std::vector<size_t> counts(s.counts.begin(), s.counts.end());
+  std::vector<size_t> displs(s.displs.begin(), s.displs.end());
+  const size_t* c = counts.empty() ? nullptr : counts.data();
+  const size_t* d = displs.empty() ? nullptr : displs.data();
+  const bool v = !s.counts.empty();
+  const uint32_t r = s.root;
+  if (m_form) {
+    // Each image's own entry is the only one it uses (team rank = image).
+    std::vector<void*> dl(s.images, dst), sl(s.images, src);
+    switch (s.kind) {
+      case CollKind::Broadcast: return cf_coll_broadcastm_nb(CF_TEAM_ALL, dl.data(), r, src, s.nbytes, kSingle);
+      case CollKind::Scatter: return cf_coll_scatterm_nb(CF_TEAM_ALL, dl.data(), r, src, s.nbytes, kSingle);
+      case CollKind::Gather: return cf_coll_gatherm_nb(CF_TEAM_ALL, r, dst, sl.data(), s.nbytes, kSingle);
+      case CollKind::GatherAll: return cf_coll_gather_allm_nb(CF_TEAM_ALL, dl.data(), sl.data(), s.nbytes, kSingle);
+      case CollKind::Exchange: return cf_coll_exchangem_nb(CF_TEAM_ALL, dl.data(), sl.data(), s.nbytes, kSingle);
+      default: return CF_COLL_INVALID_HANDLE;
+    }
+  }
+  switch (s.kind) {
+    case CollKind::Broadcast: return cf_coll_broadcast_nb(CF_TEAM_ALL, dst, r, src, s.nbytes, kLocal);
+    case CollKind::Scatter:
+      return v ? cf_coll_scatterv_nb(CF_TEAM_ALL, dst, r, src, c, d, kLocal)
+               : cf_coll_scatter_nb(CF_TEAM_ALL, dst, r, src, s.nbytes, kLocal);
+    case CollKind::Gather:
+      return v ? cf_coll_gatherv_nb(CF_TEAM_ALL, r, dst, src, c, d, kLocal)
+               : cf_coll_gather_nb(CF_TEAM_ALL, r, dst, src, s.nbytes, kLocal);
+    case CollKind::GatherAll:
+      return v ? cf_coll_gather_allv_nb(CF_TEAM_ALL, dst, src, c, d, kLocal)
+               : cf_coll_gather_all_nb(CF_TEAM_ALL, dst, src, s.nbytes, kLocal);
+    case CollKind::Exchange:
+      return v ? cf_coll_exchangev_nb(CF_TEAM_ALL, dst, src, c, kLocal)
+               : cf_coll_exchange_nb(CF_TEAM_ALL, dst, src, s.nbytes, kLocal);
+    case CollKind::Permute: {
+      std::vector<cf_image_t> perm(s.perm.begin(), s.perm.end());
+      return cf_coll_permute_nb(CF_TEAM_ALL, dst, src, s.nbytes, perm.data(), kLocal);
+    }
+    default: return CF_COLL_INVALID_HANDLE;
+  }
+}
+
+cf_coll_handle_t start_compute(const CollectiveSpec& s, char* dst, char* src, int func, bool m_form) {
+  const size_t es = s.elem_size, n = s.nbytes / es;
+  std::vector<void*> sl(s.images, src);
+  switch (s.kind) {
+    case CollKind::Allreduce: return cf_coll_allreduce_nb(CF_TEAM_ALL, dst, src, es, n, func, 0, kLocal);
+    case CollKind::ReduceVec: return cf_coll_reduce_vec_nb(CF_TEAM_ALL, s.root, dst, src, es, n, func, 0, kLocal);
+    case CollKind::Scan:
+      return cf_coll_scan_nb(CF_TEAM_ALL, dst, src, es, n, func, 0,
+                             kLocal | (s.flags & carflow::kExclusiveFlag ? CF_COLL_EXCLUSIVE : 0));
+    case CollKind::ReduceScatter: {
+      if (s.counts.empty()) return cf_coll_reduce_scatter_nb(CF_TEAM_ALL, dst, src, es, n, func, 0, kLocal);
+      std::vector<size_t> counts;
+      for (uint64_t c : s.counts) counts.push_back(c / es);
+      return cf_coll_reduce_scatterv_nb(CF_TEAM_ALL, dst, src, es, counts.data(), func, 0, kLocal);
+    }
+    case CollKind::Reduce:
+      if (m_form) {
+        return cf_coll_reducem_nb(CF_TEAM_ALL, s.root, dst, sl.data(), s.src_blksz, s.src_offset, es, n,
+                                  func, 0, kSingle);
+      }
+      return cf_coll_reduce_nb(CF_TEAM_ALL, s.root, dst, src, s.src_blksz, s.src_offset, es, n, func, 0, kLocal);
+    case CollKind::PrefixReduce:
+      return cf_coll_prefix_reduce_nb(CF_TEAM_ALL, dst, s.dst_blksz, s.dst_offset, src, s.src_blksz,
+                                      s.src_offset, es, n, func, 0, kLocal);
+    default: return CF_COLL_INVALID_HANDLE;
+  }
+}
+
+// Runs one spec on image `me` and checks its destination.
+void check(Log& log, const CollectiveSpec& spec, cf_image_t me, bool m_form, bool affine) {
+  const bool compute = carflow::is_computational(spec.kind);
+  const std::string form = m_form ? "m" : spec.counts.empty() ? "" : "v";
+  std::vector<Bytes> in = carflow::reference::inputs(spec);
+  std::vector<Bytes> want;
+  if (compute) {
+    if (affine) {  // odd multipliers keep every product informative
+      for (auto& b : in) {
+        for (size_t k = 0; k + 8 <= b.size(); k += 16) b[k] |= 1;
+      }
+    }
+    want = carflow::reference::expected_reduction(spec, in, affine ? &affine_combine : &int64_sum);
+  } else {
+    want = carflow::reference::expected(spec, in);
+  }
+  const int kind = static_cast<int>(spec.kind);
+  if (cf_coll_set_algorithm(kind, spec.algorithm.empty() ? nullptr : spec.algorithm.c_str()) != CF_OK) {
+    log.fail(describe(spec, form, me) + ": cf_coll_set_algorithm: " + cf_last_error());
+    return;
+  }
+  Buffer src(in[me]);
+  Buffer dst(std::max(want[me].size(), in[me].size()), carflow::reference::kUntouched);
+  const cf_coll_handle_t h = compute ? start_compute(spec, dst.data(), src.data(), affine ? kAffine : kSumInt64, m_form)
+                                     : start_movement(spec, dst.data(), src.data(), m_form);
+  const int rc = h == CF_COLL_INVALID_HANDLE ? cf_last_status() : cf_coll_wait_sync(h);
+  cf_coll_set_algorithm(kind, nullptr);
+  log.checks++;
+  if (rc != CF_OK) {
+    log.fail(describe(spec, form, me) + ": status " + std::to_string(rc) + ": " + cf_last_error());
+    return;
+  }
+  const size_t n = want[me].size();
+  if (n > 0 && std::memcmp(dst.data(), want[me].data(), n) != 0) {
+    size_t k = 0;
+    while (static_cast<uint8_t>(dst.data()[k]) == want[me][k]) ++k;
+    log.fail(describe(spec, form, me) + ": destination differs at byte " + std::to_string(k));
+  }
+}
+
+CollectiveSpec make(CollKind kind, uint32_t P, uint32_t root, uint64_t nbytes, const std::string& algo) {
+  CollectiveSpec s;
+  s.kind = kind;
+  s.images = P;
+  s.root = root;
+  s.nbytes = nbytes;
+  s.algorithm = algo;
+  if (kind == CollKind::Permute) {
+    for (uint32_t i = 0; i < P; ++i) s.perm.push_back((i * (P % 3 == 0 ? 1 : 3) + 1) % P);
+  }
+  return s;
+}
+
+void run_all(Log& log, cf_image_t me) {
+  const uint32_t P = cf_images();
+  const CollKind movement[] = {CollKind::Broadcast, CollKind::Scatter, CollKind::Gather,
+                               CollKind::GatherAll, CollKind::Exchange, CollKind::Permute};
+  // Every algorithm at a small size; carflow's choice at every size.
+  for (CollKind kind : movement) {
+    std::vector<std::string> algos{""};
+    for (const auto* g : carflow::GeneratorRegistry::instance().list(kind)) algos.push_back(g->name);
+    for (const std::string& algo : algos) {
+      for (uint64_t nbytes : {8ull, 4096ull, 96ull * 1024}) {
+        if (!algo.empty() && nbytes > 4096) continue;
+        if (kind == CollKind::Exchange && nbytes > 4096 && P > 6) nbytes = 32 * 1024;
+        for (uint32_t root : {0u, P - 1}) {
+          check(log, make(kind, P, root, nbytes, algo), me, false, false);
+          if (kind == CollKind::Broadcast || kind == CollKind::Permute) break;  // root-less / one root enough
+        }
+      }
+    }
+    if (kind != CollKind::Permute) {
+      CollectiveSpec v = make(kind, P, P - 1, 600, "");
+      if (kind != CollKind::Broadcast) {
+        carflow::reference::make_variable(&v, true);
+        check(log, v, me, false, false);
+      }
+      check(log, make(kind, P, P / 2, 256, ""), me, true, false);  // m form
+    }
+  }
+  // Barrier: every algorithm.
+  for (const auto* g : carflow::GeneratorRegistry::instance().list(CollKind::Barrier)) {
+    cf_coll_set_algorithm(CF_KIND_BARRIER, g->name.c_str());
+    log.checks++;
+    if (cf_coll_barrier(CF_TEAM_ALL, kLocal) != CF_OK) log.fail("barrier " + g->name + ": " + cf_last_error());
+    cf_coll_set_algorithm(CF_KIND_BARRIER, nullptr);
+  }
+  // Computational: int64 sums for every algorithm, the affine product by
+  // carflow's (order-preserving) choice, at eager and rendezvous sizes.
+  const CollKind vectors[] = {CollKind::Allreduce, CollKind::ReduceVec, CollKind::Scan, CollKind::ReduceScatter};
+  for (CollKind kind : vectors) {
+    std::vector<std::string> algos{""};
+    for (const auto* g : carflow::GeneratorRegistry::instance().list(kind)) algos.push_back(g->name);
+    for (const std::string& algo : algos) {
+      for (uint64_t count : {1ull, 500ull, 16384ull}) {
+        if (!algo.empty() && count > 500) continue;
+        CollectiveSpec s = make(kind, P, P - 1, count * 8, algo);
+        s.elem_size = 8;
+        check(log, s, me, false, false);
+        if (kind == CollKind::Scan) {
+          s.flags = carflow::kExclusiveFlag;
+          check(log, s, me, false, false);
+        }
+      }
+    }
+    CollectiveSpec a = make(kind, P, 0, 16 * 300, "");
+    a.elem_size = 16;
+    check(log, a, me, false, true);
+    if (kind == CollKind::ReduceScatter) {
+      CollectiveSpec v = make(kind, P, 0, 0, "");
+      v.elem_size = 8;
+      for (uint32_t i = 0; i < P; ++i) v.counts.push_back(uint64_t{(i * 3 + 1) % 5} * 64);
+      check(log, v, me, false, false);
+    }
+  }
+  // Seed reduce and prefix_reduce over block-cyclic arrays.
+  for (uint64_t blksz : {0ull, 3ull, 64ull}) {
+    CollectiveSpec r = make(CollKind::Reduce, P, P - 1, 8 * 1000, "");
+    r.elem_size = 8;
+    r.src_blksz = blksz;
+    r.src_offset = blksz == 0 ? P - 1 : 5;
+    check(log, r, me, false, false);
+    check(log, r, me, blksz == 3, true);
+    CollectiveSpec p = make(CollKind::PrefixReduce, P, 0, 8 * 1000, "");
+    p.elem_size = 8;
+    p.src_blksz = blksz;
+    p.src_offset = blksz == 0 ? 0 : 5;
+    p.dst_blksz = blksz == 0 ? 0 : 7;
+    p.dst_offset = blksz == 0 ? P - 1 : 0;
+    check(log, p, me, false, false);
+  }
+  // A team split across nodes: even and odd images each allreduce.
+  cf_team_t half = CF_TEAM_NULL;
+  log.checks++;
+  if (cf_team_split(CF_TEAM_ALL, static_cast<int>(me % 2), static_cast<int>(me), &half) != CF_OK) {
+    log.fail(std::string("cf_team_split: ") + cf_last_error());
+    return;
+  }
+  int64_t mine = me + 1, sum = 0, want = 0;
+  for (uint32_t i = me % 2; i < P; i += 2) want += i + 1;
+  log.checks++;
+  if (cf_coll_allreduce(half, &sum, &mine, 8, 1, kSumInt64, 0, kLocal) != CF_OK || sum != want) {
+    log.fail("allreduce on a split team: got " + std::to_string(sum) + ", want " + std::to_string(want));
+  }
+  cf_team_free(half);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (cf_init(&argc, &argv) != CF_OK) {
+    std::fprintf(stderr, "cf_init: %s\n", cf_last_error());
+    return 1;
+  }
+  cf_set_error_mode(CF_ERRORS_RETURN);
+  const std::string mode = argc > 1 ? argv[1] : "all";
+  const char* k = std::getenv("CF_IMAGES");
+  const uint32_t images = k != nullptr ? static_cast<uint32_t>(std::atoi(k)) : 1;
+  Log log;
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<int> lost_seen{0};
+  std::string lost_message;
+  std::mutex lost_mutex;
+  auto body = [&](cf_image_t me) {
+    if (mode == "all") {
+      run_all(log, me);
+    } else if (mode == "kill" || mode == "exit3") {
+      // Everyone but node 1 waits for a broadcast rooted on node 1.
+      const uint32_t root = images;  // the first image of node 1
+      if (cf_mynode() == 1) {
+        if (me == root) {
+          if (mode == "kill") raise(SIGKILL);
+          std::exit(3);
+        }
+      }
+      uint64_t x = me, y = 0;
+      const int rc = cf_coll_broadcast(CF_TEAM_ALL, &y, root, &x, 8, kLocal);
+      if (rc == CF_ERR_PEER_LOST) {
+        lost_seen++;
+        std::lock_guard<std::mutex> lock(lost_mutex);
+        lost_message = cf_last_error();
+      } else {
+        log.fail("broadcast with a lost root returned " + std::to_string(rc));
+      }
+    } else if (mode == "flood") {
+      const uint32_t P = cf_images();
+      const uint32_t per = 10000 / (P > 1 ? P - 1 : 1) + 1;
+      // Image 0 enters a barrier on a second team first; the others start
+      // all their gathers (which send at once) and then enter that barrier.
+      cf_team_t side = CF_TEAM_NULL;
+      cf_team_split(CF_TEAM_ALL, 0, static_cast<int>(me), &side);
+      std::vector<uint64_t> mine(per, me), gathered(me == 0 ? uint64_t{per} * P : 1);
+      std::vector<cf_coll_handle_t> handles(per);
+      const int flood = CF_COLL_IN_NOSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_LOCAL | CF_COLL_ALL_THREADS;
+      cf_coll_set_algorithm(CF_KIND_GATHER, "flat");  // every image sends to image 0 itself
+      if (me != 0) {
+        for (uint32_t i = 0; i < per; ++i) {
+          handles[i] = cf_coll_gather_nb(CF_TEAM_ALL, 0, nullptr, &mine[i], 8, flood);
+        }
+      }
+      cf_coll_barrier(side, kLocal);
+      if (me == 0) {
+        for (uint32_t i = 0; i < per; ++i) {
+          handles[i] = cf_coll_gather_nb(CF_TEAM_ALL, 0, &gathered[uint64_t{i} * P], &mine[i], 8, flood);
+        }
+      }
+      log.checks++;
+      if (cf_coll_wait_sync_all(handles.data(), per) != CF_OK) log.fail(std::string("flood: ") + cf_last_error());
+      if (me == 0) {
+        for (uint64_t i = 0; i < uint64_t{per} * P; ++i) {
+          if (gathered[i] != i % P) {
+            log.fail("flood: gathered[" + std::to_string(i) + "] = " + std::to_string(gathered[i]));
+            break;
+          }
+        }
+      }
+      cf_team_free(side);
+    } else if (mode == "late") {
+      // Node 1 spins (CPU) for a while before joining; the others wait.
+      uint64_t x = me, y = 0;
+      if (cf_mynode() == 1) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+        volatile uint64_t spin = 0;
+        while (std::chrono::steady_clock::now() < until) spin = spin + 1;
+      }
+      log.checks++;
+      if (cf_coll_broadcast(CF_TEAM_ALL, &y, images, &x, 8, kLocal) != CF_OK || y != images) {
+        log.fail("late broadcast");
+      }
+    }
+  };
+  using Body = decltype(body);
+  auto trampoline = [](cf_image_t image, void* arg) { (*static_cast<Body*>(arg))(image); };
+  if (cf_run_images(images, kFunctions, 1, trampoline, &body) != CF_OK) {
+    log.fail(std::string("cf_run_images: ") + cf_last_error());
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const double cpu = usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+                     (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  for (const std::string& f : log.failures) std::printf("FAIL %s\n", f.c_str());
+  if (lost_seen > 0) std::printf("lost: %d waits returned CF_ERR_PEER_LOST: %s\n", lost_seen.load(), lost_message.c_str());
+  cf_net_stats_t net{};
+  cf_get_net_stats(&net);
+  std::printf("mp %s: node %u of %u, %u images per node: %llu checks, %zu failures, %.2f s wall, %.2f s cpu, "
+              "provider %s, %llu unexpected, %llu credit waits, %llu rendezvous\n",
+              mode.c_str(), cf_mynode(), cf_nodes(), images, (unsigned long long)log.checks.load(),
+              log.failures.size(), seconds, cpu, net.provider, (unsigned long long)net.unexpected,
+              (unsigned long long)net.credit_waits, (unsigned long long)net.rendezvous);
+  std::fflush(stdout);
+  const bool lost = lost_seen > 0;
+  if (!lost && cf_finalize() != CF_OK) {
+    std::fprintf(stderr, "cf_finalize: %s\n", cf_last_error());
+    return 1;
+  }
+  return log.failures.empty() ? 0 : 1;
+}

@@ -1,0 +1,758 @@
+#include "transports/ofi/ofi_transport.h"
+
+#include <poll.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <thread>
+#include <unordered_set>
+
+namespace carflow {
+namespace {
+
+constexpr int kMismatch = -7;   // CF_ERR_MISMATCH
+constexpr int kTransport = -4;  // CF_ERR_TRANSPORT
+constexpr uint64_t kTag = 0xCF;  // every carflow message; keys are matched in software
+constexpr uint64_t kSmallBlock = 256;  // unexpected blocks up to this much data are pooled
+
+enum : uint8_t { kEager = 1, kRts = 2, kFin = 3, kCredit = 4 };
+enum class CtxKind : uint8_t { Rx, Tx, Read };
+
+std::string fi_error(const char* what, ssize_t ret) {
+  return std::string(what) + ": " + fi_strerror(static_cast<int>(-ret));
+}
+
+}  // namespace
+
+// Every libfabric operation context starts with the provider's scratch space.
+struct OfiCtx {
+  fi_context2 fi;
+  CtxKind kind;
+};
+
+struct OfiTransport::Header {
+  uint8_t type = 0;
+  uint8_t pad[3] = {};
+  uint32_t credits = 0;   // credits returned to the receiver of this header
+  uint32_t src_node = 0;
+  uint32_t src = 0, dst = 0;  // images
+  MsgKey key;
+  uint64_t nbytes = 0;
+  uint64_t addr = 0;    // RTS: remote address; FIN: status
+  uint64_t rkey = 0;    // RTS: registration key
+  uint64_t cookie = 0;  // RTS / FIN: the sender's MsgOp
+};
+static_assert(sizeof(OfiTransport::Header) == 64, "the wire header is one cache line");
+
+struct OfiTransport::RxBuf : OfiCtx {
+  std::vector<char> data;
+  fid_mr* mr = nullptr;
+};
+
+struct OfiTransport::TxBuf : OfiCtx {
+  std::vector<char> data;
+  fid_mr* mr = nullptr;
+};
+
+struct OfiTransport::Read : OfiCtx {
+  MsgOp* op = nullptr;
+  Header h;
+  char* temp = nullptr;  // RECV_REDUCE: bytes land here, then combine
+  fid_mr* temp_mr = nullptr;
+  bool registered_dst = false;
+};
+
+struct OfiTransport::Unexpected {
+  Header h;
+  Unexpected* next = nullptr;
+  uint64_t capacity = 0;
+  bool credit_held = false;  // the sender's credit comes back when this is consumed
+  char* data() { return reinterpret_cast<char*>(this + 1); }
+};
+
+std::pair<uint32_t, MsgKey> OfiTransport::UnexpectedKey::operator()(const Unexpected* u) const {
+  return {u->h.src, u->h.key};
+}
+
+struct OfiTransport::ImageQueues {
+  KeyTable<MsgOp, PostedKey> posted;
+  KeyTable<Unexpected, UnexpectedKey> unexpected;
+  // Deliveries that need this image's own thread (non-AMSAFE combines).
+  std::vector<Actions::Delivery> app_only;
+  std::atomic<bool> app_only_pending{false};
+};
+
+std::unique_ptr<OfiTransport> OfiTransport::open(const std::string& provider, uint32_t node,
+                                                 uint32_t nodes, const OfiOptions& options,
+                                                 std::string* error) {
+  std::unique_ptr<OfiTransport> t(new OfiTransport());
+  t->provider_ = provider;
+  t->options_ = options;
+  t->node_ = node;
+  t->nodes_ = nodes;
+  fi_info* hints = fi_allocinfo();
+  hints->caps = FI_TAGGED | FI_RMA | FI_READ | FI_REMOTE_READ;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_LOCAL;
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  hints->tx_attr->msg_order = FI_ORDER_SAS;
+  hints->rx_attr->msg_order = FI_ORDER_SAS;
+  hints->fabric_attr->prov_name = strdup(provider.c_str());
+  int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &t->info_);
+  fi_freeinfo(hints);
+  if (ret != 0) {
+    *error = "libfabric provider '" + provider + "': " + fi_strerror(-ret) +
+             " (CF_OFI_PROVIDER names another; `fi_info -l` lists what this host has)";
+    return nullptr;
+  }
+  fi_info* info = t->info_;
+  t->inject_bytes_ = info->tx_attr->inject_size;
+  const uint64_t mr_mode = info->domain_attr->mr_mode;
+  t->virt_addr_ = (mr_mode & FI_MR_VIRT_ADDR) != 0;
+  t->prov_key_ = (mr_mode & FI_MR_PROV_KEY) != 0;
+  t->mr_local_ = (mr_mode & FI_MR_LOCAL) != 0;
+  if ((ret = fi_fabric(info->fabric_attr, &t->fabric_, nullptr)) != 0) {
+    *error = fi_error("fi_fabric", ret);
+    return nullptr;
+  }
+  if ((ret = fi_domain(t->fabric_, info, &t->domain_, nullptr)) != 0) {
+    *error = fi_error("fi_domain", ret);
+    return nullptr;
+  }
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_TAGGED;
+  cq_attr.size = 4096;
+  cq_attr.wait_obj = FI_WAIT_FD;
+  if (fi_cq_open(t->domain_, &cq_attr, &t->cq_, nullptr) == 0) {
+    if (fi_control(&t->cq_->fid, FI_GETWAIT, &t->wait_fd_) != 0) t->wait_fd_ = -1;
+  } else {
+    // shm has no wait object: waits then sleep in short steps (wait()).
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    if ((ret = fi_cq_open(t->domain_, &cq_attr, &t->cq_, nullptr)) != 0) {
+      *error = fi_error("fi_cq_open", ret);
+      return nullptr;
+    }
+  }
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  av_attr.count = nodes;
+  if ((ret = fi_av_open(t->domain_, &av_attr, &t->av_, nullptr)) != 0) {
+    *error = fi_error("fi_av_open", ret);
+    return nullptr;
+  }
+  if ((ret = fi_endpoint(t->domain_, info, &t->ep_, nullptr)) != 0) {
+    *error = fi_error("fi_endpoint", ret);
+    return nullptr;
+  }
+  if ((ret = fi_ep_bind(t->ep_, &t->cq_->fid, FI_TRANSMIT | FI_RECV)) != 0 ||
+      (ret = fi_ep_bind(t->ep_, &t->av_->fid, 0)) != 0 || (ret = fi_enable(t->ep_)) != 0) {
+    *error = fi_error("binding the endpoint", ret);
+    return nullptr;
+  }
+  t->peers_.resize(nodes);
+  for (auto& p : t->peers_) p.credits = options.credits;
+  return t;
+}
+
+OfiTransport::~OfiTransport() {
+  if (ep_ != nullptr) fi_close(&ep_->fid);
+  for (auto& rx : rx_bufs_) {
+    if (rx->mr != nullptr) fi_close(&rx->mr->fid);
+  }
+  for (auto& tx : tx_bufs_) {
+    if (tx->mr != nullptr) fi_close(&tx->mr->fid);
+  }
+  for (auto& [range, e] : mr_cache_) fi_close(&e.mr->fid);
+  if (av_ != nullptr) fi_close(&av_->fid);
+  if (cq_ != nullptr) fi_close(&cq_->fid);
+  if (domain_ != nullptr) fi_close(&domain_->fid);
+  if (fabric_ != nullptr) fi_close(&fabric_->fid);
+  if (info_ != nullptr) fi_freeinfo(info_);
+  for (Unexpected* u : free_blocks_) {
+    u->~Unexpected();
+    std::free(u);
+  }
+}
+
+std::string OfiTransport::address() const {
+  char name[256];
+  size_t len = sizeof name;
+  if (fi_getname(&ep_->fid, name, &len) != 0) return "";
+  return std::string(name, len);
+}
+
+bool OfiTransport::connect(const std::vector<std::string>& addresses, std::string* error) {
+  std::lock_guard<std::mutex> guard(lock_);
+  for (uint32_t n = 0; n < addresses.size(); ++n) {
+    fi_addr_t addr = FI_ADDR_UNSPEC;
+    if (fi_av_insert(av_, addresses[n].data(), 1, &addr, 0, nullptr) != 1) {
+      *error = "fi_av_insert: the address of node " + std::to_string(n) + " is not usable";
+      return false;
+    }
+    peers_[n].addr = addr;
+  }
+  // Receive buffers: every peer's credits, and a few for control messages.
+  const uint32_t count = options_.credits * (nodes_ > 1 ? nodes_ - 1 : 1) + 16;
+  for (uint32_t i = 0; i < count; ++i) {
+    auto rx = std::make_unique<RxBuf>();
+    rx->kind = CtxKind::Rx;
+    rx->data.resize(sizeof(Header) + options_.eager_bytes);
+    if (mr_local_ && fi_mr_reg(domain_, rx->data.data(), rx->data.size(), FI_RECV, 0, next_key_++, 0,
+                               &rx->mr, nullptr) != 0) {
+      *error = "fi_mr_reg: cannot register receive buffers";
+      return false;
+    }
+    Actions none;  // nothing has been sent yet, so nothing can complete
+    post_rx(rx.get(), &none);
+    rx_bufs_.push_back(std::move(rx));
+  }
+  return true;
+}
+
+void OfiTransport::set_node_map(const NodeMap& map) {
+  std::lock_guard<std::mutex> guard(lock_);
+  map_ = map;
+  images_.clear();
+  for (uint32_t i = 0; i < map.local(); ++i) images_.push_back(std::make_unique<ImageQueues>());
+}
+
+void OfiTransport::set_hooks(TransportHooks* hooks) {
+  std::lock_guard<std::mutex> guard(lock_);
+  hooks_ = hooks;
+}
+
+OfiTransport::ImageQueues& OfiTransport::queues(uint32_t image) {
+  return *images_[image - map_.base()];
+}
+
+void OfiTransport::post_rx(RxBuf* rx, Actions* actions) {
+  for (;;) {
+    const ssize_t ret = fi_trecv(ep_, rx->data.data(), rx->data.size(),
+                                 rx->mr != nullptr ? fi_mr_desc(rx->mr) : nullptr, FI_ADDR_UNSPEC,
+                                 kTag, 0, rx);
+    if (ret != -FI_EAGAIN) return;
+    poll_cq(actions);
+  }
+}
+
+fid_mr* OfiTransport::register_buffer(void* buf, uint64_t nbytes, uint64_t access, uint64_t* key) {
+  const auto range = std::make_pair(reinterpret_cast<uintptr_t>(buf), nbytes);
+  auto it = mr_cache_.find(range);
+  if (it != mr_cache_.end()) {
+    ofi_stats_.mr_hits++;
+    it->second.users++;
+    it->second.last_use = ++mr_clock_;
+    *key = it->second.key;
+    return it->second.mr;
+  }
+  ofi_stats_.mr_misses++;
+  // Bounded cache: drop the least recently used idle registration.
+  if (mr_cache_.size() >= 256) {
+    auto victim = mr_cache_.end();
+    for (auto e = mr_cache_.begin(); e != mr_cache_.end(); ++e) {
+      if (e->second.users == 0 && (victim == mr_cache_.end() || e->second.last_use < victim->second.last_use)) {
+        victim = e;
+      }
+    }
+    if (victim != mr_cache_.end()) {
+      fi_close(&victim->second.mr->fid);
+      mr_cache_.erase(victim);
+    }
+  }
+  MrEntry e;
+  const uint64_t requested = next_key_++;
+  if (fi_mr_reg(domain_, buf, nbytes, access | FI_READ | FI_REMOTE_READ, 0, requested, 0, &e.mr,
+                nullptr) != 0) {
+    return nullptr;
+  }
+  e.key = prov_key_ ? fi_mr_key(e.mr) : requested;
+  e.users = 1;
+  e.last_use = ++mr_clock_;
+  *key = e.key;
+  mr_cache_.emplace(range, e);
+  return e.mr;
+}
+
+void OfiTransport::release_buffer(void* buf, uint64_t nbytes) {
+  auto it = mr_cache_.find({reinterpret_cast<uintptr_t>(buf), nbytes});
+  if (it != mr_cache_.end() && it->second.users > 0) it->second.users--;
+}
+
+void OfiTransport::fill_credits(PeerNode& node, Header* h) {
+  h->credits = node.owed;
+  node.owed = 0;
+}
+
+void OfiTransport::returned_credit(uint32_t n, Actions* actions) {
+  PeerNode& node = peers_[n];
+  if (++node.owed >= std::max<uint32_t>(1, options_.credits / 2)) {
+    ofi_stats_.credit_msgs++;
+    send_control(node, kCredit, 0, actions);
+  }
+}
+
+bool OfiTransport::post_header(PeerNode& node, const Header& h_in, const void* payload,
+                               uint64_t nbytes, Actions* actions) {
+  Header h = h_in;
+  h.src_node = node_;
+  fill_credits(node, &h);
+  const uint64_t total = sizeof(Header) + nbytes;
+  if (total <= inject_bytes_) {
+    alignas(64) char buf[sizeof(Header) + 4096];
+    if (total > sizeof buf) return false;
+    std::memcpy(buf, &h, sizeof h);
+    if (nbytes > 0) std::memcpy(buf + sizeof h, payload, nbytes);
+    for (;;) {
+      const ssize_t ret = fi_tinject(ep_, buf, total, node.addr, kTag);
+      if (ret == 0) return true;
+      if (ret != -FI_EAGAIN) return false;
+      poll_cq(actions);
+    }
+  }
+  TxBuf* tx;
+  if (!free_tx_.empty()) {
+    tx = free_tx_.back();
+    free_tx_.pop_back();
+  } else {
+    auto owned = std::make_unique<TxBuf>();
+    owned->kind = CtxKind::Tx;
+    owned->data.resize(sizeof(Header) + options_.eager_bytes);
+    if (mr_local_) {
+      fi_mr_reg(domain_, owned->data.data(), owned->data.size(), FI_SEND, 0, next_key_++, 0,
+                &owned->mr, nullptr);
+    }
+    tx = owned.get();
+    tx_bufs_.push_back(std::move(owned));
+  }
+  std::memcpy(tx->data.data(), &h, sizeof h);
+  if (nbytes > 0) std::memcpy(tx->data.data() + sizeof h, payload, nbytes);
+  sends_in_flight_++;
+  for (;;) {
+    const ssize_t ret = fi_tsend(ep_, tx->data.data(), total,
+                                 tx->mr != nullptr ? fi_mr_desc(tx->mr) : nullptr, node.addr, kTag, tx);
+    if (ret == 0) return true;
+    if (ret != -FI_EAGAIN) {
+      sends_in_flight_--;
+      free_tx_.push_back(tx);
+      return false;
+    }
+    poll_cq(actions);
+  }
+}
+
+void OfiTransport::send_control(PeerNode& node, uint8_t type, uint64_t cookie, Actions* actions) {
+  Header h;
+  h.type = type;
+  h.cookie = cookie;
+  post_header(node, h, nullptr, 0, actions);
+}
+
+void OfiTransport::start_send(MsgOp* op, PeerNode& node, Actions* actions) {
+  node.credits--;
+  Header h;
+  h.src = op->self;
+  h.dst = op->peer;
+  h.key = op->key;
+  h.nbytes = op->nbytes;
+  stats_.messages++;
+  stats_.bytes += op->nbytes;
+  if (op->nbytes <= options_.eager_bytes) {
+    h.type = kEager;
+    const bool injected = sizeof(Header) + op->nbytes <= inject_bytes_;
+    const bool ok = post_header(node, h, op->buf, op->nbytes, actions);
+    (injected ? ofi_stats_.injected : ofi_stats_.eager)++;
+    stats_.eager++;
+    actions->complete.emplace_back(op, ok ? 0 : kTransport);
+    return;
+  }
+  uint64_t key = 0;
+  fid_mr* mr = register_buffer(op->buf, op->nbytes, FI_REMOTE_READ, &key);
+  if (mr == nullptr) {
+    actions->complete.emplace_back(op, kTransport);
+    return;
+  }
+  h.type = kRts;
+  h.addr = virt_addr_ ? reinterpret_cast<uint64_t>(op->buf) : 0;
+  h.rkey = key;
+  h.cookie = reinterpret_cast<uint64_t>(op);
+  ofi_stats_.rendezvous++;
+  stats_.single_copy++;
+  sends_in_flight_++;
+  if (!post_header(node, h, nullptr, 0, actions)) {
+    sends_in_flight_--;
+    release_buffer(op->buf, op->nbytes);
+    actions->complete.emplace_back(op, kTransport);
+  }
+}
+
+void OfiTransport::send(MsgOp* op) {
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> guard(lock_);
+    PeerNode& node = peers_[map_.node_of(op->peer)];
+    if (node.lost != 0) {
+      actions.complete.emplace_back(op, node.lost);
+    } else if (node.credits == 0 || !node.waiting.empty()) {
+      ofi_stats_.credit_waits++;
+      node.waiting.push_back(op);  // in order behind earlier waiting sends
+      poll_cq(&actions);           // credits may be on their way already
+    } else {
+      start_send(op, node, &actions);
+    }
+  }
+  run(actions);
+}
+
+void OfiTransport::recv(MsgOp* op) {
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> guard(lock_);
+    ImageQueues& q = queues(op->self);
+    Unexpected* u = q.unexpected.take(op->peer, op->key);
+    if (u == nullptr) {
+      if (peers_[map_.node_of(op->peer)].lost != 0) {
+        actions.complete.emplace_back(op, peers_[map_.node_of(op->peer)].lost);
+      } else {
+        q.posted.insert(op);
+      }
+    } else {
+      match(op, u->h, u->data(), u, nullptr, &actions);
+    }
+  }
+  run(actions);
+}
+
+// A receive meets its message: eager data (in a receive buffer or an
+// unexpected block) is delivered after the lock is released; an RTS starts
+// the read.
+void OfiTransport::match(MsgOp* op, const Header& h, const void* data, Unexpected* block, RxBuf* rx,
+                         Actions* actions) {
+  if (h.nbytes != op->nbytes) {
+    actions->deliveries.push_back({op, nullptr, block, rx, kMismatch, nullptr});
+    if (h.type == kRts) {
+      Header fin;
+      fin.type = kFin;
+      fin.cookie = h.cookie;
+      fin.addr = static_cast<uint64_t>(static_cast<int64_t>(kMismatch));
+      post_header(peers_[h.src_node], fin, nullptr, 0, actions);
+    }
+    return;
+  }
+  if (h.type == kEager) {
+    stats_.direct += block == nullptr ? 1 : 0;
+    actions->deliveries.push_back({op, data, block, rx, 0, nullptr});
+    return;
+  }
+  // RTS: the header is consumed now; the data comes by fi_read.
+  if (block != nullptr || rx != nullptr) actions->deliveries.push_back({nullptr, nullptr, block, rx, 0, nullptr});
+  start_read(op, h, actions);
+}
+
+void OfiTransport::start_read(MsgOp* op, const Header& h, Actions* actions) {
+  auto* rd = new Read();
+  rd->kind = CtxKind::Read;
+  rd->op = op;
+  rd->h = h;
+  char* dst = static_cast<char*>(op->buf);
+  if (op->deliver.fn != nullptr) {
+    rd->temp = static_cast<char*>(std::malloc(op->nbytes));
+    dst = rd->temp;
+  }
+  void* desc = nullptr;
+  if (mr_local_) {
+    uint64_t key;
+    fid_mr* mr = register_buffer(dst, op->nbytes, FI_READ, &key);
+    rd->registered_dst = mr != nullptr;
+    desc = mr != nullptr ? fi_mr_desc(mr) : nullptr;
+  }
+  PeerNode& node = peers_[h.src_node];
+  for (;;) {
+    const ssize_t ret = fi_read(ep_, dst, op->nbytes, desc, node.addr, h.addr, h.rkey, rd);
+    if (ret == 0) return;
+    if (ret != -FI_EAGAIN) {
+      actions->deliveries.push_back({op, nullptr, nullptr, nullptr, kTransport, rd});
+      return;
+    }
+    poll_cq(actions);
+  }
+}
+
+void OfiTransport::handle_arrival(RxBuf* rx, Actions* actions) {
+  const Header h = *reinterpret_cast<const Header*>(rx->data.data());
+  PeerNode& node = peers_[h.src_node];
+  if (h.credits > 0) {
+    node.credits += h.credits;
+    while (node.credits > 0 && !node.waiting.empty() && node.lost == 0) {
+      MsgOp* op = node.waiting.front();
+      node.waiting.pop_front();
+      start_send(op, node, actions);
+    }
+  }
+  switch (h.type) {
+    case kCredit:
+      post_rx(rx, actions);
+      return;
+    case kFin: {
+      auto* op = reinterpret_cast<MsgOp*>(h.cookie);
+      sends_in_flight_--;
+      release_buffer(op->buf, op->nbytes);
+      actions->complete.emplace_back(op, static_cast<int>(static_cast<int64_t>(h.addr)));
+      post_rx(rx, actions);
+      return;
+    }
+    case kEager:
+    case kRts:
+      break;
+    default:
+      post_rx(rx, actions);
+      return;
+  }
+  ImageQueues& q = queues(h.dst);
+  MsgOp* posted = q.posted.take(h.src, h.key);
+  if (posted != nullptr) {
+    returned_credit(h.src_node, actions);
+    match(posted, h, rx->data.data() + sizeof(Header), nullptr, rx, actions);
+    return;
+  }
+  // Unexpected: copy out (eager data, or just the RTS header) and repost.
+  stats_.unexpected++;
+  ofi_stats_.unexpected++;
+  const uint64_t data_bytes = h.type == kEager ? h.nbytes : 0;
+  Unexpected* u = nullptr;
+  if (data_bytes <= kSmallBlock && !free_blocks_.empty()) {
+    u = free_blocks_.back();
+    free_blocks_.pop_back();
+  } else {
+    const uint64_t capacity = std::max(data_bytes, kSmallBlock);
+    void* raw = std::malloc(sizeof(Unexpected) + capacity);
+    if (raw == nullptr) throw std::bad_alloc();
+    u = new (raw) Unexpected();
+    u->capacity = capacity;
+  }
+  u->h = h;
+  if (data_bytes > 0) std::memcpy(u->data(), rx->data.data() + sizeof(Header), data_bytes);
+  unexpected_held_ += sizeof(Unexpected) + u->capacity;
+  u->credit_held = unexpected_held_ > options_.unexpected_bytes;
+  if (!u->credit_held) returned_credit(h.src_node, actions);
+  q.unexpected.insert(u);
+  post_rx(rx, actions);
+}
+
+bool OfiTransport::poll_cq(Actions* actions) {
+  fi_cq_tagged_entry entries[16];
+  bool any = false;
+  for (;;) {
+    const ssize_t n = fi_cq_read(cq_, entries, 16);
+    if (n == -FI_EAGAIN || n == 0) return any;
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(cq_, &err, 0) != 1) return any;
+      any = true;
+      auto* ctx = static_cast<OfiCtx*>(err.op_context);
+      if (ctx == nullptr) continue;
+      if (ctx->kind == CtxKind::Tx) {
+        sends_in_flight_--;
+        free_tx_.push_back(static_cast<TxBuf*>(ctx));
+      } else if (ctx->kind == CtxKind::Read) {
+        auto* rd = static_cast<Read*>(ctx);
+        actions->deliveries.push_back({rd->op, nullptr, nullptr, nullptr, kTransport, rd});
+      }
+      // A failed receive buffer (endpoint closing) is not reposted.
+      continue;
+    }
+    if (n < 0) return any;
+    any = true;
+    for (ssize_t i = 0; i < n; ++i) {
+      auto* ctx = static_cast<OfiCtx*>(entries[i].op_context);
+      switch (ctx->kind) {
+        case CtxKind::Rx:
+          handle_arrival(static_cast<RxBuf*>(ctx), actions);
+          break;
+        case CtxKind::Tx:
+          sends_in_flight_--;
+          free_tx_.push_back(static_cast<TxBuf*>(ctx));
+          break;
+        case CtxKind::Read: {
+          auto* rd = static_cast<Read*>(ctx);
+          Header fin;
+          fin.type = kFin;
+          fin.cookie = rd->h.cookie;
+          post_header(peers_[rd->h.src_node], fin, nullptr, 0, actions);
+          const void* data = rd->temp != nullptr ? rd->temp : rd->op->buf;
+          actions->deliveries.push_back({rd->op, data, nullptr, nullptr, 0, rd});
+          break;
+        }
+      }
+    }
+  }
+}
+
+void OfiTransport::run(Actions& actions) {
+  if (actions.empty()) return;
+  struct Later {
+    Unexpected* block;
+    RxBuf* rx;
+    Read* read;
+  };
+  std::vector<Later> later;
+  std::vector<uint32_t> parked;  // images with deliveries for their own thread
+  for (auto& d : actions.deliveries) {
+    MsgOp* op = d.op;
+    if (op != nullptr && d.status == 0 && op->deliver.app_thread_only && !tls_on_app_thread) {
+      std::lock_guard<std::mutex> guard(lock_);
+      ImageQueues& q = queues(op->self);
+      q.app_only.push_back(d);
+      q.app_only_pending.store(true, std::memory_order_release);
+      parked.push_back(op->self);
+      continue;
+    }
+    if (op != nullptr) {
+      if (d.status == 0 && op->nbytes > 0 && d.data != op->buf) {
+        if (op->deliver.fn != nullptr) {
+          op->deliver.fn(op->deliver.ctx, op->buf, d.data, op->nbytes);
+        } else {
+          std::memcpy(op->buf, d.data, op->nbytes);
+        }
+      }
+      op->on_complete(op, d.status);
+    }
+    if (d.block != nullptr || d.rx != nullptr || d.read != nullptr) later.push_back({d.block, d.rx, d.read});
+  }
+  for (auto& [op, status] : actions.complete) op->on_complete(op, status);
+  if (later.empty() && parked.empty()) return;
+  TransportHooks* hooks;
+  Actions more;  // completions found while reposting
+  {
+    std::lock_guard<std::mutex> guard(lock_);
+    hooks = hooks_;
+    for (const Later& l : later) {
+      if (l.rx != nullptr) post_rx(l.rx, &more);
+      if (l.block != nullptr) {
+        unexpected_held_ -= sizeof(Unexpected) + l.block->capacity;
+        if (l.block->credit_held) returned_credit(l.block->h.src_node, &more);
+        if (l.block->capacity <= kSmallBlock) {
+          free_blocks_.push_back(l.block);
+        } else {
+          l.block->~Unexpected();
+          std::free(l.block);
+        }
+      }
+      if (l.read != nullptr) {
+        if (l.read->registered_dst) {
+          release_buffer(l.read->temp != nullptr ? l.read->temp : l.read->op->buf, l.read->h.nbytes);
+        }
+        if (l.read->temp != nullptr) {
+          // The registration of a temp must not outlive it in the cache.
+          auto it = mr_cache_.find({reinterpret_cast<uintptr_t>(l.read->temp), l.read->h.nbytes});
+          if (it != mr_cache_.end() && it->second.users == 0) {
+            fi_close(&it->second.mr->fid);
+            mr_cache_.erase(it);
+          }
+          std::free(l.read->temp);
+        }
+        delete l.read;
+      }
+    }
+  }
+  for (uint32_t image : parked) {
+    if (hooks != nullptr) hooks->deferred_work(image, image, true);
+  }
+  run(more);
+}
+
+bool OfiTransport::progress(uint32_t image, uint32_t peer, bool on_app_thread) {
+  (void)peer;
+  return progress_all(image, on_app_thread);
+}
+
+bool OfiTransport::progress_all(uint32_t image, bool on_app_thread) {
+  Actions actions;
+  bool did = false;
+  // Threads of every image poll here: one reads the CQ, the others move on.
+  if (lock_.try_lock()) {
+    did = poll_cq(&actions);
+    if (on_app_thread && !images_.empty() && queues(image).app_only_pending.load(std::memory_order_acquire)) {
+      ImageQueues& q = queues(image);
+      for (auto& d : q.app_only) actions.deliveries.push_back(d);
+      q.app_only.clear();
+      q.app_only_pending.store(false, std::memory_order_relaxed);
+      did = true;
+    }
+    lock_.unlock();
+  }
+  run(actions);
+  return did;
+}
+
+void OfiTransport::wait(int wake_fd, int timeout_ms) {
+  pollfd fds[2];
+  int n = 0;
+  int step = timeout_ms;
+  {
+    std::lock_guard<std::mutex> guard(lock_);
+    if (wait_fd_ >= 0) {
+      fid* cq = &cq_->fid;
+      if (fi_trywait(fabric_, &cq, 1) != FI_SUCCESS) return;  // events are waiting
+      fds[n++] = pollfd{wait_fd_, POLLIN, 0};
+    }
+    // Providers with manual progress (tcp;ofi_rxm) may need a CQ read for
+    // data to move at all, and shm has no wait object: look again after at
+    // most 1 ms either way. Still off the CPU while the peer is late.
+    step = std::min(timeout_ms, 1);
+  }
+  if (wake_fd >= 0) fds[n++] = pollfd{wake_fd, POLLIN, 0};
+  ::poll(fds, n, step);
+}
+
+void OfiTransport::fail_node(uint32_t n, int status) {
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> guard(lock_);
+    if (n >= peers_.size()) return;
+    PeerNode& node = peers_[n];
+    node.lost = status;
+    for (MsgOp* op : node.waiting) actions.complete.emplace_back(op, status);
+    node.waiting.clear();
+  }
+  run(actions);
+}
+
+bool OfiTransport::quiesce(int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    Actions actions;
+    bool idle;
+    {
+      std::lock_guard<std::mutex> guard(lock_);
+      poll_cq(&actions);
+      idle = sends_in_flight_ == 0;
+      for (auto& p : peers_) idle &= p.waiting.empty() || p.lost != 0;
+    }
+    run(actions);
+    if (idle) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+}
+
+TransportStats OfiTransport::stats() const {
+  std::lock_guard<std::mutex> guard(lock_);
+  return stats_;
+}
+
+OfiStats OfiTransport::ofi_stats() const {
+  std::lock_guard<std::mutex> guard(lock_);
+  return ofi_stats_;
+}
+
+}  // namespace carflow

@@ -1,0 +1,199 @@
+// ofi: images of other processes and hosts, over libfabric.
+//
+// One RDM endpoint per process (node), shared by its images; the provider is
+// shm between processes of one host and tcp;ofi_rxm across hosts, or
+// CF_OFI_PROVIDER. Collective keys (team, sequence, edge) are matched in
+// software against per-image posted and unexpected tables, exactly as the
+// inproc transport does; libfabric moves headers and bytes. Every wire
+// message is a tagged send of a 64-byte Header, followed by data for eager
+// messages. Protocols (seed MPT section 2, MPICH notes):
+//  - eager (nbytes <= CF_EAGER_BYTES): header and payload in one message.
+//    Payloads that fit the provider's inject size go with fi_tinject (no
+//    send buffer held: "very short messages packed with their header");
+//    larger ones are copied once into a pooled send buffer. Either way the
+//    SEND completes at once.
+//  - rendezvous (above): the header alone (RTS) carries the sender's buffer
+//    address and key; once the receive is matched, the receiver pulls the
+//    bytes with fi_read straight into the destination and sends FIN, which
+//    completes the SEND. Registrations are cached (MrCache).
+// Flow control: every node pre-posts receive buffers, and a sender holds a
+// number of credits per peer node; an eager or RTS message spends one and
+// waits in a per-node queue when there is none. The receiver returns credits
+// in the header of any message going back, or in an explicit CREDIT message
+// when half of them are owed. Unexpected eager data is copied out of the
+// receive buffer into a pooled block; while the unexpected bytes held exceed
+// CF_OFI_UNEXPECTED_BYTES, credits are returned only when blocks are
+// consumed, so a flood of unexpected messages is bounded by that much memory.
+//
+// Threading: one lock guards the endpoint, the CQ and the tables; engine
+// callbacks (completions, deliveries) run after it is released.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transports/inproc/key_table.h"
+#include "transports/transport.h"
+
+struct fid_fabric;
+struct fid_domain;
+struct fid_ep;
+struct fid_cq;
+struct fid_av;
+struct fid_mr;
+struct fi_info;
+
+namespace carflow {
+
+struct OfiOptions {
+  std::string provider;                // "" = shm on one host, tcp;ofi_rxm across hosts
+  uint64_t eager_bytes = 16384;        // CF_EAGER_BYTES
+  uint32_t credits = 32;               // CF_OFI_CREDITS: per peer node
+  uint64_t unexpected_bytes = 64 << 20;  // CF_OFI_UNEXPECTED_BYTES
+};
+
+struct OfiStats {
+  uint64_t injected = 0;     // eager messages sent with fi_tinject
+  uint64_t eager = 0;        // eager messages sent from a pooled buffer
+  uint64_t rendezvous = 0;   // RTS sent (the receiver reads the data)
+  uint64_t unexpected = 0;   // eager or RTS arrivals with no posted receive
+  uint64_t credit_waits = 0; // sends queued for lack of credits
+  uint64_t credit_msgs = 0;  // explicit CREDIT messages sent
+  uint64_t mr_hits = 0, mr_misses = 0;
+};
+
+class OfiTransport final : public Transport {
+ public:
+  // Opens fabric, domain, endpoint and CQ for `provider` (never ""), for a
+  // job of `nodes` nodes of which this is `node`. nullptr and *error on failure.
+  static std::unique_ptr<OfiTransport> open(const std::string& provider, uint32_t node,
+                                            uint32_t nodes, const OfiOptions& options,
+                                            std::string* error);
+  ~OfiTransport() override;
+
+  // The endpoint's address, to publish; then connect() with every node's.
+  std::string address() const;
+  bool connect(const std::vector<std::string>& addresses, std::string* error);
+  // Images of each node, set when the images are known (cf_coll_init).
+  void set_node_map(const NodeMap& map);
+  const std::string& provider() const { return provider_; }
+  uint64_t eager_bytes() const { return options_.eager_bytes; }
+  uint64_t inject_bytes() const { return inject_bytes_; }
+  const OfiOptions& options() const { return options_; }
+
+  // Every receive from, and send to, `node` completes with `status` from now
+  // on (the node is lost).
+  void fail_node(uint32_t node, int status);
+  // Drives the CQ until every send this node started has left (cf_finalize),
+  // at most timeout_ms; false if some are still pending.
+  bool quiesce(int timeout_ms);
+
+  const char* name() const override { return "ofi"; }
+  void send(MsgOp* op) override;
+  void recv(MsgOp* op) override;
+  bool progress(uint32_t image, uint32_t peer, bool on_app_thread) override;
+  bool progress_all(uint32_t image, bool on_app_thread) override;
+  void set_polling(uint32_t, bool) override {}
+  TransportStats stats() const override;
+  OfiStats ofi_stats() const;
+  void set_hooks(TransportHooks* hooks) override;
+  void wait(int wake_fd, int timeout_ms) override;
+
+  struct Header;
+  struct RxBuf;
+  struct TxBuf;
+  struct Read;
+  struct Unexpected;
+
+ private:
+  OfiTransport() = default;
+  // Work found under the lock, run after it is released.
+  struct Actions {
+    std::vector<std::pair<MsgOp*, int>> complete;       // on_complete(op, status)
+    struct Delivery {
+      MsgOp* op;
+      const void* data;
+      Unexpected* block;   // returned to the pool afterwards (or nullptr)
+      RxBuf* rx;           // reposted afterwards (or nullptr)
+      int status;
+      Read* read;          // a finished rendezvous read (temp freed, FIN sent)
+    };
+    std::vector<Delivery> deliveries;
+    bool empty() const { return complete.empty() && deliveries.empty(); }
+  };
+  struct PostedKey {
+    std::pair<uint32_t, MsgKey> operator()(const MsgOp* op) const { return {op->peer, op->key}; }
+  };
+  struct UnexpectedKey {
+    std::pair<uint32_t, MsgKey> operator()(const Unexpected* u) const;
+  };
+  struct ImageQueues;
+  struct PeerNode {
+    uint64_t addr = 0;                  // fi_addr_t
+    uint32_t credits = 0;               // we may send this many eager/RTS messages
+    uint32_t owed = 0;                  // credits to return to it
+    std::deque<MsgOp*> waiting;         // sends waiting for credits, in order
+    int lost = 0;                       // status once lost
+  };
+
+  bool poll_cq(Actions* actions);                  // under lock_
+  void handle_arrival(RxBuf* rx, Actions* actions);  // under lock_
+  void start_send(MsgOp* op, PeerNode& node, Actions* actions);  // under lock_, spends a credit
+  void match(MsgOp* op, const Header& h, const void* data, Unexpected* block, RxBuf* rx,
+             Actions* actions);                    // under lock_
+  void start_read(MsgOp* op, const Header& h, Actions* actions);  // under lock_
+  void post_rx(RxBuf* rx, Actions* actions);      // under lock_
+  void send_control(PeerNode& node, uint8_t type, uint64_t cookie, Actions* actions);
+  void fill_credits(PeerNode& node, Header* h);
+  void returned_credit(uint32_t node, Actions* actions);  // under lock_
+  bool post_header(PeerNode& node, const Header& h, const void* payload, uint64_t nbytes,
+                   Actions* actions);              // under lock_; inject or pooled buffer
+  void run(Actions& actions);                      // without lock_
+  fid_mr* register_buffer(void* buf, uint64_t nbytes, uint64_t access, uint64_t* key);
+  void release_buffer(void* buf, uint64_t nbytes);
+  ImageQueues& queues(uint32_t image);
+
+  std::string provider_;
+  OfiOptions options_;
+  uint32_t node_ = 0, nodes_ = 1;
+  uint64_t inject_bytes_ = 0;
+  bool virt_addr_ = false, prov_key_ = false, mr_local_ = false;
+  uint64_t next_key_ = 1;
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_ep* ep_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_av* av_ = nullptr;
+  int wait_fd_ = -1;  // the CQ's wait object, when the provider has one
+
+  mutable std::mutex lock_;
+  TransportHooks* hooks_ = nullptr;  // guarded by lock_
+  NodeMap map_;
+  std::vector<PeerNode> peers_;
+  std::vector<std::unique_ptr<ImageQueues>> images_;  // by local image
+  std::vector<std::unique_ptr<RxBuf>> rx_bufs_;
+  std::vector<TxBuf*> free_tx_;
+  std::vector<std::unique_ptr<TxBuf>> tx_bufs_;
+  std::vector<Unexpected*> free_blocks_;
+  uint64_t unexpected_held_ = 0;   // bytes in unexpected blocks
+  uint64_t sends_in_flight_ = 0;   // pooled sends and RTS not yet finished
+  struct MrEntry {
+    fid_mr* mr = nullptr;
+    uint64_t key = 0;
+    uint32_t users = 0;
+    uint64_t last_use = 0;
+  };
+  std::map<std::pair<uintptr_t, uint64_t>, MrEntry> mr_cache_;
+  uint64_t mr_clock_ = 0;
+  TransportStats stats_;
+  OfiStats ofi_stats_;
+};
+
+}  // namespace carflow
