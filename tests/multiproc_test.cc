@@ -1,0 +1,168 @@
+// Across processes: runs tests/mp_collectives under the real launcher
+// (tools/cfrun) over the libfabric transport and checks what the processes
+// and the launcher report: every collective verified over 2, 3 and 4
+// processes x 1 and 3 images, the tcp provider, CF_PROGRESS=block, a
+// killed peer, a peer calling exit(3), a 10,000-message unexpected flood,
+// a late peer that blocked waiters must not spin for, and three network
+// namespaces joined by a bridge (when this host lets us make them).
+// Every run has cfrun's --timeout, so nothing here can hang.
+//
+// Usage (tests/BUILD passes both): multiproc_test CFRUN MP_COLLECTIVES
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::string g_cfrun, g_program;
+
+struct Run {
+  int status = -1;     // cfrun's exit status
+  std::string output;  // stdout and stderr, interleaved
+};
+
+Run run(const std::string& env, const std::string& args) {
+  const std::string command = env + " " + g_cfrun + " --timeout 200 " + args + " 2>&1";
+  Run r;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
+  const int raw = pclose(pipe);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return r;
+}
+
+// The summary lines of mp_collectives, one per process.
+std::vector<std::smatch> summaries(const std::string& output) {
+  static const std::regex line(
+      R"(mp (\w+): node (\d+) of (\d+), (\d+) images per node: (\d+) checks, (\d+) failures, ([\d.]+) s wall, ([\d.]+) s cpu, provider ([^,]+), (\d+) unexpected, (\d+) credit waits, (\d+) rendezvous)");
+  std::vector<std::smatch> out;
+  for (std::sregex_iterator it(output.begin(), output.end(), line), end; it != end; ++it) out.push_back(*it);
+  return out;
+}
+
+void expect_all_verified(const Run& r, int nodes, uint64_t min_checks_per_image) {
+  INFO(r.output);
+  CHECK(r.status == 0);
+  const auto lines = summaries(r.output);
+  CHECK(lines.size() == static_cast<size_t>(nodes));
+  uint64_t rendezvous = 0;
+  for (const auto& m : lines) {
+    CHECK(m[6].str() == "0");
+    CHECK(std::stoull(m[5].str()) >= min_checks_per_image * std::stoull(m[4].str()));
+    rendezvous += std::stoull(m[12].str());
+  }
+  CHECK(rendezvous > 0);  // the large sizes took the rendezvous path
+}
+
+}  // namespace
+
+TEST_CASE("every collective over 2, 3 and 4 processes x 1 and 3 images matches the reference (shm)") {
+  for (int nodes : {2, 3, 4}) {
+    for (int images : {1, 3}) {
+      CAPTURE(nodes);
+      CAPTURE(images);
+      const Run r = run("", "-n " + std::to_string(nodes) + " --images " + std::to_string(images) + " " + g_program);
+      expect_all_verified(r, nodes, 150);
+      CHECK(r.output.find("provider shm") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("the same over tcp;ofi_rxm, and with CF_PROGRESS=block and thread") {
+  expect_all_verified(run("CF_OFI_PROVIDER='tcp;ofi_rxm'", "-n 2 --images 2 " + g_program), 2, 150);
+  expect_all_verified(run("CF_PROGRESS=block", "-n 3 --images 1 " + g_program), 3, 150);
+  expect_all_verified(run("CF_PROGRESS=thread", "-n 2 --images 2 " + g_program), 2, 150);
+}
+
+TEST_CASE("a killed peer: every other process's wait returns CF_ERR_PEER_LOST naming it, and cfrun says how it died") {
+  const Run r = run("CF_EXIT_TIMEOUT=3", "-n 3 --images 2 " + g_program + " kill");
+  INFO(r.output);
+  CHECK(r.status == 128 + 9);
+  CHECK(std::regex_search(r.output, std::regex(R"(cfrun: rank 1 \(pid \d+\) was killed by signal 9)")));
+  // Both survivors, both their images, within CF_PEER_TIMEOUT (5 s) of starting.
+  const std::regex lost(R"(\[(0|2)\] lost: 2 waits returned CF_ERR_PEER_LOST: .*node 1 was lost)");
+  CHECK(std::distance(std::sregex_iterator(r.output.begin(), r.output.end(), lost), std::sregex_iterator()) == 2);
+  for (const auto& m : summaries(r.output)) CHECK(std::stod(m[7].str()) < 5.0);
+}
+
+TEST_CASE("a peer calling exit(3) mid-collective ends the job with status 3") {
+  const Run r = run("CF_EXIT_TIMEOUT=3", "-n 3 " + g_program + " exit3");
+  INFO(r.output);
+  CHECK(r.status == 3);
+  CHECK(std::regex_search(r.output, std::regex(R"(cfrun: rank 1 \(pid \d+\) exited with status 3)")));
+  CHECK(std::regex_search(r.output, std::regex(R"(lost: 1 waits returned CF_ERR_PEER_LOST)")));
+}
+
+TEST_CASE("a flood of 10,000 unexpected messages at one image completes under credit flow control") {
+  const Run r = run("CF_OFI_CREDITS=16", "-n 5 " + g_program + " flood");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  const auto lines = summaries(r.output);
+  REQUIRE(lines.size() == 5);
+  uint64_t waits = 0;
+  for (const auto& m : lines) {
+    CHECK(m[6].str() == "0");
+    if (m[2].str() == "0") CHECK(std::stoull(m[10].str()) >= 10000);
+    waits += std::stoull(m[11].str());
+  }
+  CHECK(waits > 0);  // senders ran out of credits and waited instead of overrunning the receiver
+}
+
+TEST_CASE("CF_PROGRESS=block keeps processes waiting on a late peer off the CPU") {
+  const Run r = run("CF_PROGRESS=block", "-n 2 " + g_program + " late");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  for (const auto& m : summaries(r.output)) {
+    if (m[2].str() != "0") continue;
+    const double wall = std::stod(m[7].str()), cpu = std::stod(m[8].str());
+    CHECK(wall > 1.4);        // it did wait for the late peer
+    CHECK(cpu < 0.5 * wall);  // and slept meanwhile
+  }
+}
+
+TEST_CASE("three network namespaces on a bridge: one process each over tcp;ofi_rxm") {
+  const char* setup = R"(set -e
+    ip link add cfbr0 type bridge && ip addr add 10.99.0.254/24 dev cfbr0 && ip link set cfbr0 up
+    for i in 0 1 2; do
+      ip netns add cfns$i
+      ip link add cfveth$i type veth peer name eth0 netns cfns$i
+      ip link set cfveth$i master cfbr0 && ip link set cfveth$i up
+      ip -n cfns$i addr add 10.99.0.$((i+1))/24 dev eth0
+      ip -n cfns$i link set eth0 up && ip -n cfns$i link set lo up
+    done)";
+  const char* teardown =
+      "for i in 0 1 2; do ip netns del cfns$i 2>/dev/null; ip link del cfveth$i 2>/dev/null; done; "
+      "ip link del cfbr0 2>/dev/null; true";
+  std::system(teardown);
+  if (std::system((std::string("sh -c '") + setup + "' >/dev/null 2>&1").c_str()) != 0) {
+    std::system(teardown);
+    MESSAGE("skipped: cannot create network namespaces here (needs root and iproute2)");
+    return;
+  }
+  const Run r = run("CF_OFI_PROVIDER='tcp;ofi_rxm' FI_TCP_IFACE=eth0",
+                    "-n 3 --hosts ns:cfns0,ns:cfns1,ns:cfns2 --kvs-host 10.99.0.254 " + g_program + " all");
+  std::system(teardown);
+  expect_all_verified(r, 3, 150);
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: multiproc_test CFRUN MP_COLLECTIVES [doctest options]\n");
+    return 2;
+  }
+  g_cfrun = argv[1];
+  g_program = argv[2];
+  doctest::Context context;
+  context.applyCommandLine(argc - 2, argv + 2);
+  return context.run();
+}

@@ -1,0 +1,868 @@
+// cfrun: starts the N processes of a carflow job, serves them the key-value
+// store of transports/bootstrap/bootstrap.h (its protocol is documented
+// there), forwards their output with a rank prefix, and tears the job down
+// when one of them is lost.
+//
+//   cfrun -n N [--images K] [--hosts H1,H2,...] [--kvs-host IP]
+//         [--timeout SECONDS] PROGRAM ARGS...
+//
+// One thread, one poll(2) over: the store's listening socket, one socket per
+// process, each process's stdout and stderr pipe, and a signalfd for
+// SIGCHLD, SIGINT, SIGTERM and SIGHUP. Each child runs in its own process
+// group, so a terminal's Ctrl-C reaches cfrun only and cfrun forwards it.
+//
+// A process is lost when it dies by a signal, exits non-zero, or exits 0
+// without BYE. Then cfrun prints one line "cfrun: rank R (pid P) <how>",
+// sends LOST to the other connected processes, fails every GET or FENCE that
+// can no longer be answered, and gives the rest CF_EXIT_TIMEOUT seconds
+// (default 5) before SIGTERM, then SIGKILL 1 s later.
+//
+// Exit status: 124 on --timeout; else the first non-zero status among the
+// processes (128+S for a death by signal S); else 1 if a process exited 0
+// without BYE (the job failed although no status says so); else 0.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "transports/bootstrap/bootstrap.h"
+
+extern char** environ;
+
+namespace carflow {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using bootstrap_protocol::kMaxLineBytes;
+
+constexpr uint32_t kMaxProcesses = 1024;
+constexpr uint32_t kMaxImages = 65536;
+constexpr double kKillAfterTermSeconds = 1.0;
+constexpr size_t kMaxForwardedLine = 64 * 1024;  // longer output lines are cut here
+
+const char kUsage[] =
+    "usage: cfrun -n N [--images K] [--hosts H1,H2,...] [--kvs-host IP] [--timeout SECONDS]\n"
+    "             PROGRAM ARGS...\n"
+    "  -n N              processes to start (1..1024); each gets CF_RANK, CF_NODES, CF_KVS\n"
+    "  --images K        images per process, passed as CF_IMAGES\n"
+    "  --hosts H,...     one entry per process: local, localhost, or ns:NAME (run inside\n"
+    "                    network namespace NAME via 'ip netns exec')\n"
+    "  --kvs-host IP     address the processes reach the store at (default 127.0.0.1)\n"
+    "  --timeout S       wall-clock limit; on expiry kill everything and exit 124\n"
+    "environment: CF_EXIT_TIMEOUT (seconds, default 5): how long the others may run on\n"
+    "after a process is lost before they are terminated\n";
+
+// ---------------------------------------------------------------- helpers
+
+void write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // our own stdout is gone (EPIPE): drop, keep supervising
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void say(const std::string& line) { write_all(STDERR_FILENO, "cfrun: " + line + "\n"); }
+
+std::string take_field(std::string_view* rest) {
+  const size_t space = rest->find(' ');
+  std::string field(rest->substr(0, space));
+  rest->remove_prefix(space == std::string_view::npos ? rest->size() : space + 1);
+  return field;
+}
+
+std::string seconds_text(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", s);
+  return text;
+}
+
+// ---------------------------------------------------------------- options
+
+struct LaunchOptions {
+  uint32_t nodes = 0;
+  uint32_t images = 0;              // 0 = not given
+  std::vector<std::string> netns;   // per rank; "" = local. Empty = all local
+  std::string kvs_host = "127.0.0.1";
+  bool listen_on_all = false;       // namespaces or --kvs-host: other addresses must reach us
+  double timeout_s = 0;             // 0 = none
+  double exit_timeout_s = 5;
+  std::vector<std::string> command;
+  bool help = false;
+};
+
+bool parse_count(const std::string& name, const std::string& text, uint32_t min, uint32_t max,
+                 uint32_t* out, std::string* error) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < min || v > max) {
+    *error = name + " '" + text + "': expected an integer in [" + std::to_string(min) + ", " +
+             std::to_string(max) + "]";
+    return false;
+  }
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
+bool parse_seconds(const std::string& name, const std::string& text, bool zero_ok, double* out,
+                   std::string* error) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < 0 ||
+      (v == 0 && !zero_ok) || v > 1e7) {
+    *error = name + " '" + text + "': expected a number of seconds " +
+             (zero_ok ? ">= 0" : "> 0") + " (fractions allowed)";
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+bool parse_hosts(const std::string& text, std::vector<std::string>* netns, std::string* error) {
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = text.find(',', start);
+    const std::string entry = text.substr(start, comma - start);
+    if (entry == "local" || entry == "localhost") {
+      netns->push_back("");
+    } else if (entry.rfind("ns:", 0) == 0 && entry.size() > 3 &&
+               entry.find('/') == std::string::npos) {
+      netns->push_back(entry.substr(3));
+    } else {
+      *error = "--hosts entry " + std::to_string(netns->size() + 1) + " '" + entry +
+               "': expected local, localhost or ns:NAME";
+      return false;
+    }
+    if (comma == std::string::npos) return true;
+    start = comma + 1;
+  }
+}
+
+// Applies one option and its value; false with *error naming it otherwise.
+bool apply_option(const std::string& name, const std::string& value, LaunchOptions* o,
+                  std::string* error) {
+  if (name == "-n") return parse_count("-n", value, 1, kMaxProcesses, &o->nodes, error);
+  if (name == "--images") return parse_count("--images", value, 1, kMaxImages, &o->images, error);
+  if (name == "--hosts") return parse_hosts(value, &o->netns, error);
+  if (name == "--timeout") return parse_seconds("--timeout", value, false, &o->timeout_s, error);
+  // --kvs-host
+  in_addr addr{};
+  if (::inet_pton(AF_INET, value.c_str(), &addr) != 1) {
+    *error = "--kvs-host '" + value + "': expected an IPv4 address such as 10.0.0.1";
+    return false;
+  }
+  o->kvs_host = value;
+  o->listen_on_all = true;
+  return true;
+}
+
+bool parse_args(int argc, char** argv, LaunchOptions* o, std::string* error) {
+  int i = 1;
+  bool have_n = false, have_hosts = false;
+  for (; i < argc; ++i) {
+    std::string arg = argv[i], name = arg, value;
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.empty() || arg[0] != '-') break;  // PROGRAM
+    if (arg == "-h" || arg == "--help") {
+      o->help = true;
+      return true;
+    }
+    bool inline_value = false;
+    if (arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos) {
+      name = arg.substr(0, arg.find('='));
+      value = arg.substr(arg.find('=') + 1);
+      inline_value = true;
+    } else if (arg.rfind("-n", 0) == 0 && arg.size() > 2) {
+      name = "-n";
+      value = arg.substr(2);
+      inline_value = true;
+    }
+    if (name != "-n" && name != "--images" && name != "--hosts" && name != "--kvs-host" &&
+        name != "--timeout") {
+      *error = "unknown option '" + arg + "'";
+      return false;
+    }
+    if (!inline_value) {
+      if (i + 1 >= argc) {
+        *error = "option " + name + " needs a value";
+        return false;
+      }
+      value = argv[++i];
+    }
+    if (!apply_option(name, value, o, error)) return false;
+    have_n |= name == "-n";
+    have_hosts |= name == "--hosts";
+  }
+  o->command.assign(argv + i, argv + argc);
+  if (!have_n) {
+    *error = "-n N is required: the number of processes to start";
+    return false;
+  }
+  if (o->command.empty()) {
+    *error = "PROGRAM is missing: give the program to run after the options";
+    return false;
+  }
+  if (have_hosts && o->netns.size() != o->nodes) {
+    *error = "--hosts has " + std::to_string(o->netns.size()) +
+             (o->netns.size() == 1 ? " entry" : " entries") + " but -n is " +
+             std::to_string(o->nodes) + ": give exactly one entry per process";
+    return false;
+  }
+  const bool any_netns = std::any_of(o->netns.begin(), o->netns.end(),
+                                     [](const std::string& ns) { return !ns.empty(); });
+  if (any_netns && !o->listen_on_all) {
+    write_all(STDERR_FILENO,
+              "cfrun: warning: --hosts runs processes in network namespaces but the store "
+              "is given to them as 127.0.0.1; pass --kvs-host with an address they can reach\n");
+  }
+  o->listen_on_all |= any_netns;
+  const char* exit_timeout = std::getenv("CF_EXIT_TIMEOUT");
+  if (exit_timeout != nullptr && *exit_timeout != '\0') {
+    return parse_seconds("CF_EXIT_TIMEOUT", exit_timeout, true, &o->exit_timeout_s, error);
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- store
+
+struct Outgoing {
+  uint64_t conn;
+  std::string line;
+};
+
+// The store's state, apart from sockets: values, GETs waiting for a key, and
+// fence rounds. Produces reply lines for the launcher to send.
+class KeyValueStore {
+ public:
+  explicit KeyValueStore(uint32_t nodes) : joined_(nodes, 0) {}
+
+  void put(const std::string& key, std::string value, std::vector<Outgoing>* out) {
+    auto waiting = getters_.find(key);
+    if (waiting != getters_.end()) {
+      for (const Waiter& w : waiting->second) out->push_back({w.conn, "VAL " + w.id + " " + value});
+      getters_.erase(waiting);
+    }
+    values_[key] = std::move(value);
+  }
+
+  void get(uint64_t conn, const std::string& id, const std::string& key,
+           std::vector<Outgoing>* out) {
+    auto found = values_.find(key);
+    if (found != values_.end()) {
+      out->push_back({conn, "VAL " + id + " " + found->second});
+    } else if (!lost_.empty()) {
+      out->push_back({conn, "ERR " + id + " key " + key + " does not exist and " + lost_});
+    } else {
+      getters_[key].push_back({conn, id});
+    }
+  }
+
+  // The k-th FENCE of a rank joins round k; a round is complete when every
+  // rank has joined it.
+  void fence(uint32_t rank, uint64_t conn, const std::string& id, std::vector<Outgoing>* out) {
+    fences_.push_back({++joined_[rank], {conn, id}});
+    const uint64_t complete = *std::min_element(joined_.begin(), joined_.end());
+    auto done = [&](const FenceWaiter& f) {
+      if (f.round <= complete) out->push_back({f.waiter.conn, "OK " + f.waiter.id});
+      else if (!lost_.empty()) out->push_back({f.waiter.conn, "ERR " + f.waiter.id + " " + lost_});
+      else return false;
+      return true;
+    };
+    std::erase_if(fences_, done);
+  }
+
+  // After a loss, waits that cannot end any more fail at once: the job is ending.
+  void fail_waiters(const std::string& reason, std::vector<Outgoing>* out) {
+    if (lost_.empty()) lost_ = reason;
+    for (auto& [key, waiters] : getters_) {
+      for (const Waiter& w : waiters) {
+        out->push_back({w.conn, "ERR " + w.id + " key " + key + " does not exist and " + lost_});
+      }
+    }
+    getters_.clear();
+    for (const FenceWaiter& f : fences_) out->push_back({f.waiter.conn, "ERR " + f.waiter.id + " " + lost_});
+    fences_.clear();
+  }
+
+  void drop_connection(uint64_t conn) {
+    for (auto it = getters_.begin(); it != getters_.end();) {
+      std::erase_if(it->second, [&](const Waiter& w) { return w.conn == conn; });
+      it = it->second.empty() ? getters_.erase(it) : std::next(it);
+    }
+    std::erase_if(fences_, [&](const FenceWaiter& f) { return f.waiter.conn == conn; });
+  }
+
+ private:
+  struct Waiter {
+    uint64_t conn;
+    std::string id;
+  };
+  struct FenceWaiter {
+    uint64_t round;
+    Waiter waiter;
+  };
+  std::unordered_map<std::string, std::string> values_;
+  std::unordered_map<std::string, std::vector<Waiter>> getters_;
+  std::vector<uint64_t> joined_;  // per rank: fence rounds joined
+  std::vector<FenceWaiter> fences_;
+  std::string lost_;              // "rank R was lost: <how>" once one was
+};
+
+// ---------------------------------------------------------------- launcher
+
+struct Child {
+  uint32_t rank = 0;
+  pid_t pid = -1;
+  int out_fd = -1;  // read ends of the child's stdout and stderr pipes
+  int err_fd = -1;
+  std::string out_partial, err_partial;
+  bool running = false;
+  bool said_bye = false;
+};
+
+struct Connection {
+  int fd = -1;
+  std::string in, out;
+  int64_t rank = -1;    // set by HELLO
+  bool closing = false;  // refused: close once `out` is sent
+};
+
+class Launcher {
+ public:
+  explicit Launcher(LaunchOptions options)
+      : o_(std::move(options)), store_(o_.nodes), children_(o_.nodes) {}
+  int run();
+
+ private:
+  bool open_store(std::string* error);
+  bool open_signals(std::string* error);
+  bool spawn(uint32_t rank, std::string* error);
+  int poll_timeout_ms() const;
+  void poll_once();
+  // Events.
+  void accept_connections();
+  void read_connection(uint64_t serial);
+  void handle_request(uint64_t serial, Connection& c, std::string_view line);
+  void handle_hello(uint64_t serial, Connection& c, const std::string& id, std::string_view rest);
+  void flush_connection(uint64_t serial);
+  void close_connection(uint64_t serial);
+  void read_signals();
+  void forward_output(Child& c, bool is_err, bool closing);
+  void child_exited(Child& c, int status);
+  void check_deadlines();
+  // Actions.
+  void send(const std::vector<Outgoing>& lines);
+  void send(uint64_t serial, std::string line);
+  void start_grace();
+  void signal_children(int sig);
+  int exit_status() const;
+
+  LaunchOptions o_;
+  KeyValueStore store_;
+  std::vector<Child> children_;
+  uint32_t running_ = 0;
+  int listen_fd_ = -1;
+  int signal_fd_ = -1;
+  std::string kvs_address_;
+  std::map<uint64_t, Connection> connections_;  // by serial, never reused
+  uint64_t next_serial_ = 1;
+  std::vector<uint64_t> rank_connection_;       // rank -> serial, 0 = none
+
+  rlimit files_at_start_{RLIM_INFINITY, RLIM_INFINITY};
+  std::optional<Clock::time_point> timeout_at_, grace_until_, kill_at_;
+  bool teardown_ = false;      // grace or termination under way
+  bool timed_out_ = false;
+  int interrupts_ = 0;
+  std::optional<int> first_failure_;
+  bool lost_without_status_ = false;
+};
+
+bool Launcher::open_store(std::string* error) {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  // Processes in other network namespaces come in over another address.
+  addr.sin_addr.s_addr = htonl(o_.listen_on_all ? INADDR_ANY : INADDR_LOOPBACK);
+  addr.sin_port = 0;  // the kernel picks
+  socklen_t len = sizeof addr;
+  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(listen_fd_, static_cast<int>(o_.nodes) + 16) != 0 ||
+      ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    *error = std::string("cannot open the store's socket: ") + std::strerror(errno);
+    return false;
+  }
+  kvs_address_ = o_.kvs_host + ":" + std::to_string(ntohs(addr.sin_port));
+  rank_connection_.assign(o_.nodes, 0);
+  return true;
+}
+
+bool Launcher::open_signals(std::string* error) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill the supervisor
+  signal_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd_ < 0) {
+    *error = std::string("signalfd failed: ") + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool Launcher::spawn(uint32_t rank, std::string* error) {
+  std::vector<std::string> args;
+  const std::string netns = o_.netns.empty() ? "" : o_.netns[rank];
+  if (!netns.empty()) args = {"ip", "netns", "exec", netns};
+  args.insert(args.end(), o_.command.begin(), o_.command.end());
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view v = *e;
+    if (v.starts_with("CF_RANK=") || v.starts_with("CF_NODES=") || v.starts_with("CF_KVS=") ||
+        v.starts_with("CF_IMAGES=")) {
+      continue;
+    }
+    env.emplace_back(v);
+  }
+  env.push_back("CF_RANK=" + std::to_string(rank));
+  env.push_back("CF_NODES=" + std::to_string(o_.nodes));
+  env.push_back("CF_KVS=" + kvs_address_);
+  if (o_.images != 0) env.push_back("CF_IMAGES=" + std::to_string(o_.images));
+  std::vector<char*> argv_ptrs, env_ptrs;
+  for (std::string& a : args) argv_ptrs.push_back(a.data());
+  for (std::string& e : env) env_ptrs.push_back(e.data());
+  argv_ptrs.push_back(nullptr);
+  env_ptrs.push_back(nullptr);
+
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    *error = std::string("pipe failed: ") + std::strerror(errno);
+    return false;
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    *error = std::string("fork failed: ") + std::strerror(errno);
+    return false;
+  }
+  if (pid == 0) {
+    // cfrun is single-threaded, so the child may call anything before exec.
+    ::setpgid(0, 0);
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, STDIN_FILENO);
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(err[1], STDERR_FILENO);
+    std::signal(SIGPIPE, SIG_DFL);
+    ::setrlimit(RLIMIT_NOFILE, &files_at_start_);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execvpe(argv_ptrs[0], argv_ptrs.data(), env_ptrs.data());
+    std::fprintf(stderr, "cfrun: cannot execute '%s': %s\n", argv_ptrs[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here, so that signals sent at once reach the group
+  ::close(out[1]);
+  ::close(err[1]);
+  Child& c = children_[rank];
+  c.rank = rank;
+  c.pid = pid;
+  c.out_fd = out[0];
+  c.err_fd = err[0];
+  ::fcntl(c.out_fd, F_SETFL, O_NONBLOCK);
+  ::fcntl(c.err_fd, F_SETFL, O_NONBLOCK);
+  c.running = true;
+  ++running_;
+  return true;
+}
+
+int Launcher::run() {
+  // Three descriptors per process (two pipes and a socket); the children get
+  // the limit cfrun was started with.
+  if (::getrlimit(RLIMIT_NOFILE, &files_at_start_) == 0 &&
+      files_at_start_.rlim_cur < files_at_start_.rlim_max) {
+    rlimit raised = files_at_start_;
+    raised.rlim_cur = raised.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &raised);
+  }
+  std::string error;
+  if (!open_store(&error) || !open_signals(&error)) {
+    say(error);
+    return 1;
+  }
+  if (o_.timeout_s > 0) {
+    timeout_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(o_.timeout_s));
+  }
+  for (uint32_t r = 0; r < o_.nodes; ++r) {
+    if (!spawn(r, &error)) {
+      say(error);
+      first_failure_ = 1;
+      start_grace();  // the started ones get the usual grace, then are terminated
+      break;
+    }
+  }
+  while (running_ > 0) {
+    poll_once();
+    check_deadlines();
+  }
+  for (Child& c : children_) {  // what the exited processes wrote is all in the pipes
+    forward_output(c, false, true);
+    forward_output(c, true, true);
+  }
+  return exit_status();
+}
+
+int Launcher::exit_status() const {
+  if (timed_out_) return 124;
+  if (first_failure_) return *first_failure_;
+  return lost_without_status_ ? 1 : 0;
+}
+
+int Launcher::poll_timeout_ms() const {
+  std::optional<Clock::time_point> next;
+  for (const auto& t : {timeout_at_, grace_until_, kill_at_}) {
+    if (t && (!next || *t < *next)) next = t;
+  }
+  if (!next) return -1;
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()).count();
+  return left < 0 ? 0 : static_cast<int>(std::min<int64_t>(left, INT32_MAX));
+}
+
+void Launcher::poll_once() {
+  enum Kind { kListen, kSignal, kConnection, kOut, kErr };
+  std::vector<pollfd> fds;
+  std::vector<std::pair<Kind, uint64_t>> what;
+  auto add = [&](int fd, short events, Kind kind, uint64_t which) {
+    fds.push_back({fd, events, 0});
+    what.emplace_back(kind, which);
+  };
+  add(listen_fd_, POLLIN, kListen, 0);
+  for (const auto& [serial, c] : connections_) {
+    add(c.fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), kConnection, serial);
+  }
+  for (const Child& c : children_) {
+    if (c.out_fd >= 0) add(c.out_fd, POLLIN, kOut, c.rank);
+    if (c.err_fd >= 0) add(c.err_fd, POLLIN, kErr, c.rank);
+  }
+  add(signal_fd_, POLLIN, kSignal, 0);  // last: a BYE or output that came first is taken first
+  if (::poll(fds.data(), fds.size(), poll_timeout_ms()) <= 0) return;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].revents == 0) continue;
+    const auto [kind, which] = what[i];
+    switch (kind) {
+      case kListen: accept_connections(); break;
+      case kConnection:
+        if (fds[i].revents & POLLOUT) flush_connection(which);
+        if (fds[i].revents & ~POLLOUT) read_connection(which);
+        break;
+      case kOut: forward_output(children_[which], false, false); break;
+      case kErr: forward_output(children_[which], true, false); break;
+      case kSignal: read_signals(); break;
+    }
+  }
+}
+
+void Launcher::accept_connections() {
+  for (;;) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    connections_[next_serial_++].fd = fd;
+  }
+}
+
+void Launcher::read_connection(uint64_t serial) {
+  auto it = connections_.find(serial);
+  if (it == connections_.end()) return;
+  Connection& c = it->second;
+  char chunk[16384];
+  bool eof = false;
+  for (;;) {
+    const ssize_t n = ::recv(c.fd, chunk, sizeof chunk, 0);
+    if (n > 0) {
+      c.in.append(chunk, static_cast<size_t>(n));
+      continue;
+    }
+    eof = n == 0 || (errno != EAGAIN && errno != EINTR);
+    break;
+  }
+  size_t start = 0, end;
+  while (!c.closing && (end = c.in.find('\n', start)) != std::string::npos) {
+    handle_request(serial, c, std::string_view(c.in).substr(start, end - start));
+    start = end + 1;
+  }
+  c.in.erase(0, start);
+  if (c.in.size() > kMaxLineBytes) eof = true;  // not a bootstrap client
+  if (eof || (c.closing && c.out.empty())) close_connection(serial);
+}
+
+void Launcher::handle_request(uint64_t serial, Connection& c, std::string_view line) {
+  std::string_view rest = line;
+  const std::string verb = take_field(&rest);
+  std::string id = take_field(&rest);
+  if (id.empty() || !bootstrap_protocol::is_token(id)) id = "0";
+  if (verb == "HELLO") return handle_hello(serial, c, id, rest);
+  if (c.rank < 0) return send(serial, "ERR " + id + " send HELLO <id> <rank> <nodes> first");
+  const uint32_t rank = static_cast<uint32_t>(c.rank);
+  std::vector<Outgoing> out;
+  if (verb == "PUT") {
+    const std::string key = take_field(&rest);
+    if (key.empty() || !bootstrap_protocol::is_token(key) || !bootstrap_protocol::is_token(rest)) {
+      return send(serial, "ERR " + id + " PUT needs <key> <value> without spaces");
+    }
+    store_.put(key, std::string(rest), &out);
+    out.push_back({serial, "OK " + id});
+  } else if (verb == "GET" && !rest.empty() && bootstrap_protocol::is_token(rest)) {
+    store_.get(serial, id, std::string(rest), &out);
+  } else if (verb == "FENCE") {
+    store_.fence(rank, serial, id, &out);
+  } else if (verb == "BYE") {
+    children_[rank].said_bye = true;
+    out.push_back({serial, "OK " + id});
+  } else {
+    out.push_back({serial, "ERR " + id + " unknown request '" + verb + "'"});
+  }
+  send(out);
+}
+
+void Launcher::handle_hello(uint64_t serial, Connection& c, const std::string& id,
+                            std::string_view rest) {
+  const std::string rank_text = take_field(&rest);
+  const std::string nodes_text(rest);
+  std::string error;
+  uint32_t rank = 0;
+  if (c.rank >= 0) {
+    error = "this connection is already rank " + std::to_string(c.rank);
+  } else if (nodes_text != std::to_string(o_.nodes)) {
+    error = "nodes '" + nodes_text + "' but cfrun started " + std::to_string(o_.nodes);
+  } else if (!parse_count("rank", rank_text, 0, o_.nodes - 1, &rank, &error)) {
+  } else if (rank_connection_[rank] != 0) {
+    error = "rank " + rank_text + " is already connected";
+  } else if (!children_[rank].running) {
+    error = "rank " + rank_text + " has already exited";
+  }
+  if (!error.empty()) {
+    c.closing = true;
+    return send(serial, "ERR " + id + " " + error);
+  }
+  c.rank = rank;
+  rank_connection_[rank] = serial;
+  send(serial, "OK " + id);
+}
+
+void Launcher::send(const std::vector<Outgoing>& lines) {
+  for (const Outgoing& o : lines) send(o.conn, o.line);
+}
+
+void Launcher::send(uint64_t serial, std::string line) {
+  auto it = connections_.find(serial);
+  if (it == connections_.end()) return;
+  it->second.out += line;
+  it->second.out += '\n';
+  flush_connection(serial);
+}
+
+void Launcher::flush_connection(uint64_t serial) {
+  auto it = connections_.find(serial);
+  if (it == connections_.end()) return;
+  Connection& c = it->second;
+  while (!c.out.empty()) {
+    const ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      c.out.erase(0, static_cast<size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN) {
+      return;  // POLLOUT resumes
+    } else {
+      c.out.clear();  // the peer is gone; its EOF closes the connection
+      return;
+    }
+  }
+  if (c.closing) ::shutdown(c.fd, SHUT_WR);
+}
+
+void Launcher::close_connection(uint64_t serial) {
+  auto it = connections_.find(serial);
+  if (it == connections_.end()) return;
+  if (it->second.rank >= 0) rank_connection_[static_cast<size_t>(it->second.rank)] = 0;
+  store_.drop_connection(serial);
+  ::close(it->second.fd);
+  connections_.erase(it);
+}
+
+void Launcher::read_signals() {
+  signalfd_siginfo info;
+  while (::read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+    const int sig = static_cast<int>(info.ssi_signo);
+    if (sig == SIGCHLD) continue;  // reaped below, whichever child it was
+    if (++interrupts_ > 1) {
+      say("second signal: killing every process");
+      signal_children(SIGKILL);
+      continue;
+    }
+    say("received signal " + std::to_string(sig) + " (" + strsignal(sig) +
+        "), forwarding it to the processes");
+    signal_children(sig);
+    start_grace();
+  }
+  int status = 0;
+  pid_t pid;
+  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    for (Child& c : children_) {
+      if (c.pid == pid && c.running) child_exited(c, status);
+    }
+  }
+}
+
+// Reads what the pipe holds and writes whole lines with the rank prefix, so
+// that lines of different ranks never mix. `closing` (the end): no more data
+// comes; a partial last line is flushed and the pipe closed.
+void Launcher::forward_output(Child& c, bool is_err, bool closing) {
+  int& fd = is_err ? c.err_fd : c.out_fd;
+  std::string& partial = is_err ? c.err_partial : c.out_partial;
+  if (fd < 0) return;
+  const std::string prefix = "[" + std::to_string(c.rank) + "] ";
+  char chunk[16384];
+  bool eof = false;
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      eof = n == 0 || errno != EAGAIN;
+      break;
+    }
+    partial.append(chunk, static_cast<size_t>(n));
+    std::string lines;
+    size_t start = 0, end;
+    while ((end = partial.find('\n', start)) != std::string::npos ||
+           partial.size() - start > kMaxForwardedLine) {
+      if (end == std::string::npos) end = start + kMaxForwardedLine;
+      lines += prefix;
+      lines.append(partial, start, end - start);
+      lines += '\n';
+      start = partial[end] == '\n' ? end + 1 : end;
+    }
+    partial.erase(0, start);
+    write_all(is_err ? STDERR_FILENO : STDOUT_FILENO, lines);
+  }
+  if (eof || closing) {
+    if (!partial.empty()) write_all(is_err ? STDERR_FILENO : STDOUT_FILENO, prefix + partial + "\n");
+    partial.clear();
+    ::close(fd);
+    fd = -1;
+  }
+}
+
+void Launcher::child_exited(Child& c, int status) {
+  c.running = false;
+  --running_;
+  forward_output(c, false, false);  // its last words come before the verdict
+  forward_output(c, true, false);
+  std::string how;
+  int code = 0;
+  if (WIFSIGNALED(status)) {
+    code = 128 + WTERMSIG(status);
+    how = "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+          strsignal(WTERMSIG(status)) + ")";
+  } else {
+    code = WEXITSTATUS(status);
+    if (code != 0) how = "exited with status " + std::to_string(code);
+    else if (!c.said_bye) how = "exited with status 0 without cf_finalize";
+  }
+  if (code != 0 && !first_failure_) first_failure_ = code;
+  if (how.empty()) return;
+  lost_without_status_ |= code == 0;
+  say("rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " + how);
+  std::vector<Outgoing> out;
+  const std::string notice = "LOST " + std::to_string(c.rank) + " " +
+                             bootstrap_protocol::encode_words(how);
+  for (const auto& [serial, conn] : connections_) {
+    if (conn.rank >= 0 && static_cast<uint32_t>(conn.rank) != c.rank) out.push_back({serial, notice});
+  }
+  store_.fail_waiters("rank " + std::to_string(c.rank) + " was lost: " + how, &out);
+  send(out);
+  start_grace();
+}
+
+void Launcher::start_grace() {
+  if (teardown_) return;
+  teardown_ = true;
+  grace_until_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(o_.exit_timeout_s));
+}
+
+void Launcher::check_deadlines() {
+  const auto now = Clock::now();
+  if (timeout_at_ && now >= *timeout_at_) {
+    timeout_at_.reset();
+    timed_out_ = true;
+    say("timeout after " + seconds_text(o_.timeout_s) + " s");
+    teardown_ = true;
+    if (!kill_at_) grace_until_ = now;  // no grace: terminate now (unless already done)
+  }
+  if (grace_until_ && now >= *grace_until_) {
+    grace_until_.reset();
+    signal_children(SIGTERM);
+    kill_at_ = now + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(kKillAfterTermSeconds));
+  }
+  if (kill_at_ && now >= *kill_at_) {
+    kill_at_.reset();
+    signal_children(SIGKILL);
+  }
+}
+
+void Launcher::signal_children(int sig) {
+  for (const Child& c : children_) {
+    if (!c.running) continue;
+    if (::kill(-c.pid, sig) != 0) ::kill(c.pid, sig);  // the child may have left its group
+  }
+}
+
+int launch(int argc, char** argv) {
+  LaunchOptions options;
+  std::string error;
+  if (!parse_args(argc, argv, &options, &error)) {
+    write_all(STDERR_FILENO, "cfrun: " + error + "\n" + kUsage);
+    return 2;
+  }
+  if (options.help) {
+    write_all(STDOUT_FILENO, kUsage);
+    return 0;
+  }
+  return Launcher(std::move(options)).run();
+}
+
+}  // namespace
+}  // namespace carflow
+
+int main(int argc, char** argv) { return carflow::launch(argc, argv); }
