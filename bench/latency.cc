@@ -135,14 +135,18 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
     *error = "--sizes: at least one size is required";
     return false;
   }
+  // Under cfrun every node (process) runs options.images images: the
+  // collective spans all of them, and this node reports its own.
+  const uint32_t total = options.images * cf_nodes();
+  const uint32_t base = options.images * cf_mynode();
   for (uint64_t bytes : sizes) {
     Step step{&options, bytes, iterations_for(bytes, options.iters),
               options.flags != 0 ? options.flags : kDefaultFlags, {}, {}, {}};
-    step.spec = step_spec(options.coll, options.images, bytes);
+    step.spec = step_spec(options.coll, total, bytes);
     step.inputs = carflow::reference::inputs(step.spec);
     if (carflow::is_computational(step.spec.kind)) {
       if (step.spec.elem_size == 4) {  // small integers as floats (float_sum)
-        for (uint32_t i = 0; i < options.images; ++i) {
+        for (uint32_t i = 0; i < total; ++i) {
           for (size_t k = 0; k + 4 <= step.inputs[i].size(); k += 4) {
             const float v = static_cast<float>((i + k / 4) % 61);
             std::memcpy(&step.inputs[i][k], &v, 4);
@@ -173,7 +177,7 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
       std::vector<uint8_t> src = step.inputs[me], dst = carflow::reference::blank_outputs(step.spec)[me];
       src.reserve(1);
       dst.reserve(1);
-      if (me == 0) {
+      if (me == base) {
         const char* a = cf_coll_algorithm(kind_of(options.coll), bytes, std::max(1u, step.spec.elem_size));
         algo = a != nullptr ? a : "?";
       }
@@ -188,8 +192,8 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
         status = run_once(step, me, src, dst, nullptr);
       }
       const auto t1 = Clock::now();
-      per_image_us[me] = std::chrono::duration<double, std::micro>(t1 - t0).count() / step.iters;
-      ok[me] = status == CF_OK && (step.spec.kind == carflow::CollKind::Barrier || dst == step.expected[me]);
+      per_image_us[me - base] = std::chrono::duration<double, std::micro>(t1 - t0).count() / step.iters;
+      ok[me - base] = status == CF_OK && (step.spec.kind == carflow::CollKind::Barrier || dst == step.expected[me]);
       if (status != CF_OK) {
         std::lock_guard<std::mutex> lock(mutex);
         first_error = cf_last_error();
@@ -205,7 +209,8 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
     LatencyResult r;
     r.coll = options.coll;
     r.bytes = bytes;
-    r.images = options.images;
+    r.images = total;
+    r.nodes = cf_nodes();
     r.algo = algo;
     r.iters = step.iters;
     r.min_us = *std::min_element(per_image_us.begin(), per_image_us.end());
