@@ -43,6 +43,20 @@ inline std::vector<Bytes> blank_outputs(const CollectiveSpec& s) {
   return dst;
 }
 
+// A uniform spec for tests: `kind` on P images with a root and block size;
+// permute gets a fixed permutation that is not the identity for P > 1.
+inline CollectiveSpec test_spec(CollKind kind, uint32_t P, uint32_t root, uint64_t nbytes) {
+  CollectiveSpec s;
+  s.kind = kind;
+  s.images = P;
+  s.root = root;
+  s.nbytes = nbytes;
+  if (kind == CollKind::Permute) {
+    for (uint32_t i = 0; i < P; ++i) s.perm.push_back((i * (P % 3 == 0 ? 1 : 3) + 1) % P);
+  }
+  return s;
+}
+
 // Turns a uniform spec into a v form for tests: block sizes that vary (some
 // zero) and, with `with_displs`, blocks laid out in reverse rank order with
 // gaps (not for exchange, whose v form has no displacements).

@@ -123,17 +123,7 @@ uint64_t footprint(CollKind k, uint32_t P, uint64_t nbytes) {
   return (k == CollKind::Broadcast || k == CollKind::Permute) ? nbytes : uint64_t{P} * nbytes;
 }
 
-CollectiveSpec make(CollKind kind, uint32_t P, uint32_t root, uint64_t nbytes) {
-  CollectiveSpec s;
-  s.kind = kind;
-  s.images = P;
-  s.root = root;
-  s.nbytes = nbytes;
-  if (kind == CollKind::Permute) {
-    for (uint32_t i = 0; i < P; ++i) s.perm.push_back((i * (P % 3 == 0 ? 1 : 3) + 1) % P);
-  }
-  return s;
-}
+using carflow::reference::test_spec;
 
 
 TEST_CASE("every data-movement collective and algorithm matches the reference on inproc images") {
@@ -151,7 +141,7 @@ TEST_CASE("every data-movement collective and algorithm matches the reference on
           const bool big = nbytes > 4096 || P > 16;
           for (uint32_t root : {P - 1, P / 2}) {
             if (big && root != P - 1) continue;
-            points.push_back(Point{make(kind, P, root, nbytes), algo});
+            points.push_back(Point{test_spec(kind, P, root, nbytes), algo});
           }
         }
       }
@@ -173,7 +163,7 @@ TEST_CASE("v forms (counts with zeros, displs with gaps) match the reference for
         for (uint64_t nbytes : {uint64_t{5}, uint64_t{3000}}) {
           for (bool displs : {false, true}) {
             if (displs && kind == CollKind::Exchange) continue;
-            CollectiveSpec s = make(kind, P, P / 2, nbytes);
+            CollectiveSpec s = test_spec(kind, P, P / 2, nbytes);
             carflow::reference::make_variable(&s, displs);
             points.push_back(Point{s, algo});
           }

@@ -222,15 +222,8 @@ void check(Log& log, const CollectiveSpec& spec, cf_image_t me, bool m_form, boo
 }
 
 CollectiveSpec make(CollKind kind, uint32_t P, uint32_t root, uint64_t nbytes, const std::string& algo) {
-  CollectiveSpec s;
-  s.kind = kind;
-  s.images = P;
-  s.root = root;
-  s.nbytes = nbytes;
+  CollectiveSpec s = carflow::reference::test_spec(kind, P, root, nbytes);
   s.algorithm = algo;
-  if (kind == CollKind::Permute) {
-    for (uint32_t i = 0; i < P; ++i) s.perm.push_back((i * (P % 3 == 0 ? 1 : 3) + 1) % P);
-  }
   return s;
 }
 

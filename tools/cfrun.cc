@@ -180,6 +180,37 @@ bool apply_option(const std::string& name, const std::string& value, LaunchOptio
   return true;
 }
 
+// The rules that involve several options, and CF_EXIT_TIMEOUT.
+bool check_options(bool have_n, bool have_hosts, LaunchOptions* o, std::string* error) {
+  if (!have_n) {
+    *error = "-n N is required: the number of processes to start";
+    return false;
+  }
+  if (o->command.empty()) {
+    *error = "PROGRAM is missing: give the program to run after the options";
+    return false;
+  }
+  if (have_hosts && o->netns.size() != o->nodes) {
+    *error = "--hosts has " + std::to_string(o->netns.size()) +
+             (o->netns.size() == 1 ? " entry" : " entries") + " but -n is " +
+             std::to_string(o->nodes) + ": give exactly one entry per process";
+    return false;
+  }
+  const bool any_netns = std::any_of(o->netns.begin(), o->netns.end(),
+                                     [](const std::string& ns) { return !ns.empty(); });
+  if (any_netns && !o->listen_on_all) {
+    write_all(STDERR_FILENO,
+              "cfrun: warning: --hosts runs processes in network namespaces but the store "
+              "is given to them as 127.0.0.1; pass --kvs-host with an address they can reach\n");
+  }
+  o->listen_on_all |= any_netns;
+  const char* exit_timeout = std::getenv("CF_EXIT_TIMEOUT");
+  if (exit_timeout != nullptr && *exit_timeout != '\0') {
+    return parse_seconds("CF_EXIT_TIMEOUT", exit_timeout, true, &o->exit_timeout_s, error);
+  }
+  return true;
+}
+
 bool parse_args(int argc, char** argv, LaunchOptions* o, std::string* error) {
   int i = 1;
   bool have_n = false, have_hosts = false;
@@ -221,33 +252,7 @@ bool parse_args(int argc, char** argv, LaunchOptions* o, std::string* error) {
     have_hosts |= name == "--hosts";
   }
   o->command.assign(argv + i, argv + argc);
-  if (!have_n) {
-    *error = "-n N is required: the number of processes to start";
-    return false;
-  }
-  if (o->command.empty()) {
-    *error = "PROGRAM is missing: give the program to run after the options";
-    return false;
-  }
-  if (have_hosts && o->netns.size() != o->nodes) {
-    *error = "--hosts has " + std::to_string(o->netns.size()) +
-             (o->netns.size() == 1 ? " entry" : " entries") + " but -n is " +
-             std::to_string(o->nodes) + ": give exactly one entry per process";
-    return false;
-  }
-  const bool any_netns = std::any_of(o->netns.begin(), o->netns.end(),
-                                     [](const std::string& ns) { return !ns.empty(); });
-  if (any_netns && !o->listen_on_all) {
-    write_all(STDERR_FILENO,
-              "cfrun: warning: --hosts runs processes in network namespaces but the store "
-              "is given to them as 127.0.0.1; pass --kvs-host with an address they can reach\n");
-  }
-  o->listen_on_all |= any_netns;
-  const char* exit_timeout = std::getenv("CF_EXIT_TIMEOUT");
-  if (exit_timeout != nullptr && *exit_timeout != '\0') {
-    return parse_seconds("CF_EXIT_TIMEOUT", exit_timeout, true, &o->exit_timeout_s, error);
-  }
-  return true;
+  return check_options(have_n, have_hosts, o, error);
 }
 
 // ---------------------------------------------------------------- store
@@ -347,6 +352,8 @@ struct Child {
   bool said_bye = false;
 };
 
+struct ExecImage;
+
 struct Connection {
   int fd = -1;
   std::string in, out;
@@ -363,6 +370,7 @@ class Launcher {
  private:
   bool open_store(std::string* error);
   bool open_signals(std::string* error);
+  ExecImage exec_image(uint32_t rank) const;
   bool spawn(uint32_t rank, std::string* error);
   int poll_timeout_ms() const;
   void poll_once();
@@ -437,56 +445,67 @@ bool Launcher::open_signals(std::string* error) {
   return true;
 }
 
-bool Launcher::spawn(uint32_t rank, std::string* error) {
-  std::vector<std::string> args;
+// What one child executes, built before fork.
+struct ExecImage {
+  std::vector<std::string> args, env;
+  std::vector<char*> argv, envp;  // point into args and env
+};
+
+ExecImage Launcher::exec_image(uint32_t rank) const {
+  ExecImage x;
   const std::string netns = o_.netns.empty() ? "" : o_.netns[rank];
-  if (!netns.empty()) args = {"ip", "netns", "exec", netns};
-  args.insert(args.end(), o_.command.begin(), o_.command.end());
-  std::vector<std::string> env;
+  if (!netns.empty()) x.args = {"ip", "netns", "exec", netns};
+  x.args.insert(x.args.end(), o_.command.begin(), o_.command.end());
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view v = *e;
-    if (v.starts_with("CF_RANK=") || v.starts_with("CF_NODES=") || v.starts_with("CF_KVS=") ||
-        v.starts_with("CF_IMAGES=")) {
-      continue;
+    if (!v.starts_with("CF_RANK=") && !v.starts_with("CF_NODES=") && !v.starts_with("CF_KVS=") &&
+        !v.starts_with("CF_IMAGES=")) {
+      x.env.emplace_back(v);
     }
-    env.emplace_back(v);
   }
-  env.push_back("CF_RANK=" + std::to_string(rank));
-  env.push_back("CF_NODES=" + std::to_string(o_.nodes));
-  env.push_back("CF_KVS=" + kvs_address_);
-  if (o_.images != 0) env.push_back("CF_IMAGES=" + std::to_string(o_.images));
-  std::vector<char*> argv_ptrs, env_ptrs;
-  for (std::string& a : args) argv_ptrs.push_back(a.data());
-  for (std::string& e : env) env_ptrs.push_back(e.data());
-  argv_ptrs.push_back(nullptr);
-  env_ptrs.push_back(nullptr);
+  x.env.push_back("CF_RANK=" + std::to_string(rank));
+  x.env.push_back("CF_NODES=" + std::to_string(o_.nodes));
+  x.env.push_back("CF_KVS=" + kvs_address_);
+  if (o_.images != 0) x.env.push_back("CF_IMAGES=" + std::to_string(o_.images));
+  for (std::string& a : x.args) x.argv.push_back(a.data());
+  for (std::string& e : x.env) x.envp.push_back(e.data());
+  x.argv.push_back(nullptr);
+  x.envp.push_back(nullptr);
+  return x;
+}
 
-  int out[2], err[2];
+// In the forked child. cfrun is single-threaded, so it may call anything.
+[[noreturn]] void exec_child(const ExecImage& x, int out_fd, int err_fd, const rlimit& files) {
+  ::setpgid(0, 0);
+  const int devnull = ::open("/dev/null", O_RDONLY);
+  ::dup2(devnull, STDIN_FILENO);
+  ::dup2(out_fd, STDOUT_FILENO);
+  ::dup2(err_fd, STDERR_FILENO);
+  std::signal(SIGPIPE, SIG_DFL);  // undo what cfrun changed for itself
+  ::setrlimit(RLIMIT_NOFILE, &files);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::execvpe(x.argv[0], x.argv.data(), x.envp.data());
+  std::fprintf(stderr, "cfrun: cannot execute '%s': %s\n", x.argv[0], std::strerror(errno));
+  ::_exit(127);
+}
+
+bool Launcher::spawn(uint32_t rank, std::string* error) {
+  const ExecImage image = exec_image(rank);
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
     *error = std::string("pipe failed: ") + std::strerror(errno);
+    for (int fd : {out[0], out[1]}) if (fd >= 0) ::close(fd);
     return false;
   }
   const pid_t pid = ::fork();
   if (pid < 0) {
     *error = std::string("fork failed: ") + std::strerror(errno);
+    for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
     return false;
   }
-  if (pid == 0) {
-    // cfrun is single-threaded, so the child may call anything before exec.
-    ::setpgid(0, 0);
-    const int devnull = ::open("/dev/null", O_RDONLY);
-    ::dup2(devnull, STDIN_FILENO);
-    ::dup2(out[1], STDOUT_FILENO);
-    ::dup2(err[1], STDERR_FILENO);
-    std::signal(SIGPIPE, SIG_DFL);
-    ::setrlimit(RLIMIT_NOFILE, &files_at_start_);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execvpe(argv_ptrs[0], argv_ptrs.data(), env_ptrs.data());
-    std::fprintf(stderr, "cfrun: cannot execute '%s': %s\n", argv_ptrs[0], std::strerror(errno));
-    ::_exit(127);
-  }
+  if (pid == 0) exec_child(image, out[1], err[1], files_at_start_);
   ::setpgid(pid, pid);  // also here, so that signals sent at once reach the group
   ::close(out[1]);
   ::close(err[1]);
