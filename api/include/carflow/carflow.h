@@ -40,7 +40,10 @@ typedef uintptr_t cf_coll_handle_t;
 #define CF_ERR_NOT_INIT (-2)  /* cf_init / cf_coll_init not called */
 #define CF_ERR_NO_MEM (-3)
 #define CF_ERR_TRANSPORT (-4)
-#define CF_ERR_PEER_LOST (-5) /* a peer process died or became unreachable */
+#define CF_ERR_PEER_LOST (-5) /* a peer process died or became unreachable: every
+                                 pending and later sync returns it; the buffers of a
+                                 collective that failed so may still be read or written
+                                 by this node until cf_finalize (do not free them) */
 #define CF_ERR_TIMEOUT (-6)
 #define CF_ERR_MISMATCH (-7)  /* images disagree on single-valued arguments */
 
