@@ -84,13 +84,15 @@ int print_env(carflow::Bootstrap& b) {
 // Rank 1 fails as `mode` says after the fence; the others report the LOST.
 int lose_rank_one(carflow::Bootstrap& b, const std::string& mode) {
   std::string error;
+  // Before the fence: once rank 1 passes it, it may exit and cfrun's SIGTERM
+  // (CF_EXIT_TIMEOUT=0) may arrive at once.
+  if (mode == "hang-ignore-term" && b.rank() != 1) std::signal(SIGTERM, SIG_IGN);
   if (!b.fence(kWaitMs, &error)) return fail(error);
   if (b.rank() == 1) {
     if (mode == "kill") std::raise(SIGKILL);
     if (mode == "nobye") std::exit(0);
     std::exit(3);
   }
-  if (mode == "hang-ignore-term") std::signal(SIGTERM, SIG_IGN);
   if (mode.starts_with("hang")) {
     say("WAITING");
     block_forever();
