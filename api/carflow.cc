@@ -558,6 +558,7 @@ int cf_get_net_stats(cf_net_stats_t* out) {
     out->credit_msgs = o.credit_msgs;
     out->mr_hits = o.mr_hits;
     out->mr_misses = o.mr_misses;
+    out->host_ring = o.host_ring;
   }
   return succeed();
 }

@@ -77,6 +77,7 @@ int cf_team_split(cf_team_t parent, int color, int key, cf_team_t* newteam) {
     if (ranks[i] == p->rank) team->rank = i;
     team->members.push_back(p->members[ranks[i]]);
   }
+  team->images_per_node = carflow::team_images_per_node(img->engine->nodes(), team->members);
   *newteam = reinterpret_cast<cf_team_t>(team.get());
   img->teams.push_back(std::move(team));
   return succeed();

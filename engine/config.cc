@@ -91,15 +91,17 @@ bool Config::from_env(Config* out, std::string* error) {
   }
   if (!read_progress(&c.progress, error)) return false;
   if (const char* p = std::getenv("CF_OFI_PROVIDER"); p != nullptr) c.ofi_provider = p;
-  uint64_t credits = c.ofi_credits;
+  uint64_t credits = c.ofi_credits, rings = c.host_rings ? 1 : 0;
   if (!read_uint("CF_EAGER_BYTES", 0, 1 << 20, &c.eager_bytes, error) ||
       !read_uint("CF_OFI_CREDITS", 1, 4096, &credits, error) ||
+      !read_uint("CF_HOST_RINGS", 0, 1, &rings, error) ||
       !read_uint("CF_OFI_UNEXPECTED_BYTES", 0, uint64_t{1} << 40, &c.ofi_unexpected_bytes, error) ||
       !read_seconds("CF_PEER_TIMEOUT", &c.peer_timeout_ms, error) ||
       !read_seconds("CF_EXIT_TIMEOUT", &c.exit_timeout_ms, error)) {
     return false;
   }
   c.ofi_credits = static_cast<uint32_t>(credits);
+  c.host_rings = rings != 0;
   if (!read_uint("CF_INPROC_EAGER_BYTES", 0, 1 << 20, &c.inproc_eager_bytes, error) ||
       !read_uint("CF_INPROC_FASTBOX_BYTES", 0, 108, &c.inproc_fastbox_bytes, error) ||
       !read_uint("CF_SEGMENT_BYTES", 0, uint64_t{1} << 40, &c.segment_bytes, error) ||
@@ -190,6 +192,8 @@ std::vector<std::vector<std::string>> Config::describe() const {
                   "between processes: eager/RTS messages a node may have in flight to one peer node"});
   rows.push_back({"CF_OFI_UNEXPECTED_BYTES", std::to_string(ofi_unexpected_bytes),
                   "between processes: unexpected data held before senders are throttled"});
+  rows.push_back({"CF_HOST_RINGS", host_rings ? "1" : "0",
+                  "between processes of one host: messages up to 96 B through shared-memory rings (0 = libfabric only)"});
   rows.push_back({"CF_PEER_TIMEOUT", std::to_string(peer_timeout_ms / 1000.0).substr(0, 5),
                   "seconds: a lost peer fails every wait with CF_ERR_PEER_LOST within this time"});
   rows.push_back({"CF_EXIT_TIMEOUT", std::to_string(exit_timeout_ms / 1000.0).substr(0, 5),

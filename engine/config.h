@@ -48,6 +48,7 @@ struct Config {
   uint64_t eager_bytes = 16384;             // CF_EAGER_BYTES: eager up to, rendezvous above
   uint32_t ofi_credits = 32;                // CF_OFI_CREDITS: messages in flight per peer node
   uint64_t ofi_unexpected_bytes = 64ull << 20;  // CF_OFI_UNEXPECTED_BYTES: unexpected data held
+  bool host_rings = true;                   // CF_HOST_RINGS: shared-memory rings for small messages on one host
   uint64_t peer_timeout_ms = 5000;          // CF_PEER_TIMEOUT (seconds in the environment)
   uint64_t exit_timeout_ms = 5000;          // CF_EXIT_TIMEOUT (seconds in the environment)
   uint32_t spin_count = 4000;               // CF_SPIN_COUNT: polls before yielding

@@ -46,7 +46,7 @@ size_t ScheduleKeyHash::operator()(const ScheduleKey& k) const {
                      k.nbytes, k.segment_bytes, uint64_t(k.in_allsync) * 2 + k.out_allsync,
                      uint64_t(k.radix), uint64_t(k.window), uint64_t(k.logp_L), uint64_t(k.logp_o),
                      uint64_t(k.logp_g), uint64_t(k.exclusive) * 2 + k.in_place, k.src_blksz,
-                     k.src_offset, k.dst_blksz, k.dst_offset}) {
+                     k.src_offset, k.dst_blksz, k.dst_offset, uint64_t(k.images_per_node)}) {
     mix(v);
   }
   for (uint64_t v : k.counts) mix(v);
@@ -55,12 +55,26 @@ size_t ScheduleKeyHash::operator()(const ScheduleKey& k) const {
   return static_cast<size_t>(h ^ (h >> 32));
 }
 
+uint32_t team_images_per_node(const NodeMap& map, const std::vector<uint32_t>& members) {
+  if (members.empty()) return 0;
+  const uint32_t first_node = map.node_of(members[0]);
+  uint32_t run = 0;
+  while (run < members.size() && map.node_of(members[run]) == first_node) ++run;
+  for (size_t i = 1; i < members.size(); ++i) {
+    const bool starts_run = i % run == 0;
+    const bool same_as_previous = map.node_of(members[i]) == map.node_of(members[i - 1]);
+    if (starts_run == same_as_previous) return 0;  // a run too long, too short, or a node twice in a row
+  }
+  return run;
+}
+
 ImageContext::ImageContext(Engine* engine_in, uint32_t image_in, uint32_t images)
     : engine(engine_in), image(image_in) {
   for (uint32_t i = 0; i < images; ++i) vcs.push_back(std::make_unique<Vc>());
   all.members.resize(images);
   for (uint32_t i = 0; i < images; ++i) all.members[i] = i;
   all.rank = image_in;
+  all.images_per_node = team_images_per_node(engine_in->nodes(), all.members);
 }
 
 Engine::Engine(const NodeMap& map, const Config& config, Transport* remote)
@@ -71,6 +85,11 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote)
       config_(config),
       selection_(config, std::max(1u, std::thread::hardware_concurrency())),
       remote_(remote) {
+  {
+    std::vector<uint32_t> everyone(images_);
+    for (uint32_t i = 0; i < images_; ++i) everyone[i] = i;
+    all_images_per_node_ = team_images_per_node(map_, everyone);
+  }
   const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
   spin_count_ = local_ > cores ? config.spin_count / 64 : config.spin_count;
   // Boxes pay off when every image has a core to poll on; when image threads
@@ -181,7 +200,8 @@ bool Engine::choose_algorithm(const CollectiveCall& call, const GeneratorInfo** 
     uint64_t nbytes = call.nbytes;
     for (uint64_t c : call.counts) nbytes = std::max(nbytes, c);
     const uint32_t P = call.team != nullptr ? call.team->size() : images_;
-    gen = selection_.choose(call.kind, P, nbytes, call.elem_size, call.op.commutative);
+    const uint32_t ppn = call.team != nullptr ? call.team->images_per_node : all_images_per_node_;
+    gen = selection_.choose(call.kind, P, nbytes, call.elem_size, call.op.commutative, ppn);
   }
   if (is_computational(call.kind) && !call.op.commutative && !gen->preserves_order) {
     *error = "func: a CF_COLL_NONCOMM function needs an order-preserving algorithm; '" +
@@ -220,7 +240,8 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
                   call.src_blksz,
                   call.src_offset,
                   call.dst_blksz,
-                  call.dst_offset};
+                  call.dst_offset,
+                  (gen->params & kUsesNodes) ? team.images_per_node : 0};
   if (img.last_schedule != nullptr && img.last_key == key) return img.last_schedule;
   auto it = img.cache.find(key);
   if (it != img.cache.end()) {
@@ -242,6 +263,7 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   spec.src_offset = key.src_offset;
   spec.dst_blksz = key.dst_blksz;
   spec.dst_offset = key.dst_offset;
+  spec.images_per_node = key.images_per_node;
   spec.counts = key.counts;
   spec.displs = key.displs;
   spec.perm = key.perm;

@@ -54,8 +54,14 @@ struct Team {
   uint32_t next_seq = 0;           // sequence number of the next collective
   uint32_t splits = 0;             // cf_team_split calls made on this team
   uint32_t outstanding = 0;        // started, not yet synced, collectives
+  uint32_t images_per_node = 0;    // node-major with equal runs: ranks per node; else 0
   uint32_t size() const { return static_cast<uint32_t>(members.size()); }
 };
+
+// Ranks per node of a team whose members are node-major in runs of equal
+// length (the last may be shorter), as node-aware generators need; 0 when
+// the team is not laid out that way.
+uint32_t team_images_per_node(const NodeMap& map, const std::vector<uint32_t>& members);
 
 // Everything that shapes one image's DAG. The vectors are empty except for
 // the v forms and permute, so building a key allocates nothing otherwise.
@@ -71,6 +77,7 @@ struct ScheduleKey {
   bool exclusive = false;  // scan: CF_COLL_EXCLUSIVE
   bool in_place = false;   // this image's source and destination are one buffer
   uint64_t src_blksz = 0, src_offset = 0, dst_blksz = 0, dst_offset = 0;  // seed reduce / prefix
+  uint32_t images_per_node = 0;  // node-aware generators only
   bool operator==(const ScheduleKey&) const = default;
 };
 struct ScheduleKeyHash {
@@ -217,6 +224,7 @@ class Engine final : public TransportHooks {
 
   const NodeMap map_;
   const uint32_t images_, local_, base_;
+  uint32_t all_images_per_node_ = 0;  // CF_TEAM_ALL's ranks per node
   const Config config_;
   const SelectionTable selection_;
   // Polls before yielding: CF_SPIN_COUNT, cut to 1/64 when image threads

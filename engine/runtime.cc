@@ -104,18 +104,17 @@ int Runtime::init(std::string* error) {
 
 int Runtime::connect_nodes(std::string* error) {
   const std::string me = std::to_string(node_);
-  std::string provider = config_.ofi_provider;
-  if (provider.empty()) {
-    // shm when every node is on this host, else tcp;ofi_rxm.
-    const std::string mine = host_identity();
-    if (!boot_->put("host." + me, mine, error)) return kErrTransport;
-    provider = "shm";
-    for (uint32_t n = 0; n < nodes_; ++n) {
-      std::string theirs;
-      if (!boot_->get("host." + std::to_string(n), &theirs, kGetTimeoutMs, error)) return kErrTransport;
-      if (theirs != mine) provider = "tcp;ofi_rxm";
-    }
+  // Is every node on this host? Then shm, and the host rings for small messages.
+  const std::string mine = host_identity();
+  if (!boot_->put("host." + me, mine, error)) return kErrTransport;
+  bool one_host = true;
+  for (uint32_t n = 0; n < nodes_; ++n) {
+    std::string theirs;
+    if (!boot_->get("host." + std::to_string(n), &theirs, kGetTimeoutMs, error)) return kErrTransport;
+    one_host &= theirs == mine;
   }
+  std::string provider = config_.ofi_provider;
+  if (provider.empty()) provider = one_host ? "shm" : "tcp;ofi_rxm";
   OfiOptions options;
   options.eager_bytes = config_.eager_bytes;
   options.credits = config_.ofi_credits;
@@ -133,6 +132,32 @@ int Runtime::connect_nodes(std::string* error) {
     }
   }
   if (!ofi_->connect(addresses, error)) return kErrTransport;
+  if (one_host && config_.host_rings) {
+    // Every node creates its segment and publishes the name; a failure to
+    // create one (no /dev/shm) is published as "-" and leaves every node on
+    // libfabric alone.
+    std::string name, ring_error;
+    std::unique_ptr<HostRings> rings = HostRings::create(node_, nodes_, &name, &ring_error);
+    if (!boot_->put("rings." + me, rings != nullptr ? name : "-", error)) return kErrTransport;
+    std::vector<std::string> names(nodes_);
+    bool usable = rings != nullptr;
+    for (uint32_t n = 0; n < nodes_; ++n) {
+      if (!boot_->get("rings." + std::to_string(n), &names[n], kGetTimeoutMs, error)) return kErrTransport;
+      usable &= names[n] != "-";
+    }
+    if (usable) usable = rings->attach(names, &ring_error);
+    // Everyone has mapped every segment (or given up) before names go away.
+    if (!boot_->fence(kGetTimeoutMs, error)) return kErrTransport;
+    if (rings != nullptr) rings->unlink();
+    // All or none: a node that could not attach must not be written to.
+    if (!boot_->put("rings_ok." + me, usable ? "1" : "0", error)) return kErrTransport;
+    for (uint32_t n = 0; n < nodes_; ++n) {
+      std::string ok;
+      if (!boot_->get("rings_ok." + std::to_string(n), &ok, kGetTimeoutMs, error)) return kErrTransport;
+      usable &= ok == "1";
+    }
+    if (usable) ofi_->set_host_rings(std::move(rings));
+  }
   boot_->watch([this](uint32_t node, const std::string& how) { peer_lost(node, how); });
   return kOk;
 }

@@ -22,8 +22,20 @@ const GeneratorInfo* SelectionTable::get(CollKind kind, const char* name) const 
 }
 
 const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint64_t nbytes,
-                                            uint32_t elem_size, bool commutative) const {
+                                            uint32_t elem_size, bool commutative,
+                                            uint32_t images_per_node) const {
   if (forced_[static_cast<int>(kind)] != nullptr) return forced_[static_cast<int>(kind)];
+  // Several nodes of several images: messages between nodes cost far more
+  // than within one (seed MPT section 5, SMP-aware collectives), so latency-
+  // bound calls go through one leader per node.
+  if (images_per_node > 1 && images_per_node < images) {
+    const bool small = (kind == CollKind::Broadcast && nbytes < config_.broadcast_large_bytes) ||
+                       kind == CollKind::Barrier ||
+                       (kind == CollKind::Allreduce && nbytes < config_.allreduce_ring_bytes) ||
+                       (kind == CollKind::GatherAll && nbytes < config_.gather_all_small_bytes);
+    const GeneratorInfo* hier = GeneratorRegistry::instance().find(kind, "hierarchical");
+    if (small && hier != nullptr && (commutative || hier->preserves_order)) return hier;
+  }
   const bool oversubscribed = images > cores_;
   const bool power_of_two = (images & (images - 1)) == 0;
   switch (kind) {

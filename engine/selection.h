@@ -20,8 +20,11 @@ class SelectionTable {
   // the table reads it (whole vector for broadcast and allreduce, one
   // block for scatter, gather, gather_all and exchange, the largest block
   // for the v forms). `commutative`: the op allows reordering (allreduce).
+  // `images_per_node`: the team's ranks per node (0 = not node-major): with
+  // more than one node of several images each, small broadcasts, barriers,
+  // allreduces and gather_alls take the node-aware generators.
   const GeneratorInfo* choose(CollKind kind, uint32_t images, uint64_t nbytes, uint32_t elem_size,
-                              bool commutative) const;
+                              bool commutative, uint32_t images_per_node = 0) const;
 
  private:
   const GeneratorInfo* get(CollKind kind, const char* name) const;

@@ -174,6 +174,9 @@ struct CollectiveSpec {
   // indefinite layout (offset then names the image holding the array).
   uint64_t src_blksz = 0, src_offset = 0;
   uint64_t dst_blksz = 0, dst_offset = 0;
+  // Node-aware (hierarchical) generators: team ranks [k*ppn, (k+1)*ppn) share
+  // node k (the last node may hold fewer). 0 = unknown: every rank its own node.
+  uint32_t images_per_node = 0;
   bool operator==(const CollectiveSpec&) const = default;
 };
 

@@ -111,6 +111,7 @@ OrderedJson spec_to_json(const CollectiveSpec& spec) {
   if (!spec.perm.empty()) j["perm"] = spec.perm;
   if (spec.radix != 0) j["radix"] = spec.radix;
   if (spec.window != 0) j["window"] = spec.window;
+  if (spec.images_per_node != 0) j["images_per_node"] = spec.images_per_node;
   if (spec.logp_L != 0 || spec.logp_o != 0 || spec.logp_g != 0) {
     j["logp"] = {{"L", spec.logp_L}, {"o", spec.logp_o}, {"g", spec.logp_g}};
   }
@@ -299,7 +300,7 @@ bool GraphReader::read_spec(const Json& value, const Path& at, CollectiveSpec* s
       !only_fields(value, at,
                    {"kind", "algorithm", "images", "root", "nbytes", "elem_size", "segment_bytes",
                     "flags", "counts", "displs", "perm", "radix", "window", "logp", "src_layout",
-                    "dst_layout"},
+                    "dst_layout", "images_per_node"},
                    "the collective")) {
     return false;
   }
@@ -356,7 +357,8 @@ bool GraphReader::read_spec_extras(const Json& value, const Path& at, Collective
       !read_optional_array(value, at, "displs", P, UINT64_MAX, &spec->displs) ||
       !read_optional_array(value, at, "perm", P, UINT32_MAX, &spec->perm) ||
       !read_optional_uint(value, at, "radix", UINT32_MAX, &spec->radix) ||
-      !read_optional_uint(value, at, "window", UINT32_MAX, &spec->window)) {
+      !read_optional_uint(value, at, "window", UINT32_MAX, &spec->window) ||
+      !read_optional_uint(value, at, "images_per_node", P, &spec->images_per_node)) {
     return false;
   }
   const auto logp = value.find("logp");

@@ -20,6 +20,7 @@ using GeneratorFn = LocalDag (*)(const CollectiveSpec& spec, uint32_t image);
 inline constexpr unsigned kUsesRadix = 1u << 0;   // spec.radix
 inline constexpr unsigned kUsesWindow = 1u << 1;  // spec.window
 inline constexpr unsigned kUsesLogp = 1u << 2;    // spec.logp_L, logp_o, logp_g
+inline constexpr unsigned kUsesNodes = 1u << 3;   // spec.images_per_node
 
 struct GeneratorInfo {
   CollKind kind;

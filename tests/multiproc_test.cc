@@ -44,7 +44,7 @@ Run run(const std::string& env, const std::string& args) {
 // The summary lines of mp_collectives, one per process.
 std::vector<std::smatch> summaries(const std::string& output) {
   static const std::regex line(
-      R"(mp (\w+): node (\d+) of (\d+), (\d+) images per node: (\d+) checks, (\d+) failures, ([\d.]+) s wall, ([\d.]+) s cpu, provider ([^,]+), (\d+) unexpected, (\d+) credit waits, (\d+) rendezvous)");
+      R"(mp (\w+): node (\d+) of (\d+), (\d+) images per node: (\d+) checks, (\d+) failures, ([\d.]+) s wall, ([\d.]+) s cpu, provider ([^,]+), (\d+) unexpected, (\d+) credit waits, (\d+) rendezvous, (\d+) host ring)");
   std::vector<std::smatch> out;
   for (std::sregex_iterator it(output.begin(), output.end(), line), end; it != end; ++it) out.push_back(*it);
   return out;
@@ -74,12 +74,17 @@ TEST_CASE("every collective over 2, 3 and 4 processes x 1 and 3 images matches t
       const Run r = run("", "-n " + std::to_string(nodes) + " --images " + std::to_string(images) + " " + g_program);
       expect_all_verified(r, nodes, 150);
       CHECK(r.output.find("provider shm") != std::string::npos);
+      for (const auto& m : summaries(r.output)) CHECK(std::stoull(m[13].str()) > 0);  // host rings used
     }
   }
 }
 
-TEST_CASE("the same over tcp;ofi_rxm, and with CF_PROGRESS=block and thread") {
-  expect_all_verified(run("CF_OFI_PROVIDER='tcp;ofi_rxm'", "-n 2 --images 2 " + g_program), 2, 150);
+TEST_CASE("the same over tcp;ofi_rxm and over libfabric shm alone, and with CF_PROGRESS=block and thread") {
+  for (const char* env : {"CF_OFI_PROVIDER='tcp;ofi_rxm' CF_HOST_RINGS=0", "CF_HOST_RINGS=0"}) {
+    const Run r = run(env, "-n 2 --images 2 " + g_program);
+    expect_all_verified(r, 2, 150);
+    for (const auto& m : summaries(r.output)) CHECK(m[13].str() == "0");  // no host rings
+  }
   expect_all_verified(run("CF_PROGRESS=block", "-n 3 --images 1 " + g_program), 3, 150);
   expect_all_verified(run("CF_PROGRESS=thread", "-n 2 --images 2 " + g_program), 2, 150);
 }
@@ -104,18 +109,25 @@ TEST_CASE("a peer calling exit(3) mid-collective ends the job with status 3") {
 }
 
 TEST_CASE("a flood of 10,000 unexpected messages at one image completes under credit flow control") {
-  const Run r = run("CF_OFI_CREDITS=16", "-n 5 " + g_program + " flood");
-  INFO(r.output);
-  CHECK(r.status == 0);
-  const auto lines = summaries(r.output);
-  REQUIRE(lines.size() == 5);
-  uint64_t waits = 0;
-  for (const auto& m : lines) {
-    CHECK(m[6].str() == "0");
-    if (m[2].str() == "0") CHECK(std::stoull(m[10].str()) >= 10000);
-    waits += std::stoull(m[11].str());
+  // Through libfabric alone (credits), then with the host rings in front
+  // (full rings spill over to libfabric).
+  for (const char* env : {"CF_OFI_CREDITS=16 CF_HOST_RINGS=0", "CF_OFI_CREDITS=16"}) {
+    CAPTURE(env);
+    const Run r = run(env, "-n 5 " + g_program + " flood");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    const auto lines = summaries(r.output);
+    REQUIRE(lines.size() == 5);
+    uint64_t waits = 0;
+    for (const auto& m : lines) {
+      CHECK(m[6].str() == "0");
+      if (m[2].str() == "0") CHECK(std::stoull(m[10].str()) >= 10000);
+      waits += std::stoull(m[11].str());
+    }
+    // Without rings, senders ran out of credits and waited instead of
+    // overrunning the receiver.
+    if (std::string(env).find("CF_HOST_RINGS=0") != std::string::npos) CHECK(waits > 0);
   }
-  CHECK(waits > 0);  // senders ran out of credits and waited instead of overrunning the receiver
 }
 
 TEST_CASE("CF_PROGRESS=block keeps processes waiting on a late peer off the CPU") {

@@ -31,7 +31,8 @@ const char kUsage[] =
     "                                      writes each DAG as JSON into DIR (cf-demo-graphs)\n"
     "  plan  --coll C --images P --bytes N [--algo A] [--root R] [--elem-size E]\n"
     "        [--in-allsync] [--out-allsync] [--exclusive] [--src-blksz B --src-offset O\n"
-    "        --dst-blksz B --dst-offset O] --out F.json   build and validate a global DAG\n"
+    "        --dst-blksz B --dst-offset O] [--images-per-node K] --out F.json\n"
+    "                                      build and validate a global DAG\n"
     "  dot   F.json                        Graphviz rendering of a graph file, to stdout\n"
     "  bench --coll C --images P --sizes LIST [--iters N] [--algo A] [--sync IN,OUT] [--json]\n"
     "                                      OSU-style latency; LIST like 8,1K,4M or 8:4M\n"
@@ -105,7 +106,7 @@ int cmd_plan(const Args& args) {
   if (coll == args.end() || !carflow::parse_coll_kind(coll->second, &spec.kind)) {
     return fail("--coll: expected one of " + kinds_list());
   }
-  uint64_t images = 0, bytes = 0, root = 0, elem = 1, segment = 0;
+  uint64_t images = 0, bytes = 0, root = 0, elem = 1, segment = 0, ppn = 0;
   if (!get_uint(args, "images", 0, 4096, &images, &error) ||
       !get_uint(args, "bytes", spec.kind == carflow::CollKind::Barrier ? 0 : 8, uint64_t{1} << 32,
                 &bytes, &error) ||
@@ -115,7 +116,8 @@ int cmd_plan(const Args& args) {
       !get_uint(args, "src-blksz", 0, uint64_t{1} << 40, &spec.src_blksz, &error) ||
       !get_uint(args, "src-offset", 0, uint64_t{1} << 40, &spec.src_offset, &error) ||
       !get_uint(args, "dst-blksz", 0, uint64_t{1} << 40, &spec.dst_blksz, &error) ||
-      !get_uint(args, "dst-offset", 0, uint64_t{1} << 40, &spec.dst_offset, &error)) {
+      !get_uint(args, "dst-offset", 0, uint64_t{1} << 40, &spec.dst_offset, &error) ||
+      !get_uint(args, "images-per-node", 0, 4096, &ppn, &error)) {
     return fail(error);
   }
   carflow::Config config;
@@ -150,6 +152,7 @@ int cmd_plan(const Args& args) {
     if (gen->params & carflow::kUsesLogp) {
       spec.logp_L = config.logp_L, spec.logp_o = config.logp_o, spec.logp_g = config.logp_g;
     }
+    if (gen->params & carflow::kUsesNodes) spec.images_per_node = static_cast<uint32_t>(ppn);
   }
   if (!carflow::check_layout(spec, &error)) return fail("--bytes: " + error);
   carflow::GlobalDag dag;

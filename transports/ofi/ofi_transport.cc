@@ -396,6 +396,12 @@ void OfiTransport::start_send(MsgOp* op, PeerNode& node, Actions* actions) {
 }
 
 void OfiTransport::send(MsgOp* op) {
+  if (rings_ != nullptr && op->nbytes <= HostRings::kPayload &&
+      rings_->push(map_.node_of(op->peer), op->self, op->peer, op->key, op->buf, op->nbytes)) {
+    ring_sent_.fetch_add(1, std::memory_order_relaxed);
+    op->on_complete(op, 0);
+    return;
+  }
   Actions actions;
   {
     std::lock_guard<std::mutex> guard(lock_);
@@ -489,6 +495,10 @@ void OfiTransport::start_read(MsgOp* op, const Header& h, Actions* actions) {
 
 void OfiTransport::handle_arrival(RxBuf* rx, Actions* actions) {
   const Header h = *reinterpret_cast<const Header*>(rx->data.data());
+  if (h.src_node >= peers_.size()) {
+    post_rx(rx, actions);  // not from a node of this job: dropped
+    return;
+  }
   PeerNode& node = peers_[h.src_node];
   if (h.credits > 0) {
     node.credits += h.credits;
@@ -517,6 +527,10 @@ void OfiTransport::handle_arrival(RxBuf* rx, Actions* actions) {
       post_rx(rx, actions);
       return;
   }
+  if (!map_.is_local(h.dst) || h.src >= map_.total()) {
+    post_rx(rx, actions);  // not addressed to an image of this node: dropped
+    return;
+  }
   ImageQueues& q = queues(h.dst);
   MsgOp* posted = q.posted.take(h.src, h.key);
   if (posted != nullptr) {
@@ -525,9 +539,16 @@ void OfiTransport::handle_arrival(RxBuf* rx, Actions* actions) {
     return;
   }
   // Unexpected: copy out (eager data, or just the RTS header) and repost.
+  Unexpected* u = store_unexpected(h, rx->data.data() + sizeof(Header), h.type == kEager ? h.nbytes : 0);
+  u->credit_held = unexpected_held_ > options_.unexpected_bytes;
+  if (!u->credit_held) returned_credit(h.src_node, actions);
+  post_rx(rx, actions);
+}
+
+OfiTransport::Unexpected* OfiTransport::store_unexpected(const Header& h, const void* data,
+                                                         uint64_t data_bytes) {
   stats_.unexpected++;
   ofi_stats_.unexpected++;
-  const uint64_t data_bytes = h.type == kEager ? h.nbytes : 0;
   Unexpected* u = nullptr;
   if (data_bytes <= kSmallBlock && !free_blocks_.empty()) {
     u = free_blocks_.back();
@@ -540,12 +561,46 @@ void OfiTransport::handle_arrival(RxBuf* rx, Actions* actions) {
     u->capacity = capacity;
   }
   u->h = h;
-  if (data_bytes > 0) std::memcpy(u->data(), rx->data.data() + sizeof(Header), data_bytes);
+  u->credit_held = false;
+  if (data_bytes > 0) std::memcpy(u->data(), data, data_bytes);
   unexpected_held_ += sizeof(Unexpected) + u->capacity;
-  u->credit_held = unexpected_held_ > options_.unexpected_bytes;
-  if (!u->credit_held) returned_credit(h.src_node, actions);
-  q.unexpected.insert(u);
-  post_rx(rx, actions);
+  queues(h.dst).unexpected.insert(u);
+  return u;
+}
+
+// A message from a host ring: matched like an eager arrival, without credits.
+// The ring is shared memory another process writes: images are checked.
+void OfiTransport::arrive_from_ring(const HostRings::Message& m, Actions* actions) {
+  if (!map_.is_local(m.dst) || m.src >= map_.total()) return;
+  ImageQueues& q = queues(m.dst);
+  MsgOp* posted = q.posted.take(m.src, m.key);
+  if (posted == nullptr) {
+    Header h;
+    h.type = kEager;
+    h.src_node = map_.node_of(m.src);
+    h.src = m.src;
+    h.dst = m.dst;
+    h.key = m.key;
+    h.nbytes = m.nbytes;
+    store_unexpected(h, m.data, m.nbytes);
+    return;
+  }
+  stats_.direct++;
+  const int status = posted->nbytes == m.nbytes ? 0 : kMismatch;
+  actions->deliveries.push_back({posted, status == 0 ? m.data : nullptr, nullptr, nullptr, status, nullptr});
+}
+
+bool OfiTransport::poll_rings() {
+  HostRings::Message messages[16];
+  const uint32_t n = rings_->poll(messages, 16);
+  if (n == 0) return false;
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> guard(lock_);
+    for (uint32_t i = 0; i < n; ++i) arrive_from_ring(messages[i], &actions);
+  }
+  run(actions);  // deliveries point into `messages`, alive until here
+  return true;
 }
 
 bool OfiTransport::poll_cq(Actions* actions) {
@@ -677,10 +732,10 @@ bool OfiTransport::progress(uint32_t image, uint32_t peer, bool on_app_thread) {
 
 bool OfiTransport::progress_all(uint32_t image, bool on_app_thread) {
   Actions actions;
-  bool did = false;
+  bool did = rings_ != nullptr && poll_rings();
   // Threads of every image poll here: one reads the CQ, the others move on.
   if (lock_.try_lock()) {
-    did = poll_cq(&actions);
+    did |= poll_cq(&actions);
     if (on_app_thread && !images_.empty() && queues(image).app_only_pending.load(std::memory_order_acquire)) {
       ImageQueues& q = queues(image);
       for (auto& d : q.app_only) actions.deliveries.push_back(d);
@@ -752,7 +807,9 @@ TransportStats OfiTransport::stats() const {
 
 OfiStats OfiTransport::ofi_stats() const {
   std::lock_guard<std::mutex> guard(lock_);
-  return ofi_stats_;
+  OfiStats s = ofi_stats_;
+  s.host_ring = ring_sent_.load(std::memory_order_relaxed);
+  return s;
 }
 
 }  // namespace carflow

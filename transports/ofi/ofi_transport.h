@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "transports/inproc/key_table.h"
+#include "transports/ofi/host_rings.h"
 #include "transports/transport.h"
 
 struct fid_fabric;
@@ -66,6 +67,7 @@ struct OfiStats {
   uint64_t credit_waits = 0; // sends queued for lack of credits
   uint64_t credit_msgs = 0;  // explicit CREDIT messages sent
   uint64_t mr_hits = 0, mr_misses = 0;
+  uint64_t host_ring = 0;    // small messages sent through the host rings
 };
 
 class OfiTransport final : public Transport {
@@ -87,6 +89,9 @@ class OfiTransport final : public Transport {
   uint64_t inject_bytes() const { return inject_bytes_; }
   const OfiOptions& options() const { return options_; }
 
+  // Small messages to nodes on this host go through shared-memory rings
+  // (host_rings.h) from now on. Call before the engine starts.
+  void set_host_rings(std::unique_ptr<HostRings> rings) { rings_ = std::move(rings); }
   // Every receive from, and send to, `node` completes with `status` from now
   // on (the node is lost).
   void fail_node(uint32_t node, int status);
@@ -143,6 +148,9 @@ class OfiTransport final : public Transport {
   };
 
   bool poll_cq(Actions* actions);                  // under lock_
+  bool poll_rings();                               // without lock_
+  void arrive_from_ring(const HostRings::Message& m, Actions* actions);  // under lock_
+  Unexpected* store_unexpected(const Header& h, const void* data, uint64_t data_bytes);  // under lock_
   void handle_arrival(RxBuf* rx, Actions* actions);  // under lock_
   void start_send(MsgOp* op, PeerNode& node, Actions* actions);  // under lock_, spends a credit
   void match(MsgOp* op, const Header& h, const void* data, Unexpected* block, RxBuf* rx,
@@ -194,6 +202,8 @@ class OfiTransport final : public Transport {
   uint64_t mr_clock_ = 0;
   TransportStats stats_;
   OfiStats ofi_stats_;
+  std::unique_ptr<HostRings> rings_;
+  std::atomic<uint64_t> ring_sent_{0};
 };
 
 }  // namespace carflow

@@ -440,6 +440,8 @@ typedef struct {
   uint64_t credit_msgs;   /* explicit credit returns sent */
   uint64_t mr_hits;       /* memory-registration cache hits and misses */
   uint64_t mr_misses;
+  uint64_t host_ring;     /* small messages sent through shared-memory rings
+                             (processes of one host, CF_HOST_RINGS) */
 } cf_net_stats_t;
 int cf_get_net_stats(cf_net_stats_t *out);
 
