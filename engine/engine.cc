@@ -77,7 +77,7 @@ ImageContext::ImageContext(Engine* engine_in, uint32_t image_in, uint32_t images
   all.images_per_node = team_images_per_node(engine_in->nodes(), all.members);
 }
 
-Engine::Engine(const NodeMap& map, const Config& config, Transport* remote)
+Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint32_t host_images)
     : map_(map),
       images_(map.total()),
       local_(map.local()),
@@ -91,11 +91,12 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote)
     all_images_per_node_ = team_images_per_node(map_, everyone);
   }
   const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
-  spin_count_ = local_ > cores ? config.spin_count / 64 : config.spin_count;
+  const uint32_t on_host = std::max(host_images, local_);
+  spin_count_ = on_host > cores ? config.spin_count / 64 : config.spin_count;
   // Boxes pay off when every image has a core to poll on; when image threads
   // outnumber cores, senders matching for descheduled receivers (the
   // mailbox path) keeps work moving and is faster (README, Performance).
-  const uint64_t fastbox = local_ <= cores ? config.inproc_fastbox_bytes : 0;
+  const uint64_t fastbox = on_host <= cores ? config.inproc_fastbox_bytes : 0;
   transport_ = std::make_unique<InprocTransport>(local_, config.inproc_eager_bytes, fastbox, this, base_);
   for (uint32_t i = 0; i < local_; ++i) {
     images_ctx_.push_back(std::make_unique<ImageContext>(this, base_ + i, images_));
@@ -187,6 +188,7 @@ void Engine::wake(ImageContext& img) {
   if (img.wake_fd >= 0) {
     const uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(img.wake_fd, &one, sizeof one);
+    remote_->wake_waiters();
   }
   std::lock_guard<std::mutex> lock(img.sleep_mutex);
   img.sleep_cv.notify_all();

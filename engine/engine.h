@@ -150,7 +150,10 @@ class Engine final : public TransportHooks {
   // The images of this node (map.local() of them, numbered from map.base()).
   // remote: the transport to other nodes' images (not owned; nullptr when
   // there is one node); it must outlive the engine.
-  Engine(const NodeMap& map, const Config& config, Transport* remote = nullptr);
+  // host_images: images of every process on this host (0 = this node's),
+  // to tell when image threads outnumber the cores.
+  Engine(const NodeMap& map, const Config& config, Transport* remote = nullptr,
+         uint32_t host_images = 0);
   Engine(uint32_t images, const Config& config) : Engine(NodeMap::single(images), config) {}
   ~Engine() override;
 

@@ -76,6 +76,7 @@ int Runtime::init(std::string* error) {
   }
   node_ = 0;
   nodes_ = 1;
+  same_host_.clear();
   {
     std::lock_guard<std::mutex> lost_lock(lost_mutex_);
     lost_.clear();
@@ -108,10 +109,12 @@ int Runtime::connect_nodes(std::string* error) {
   const std::string mine = host_identity();
   if (!boot_->put("host." + me, mine, error)) return kErrTransport;
   bool one_host = true;
+  same_host_.assign(nodes_, true);
   for (uint32_t n = 0; n < nodes_; ++n) {
     std::string theirs;
     if (!boot_->get("host." + std::to_string(n), &theirs, kGetTimeoutMs, error)) return kErrTransport;
-    one_host &= theirs == mine;
+    same_host_[n] = theirs == mine;
+    one_host &= same_host_[n];
   }
   std::string provider = config_.ofi_provider;
   if (provider.empty()) provider = one_host ? "shm" : "tcp;ofi_rxm";
@@ -225,7 +228,11 @@ int Runtime::finalize(std::string* error) {
 std::unique_ptr<Engine> Runtime::make_engine(const std::vector<uint32_t>& counts) {
   const NodeMap map = NodeMap::make(node_, counts);
   if (ofi_ != nullptr) ofi_->set_node_map(map);
-  auto engine = std::make_unique<Engine>(map, config_, ofi_.get());
+  uint32_t host_images = 0;
+  for (uint32_t n = 0; n < counts.size(); ++n) {
+    if (n == node_ || (n < same_host_.size() && same_host_[n])) host_images += counts[n];
+  }
+  auto engine = std::make_unique<Engine>(map, config_, ofi_.get(), host_images);
   std::lock_guard<std::mutex> lost_lock(lost_mutex_);
   if (!lost_.empty()) engine->fail_all(kErrPeerLost, lost_);
   attached_.assign(map.local(), false);

@@ -61,6 +61,7 @@ class Runtime {
   std::unique_ptr<Bootstrap> boot_;
   std::unique_ptr<OfiTransport> ofi_;
   uint32_t node_ = 0, nodes_ = 1;
+  std::vector<bool> same_host_;  // by node: on this host (same name and network namespace)
   // Taken after mutex_, and alone by the bootstrap's watcher thread (which
   // finalize joins while holding mutex_): guards lost_ and every change of
   // engine_ and ofi_.

@@ -120,6 +120,8 @@ class Transport {
   // timeout_ms; the default cannot sleep on anything and only yields.
   virtual void set_hooks(TransportHooks* hooks) { (void)hooks; }
   virtual void wait(int wake_fd, int timeout_ms) { (void)wake_fd, (void)timeout_ms; }
+  // Ends the wait() of this node's sleeping threads (the engine has news).
+  virtual void wake_waiters() {}
 };
 
 }  // namespace carflow

@@ -1,8 +1,13 @@
 #include "transports/ofi/host_rings.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <climits>
+#include <ctime>
 
 #include <cerrno>
 #include <cstring>
@@ -34,6 +39,17 @@ void* map_segment(const std::string& name, size_t bytes, bool create, std::strin
   return p;
 }
 
+// Shared (not process-private) futex operations: the word lives in a
+// segment other processes map.
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int timeout_ms) {
+  timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
 }  // namespace
 
 std::unique_ptr<HostRings> HostRings::create(uint32_t node, uint32_t nodes, std::string* name,
@@ -53,6 +69,7 @@ std::unique_ptr<HostRings> HostRings::create(uint32_t node, uint32_t nodes, std:
   }
   r->segments_.assign(nodes, nullptr);
   r->segments_[node] = mine;
+  new (r->control(node)) Control{};
   r->producers_ = std::make_unique<Producer[]>(nodes);
   r->consumers_ = std::make_unique<Consumer[]>(nodes);
   *name = r->name_;
@@ -95,10 +112,40 @@ bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey
   slot.dst = dst;
   slot.key = key;
   if (nbytes > 0) std::memcpy(slot.data, data, nbytes);
-  slot.seq.store(p.pos + 1, std::memory_order_release);
+  slot.seq.store(p.pos + 1, std::memory_order_seq_cst);
   ++p.pos;
   p.lock.unlock();
+  ring(dst_node);
   return true;
+}
+
+void HostRings::ring(uint32_t node) {
+  Control* c = control(node);
+  // Dekker with wait(): we published the message (seq_cst), then look for
+  // sleepers; a sleeper announces itself, then looks for messages.
+  if (c->sleepers.load(std::memory_order_seq_cst) == 0) return;
+  c->doorbell.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake(&c->doorbell);
+}
+
+bool HostRings::pending() const {
+  void* mine = segments_[node_];
+  for (uint32_t src = 0; src < nodes_; ++src) {
+    if (src == node_) continue;
+    // pos is read without the consumer lock: a stale value only makes the
+    // answer conservative (a slot already taken still reads as full).
+    const uint32_t pos = consumers_[src].pos.load(std::memory_order_relaxed);
+    if (ring(mine, src)[pos % kSlots].seq.load(std::memory_order_seq_cst) == pos + 1) return true;
+  }
+  return false;
+}
+
+void HostRings::wait(int timeout_ms) {
+  Control* c = control(node_);
+  const uint32_t seen = c->doorbell.load(std::memory_order_seq_cst);
+  c->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (!pending()) futex_wait(&c->doorbell, seen, timeout_ms);
+  c->sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 uint32_t HostRings::poll(Message* out, uint32_t max) {
@@ -109,20 +156,23 @@ uint32_t HostRings::poll(Message* out, uint32_t max) {
     Consumer& c = consumers_[src];
     Slot* slots = ring(mine, src);
     // Cheap look before the lock: most polls find nothing.
-    if (slots[c.pos % kSlots].seq.load(std::memory_order_acquire) != c.pos + 1) continue;
+    const uint32_t peek = c.pos.load(std::memory_order_relaxed);
+    if (slots[peek % kSlots].seq.load(std::memory_order_acquire) != peek + 1) continue;
     if (!c.lock.try_lock()) continue;
+    uint32_t pos = c.pos.load(std::memory_order_relaxed);
     while (taken < max) {
-      Slot& slot = slots[c.pos % kSlots];
-      if (slot.seq.load(std::memory_order_acquire) != c.pos + 1) break;
+      Slot& slot = slots[pos % kSlots];
+      if (slot.seq.load(std::memory_order_acquire) != pos + 1) break;
       Message& m = out[taken++];
       m.src = slot.src;
       m.dst = slot.dst;
       m.key = slot.key;
       m.nbytes = slot.nbytes <= kPayload ? slot.nbytes : kPayload;
       if (m.nbytes > 0) std::memcpy(m.data, slot.data, m.nbytes);
-      slot.seq.store(c.pos + kSlots, std::memory_order_release);
-      ++c.pos;
+      slot.seq.store(pos + kSlots, std::memory_order_release);
+      ++pos;
     }
+    c.pos.store(pos, std::memory_order_relaxed);
     c.lock.unlock();
   }
   return taken;

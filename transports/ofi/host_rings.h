@@ -50,6 +50,12 @@ class HostRings {
             uint64_t nbytes);
   // Takes up to `max` waiting messages into out[]; returns how many.
   uint32_t poll(Message* out, uint32_t max);
+  // Sleeps until a message is pushed to this node, wake() is called, or
+  // timeout_ms passes: a futex on this node's doorbell word in shared
+  // memory, rung by senders that see a sleeper.
+  void wait(int timeout_ms);
+  // Rings this node's doorbell (local news for a sleeping image thread).
+  void wake() { ring(node_); }
 
  private:
   struct alignas(64) Slot {
@@ -60,7 +66,20 @@ class HostRings {
     char data[kPayload];
   };
   static_assert(sizeof(Slot) == 128, "a slot is two cache lines");
-  static size_t segment_bytes(uint32_t nodes) { return size_t{nodes} * kSlots * sizeof(Slot); }
+  // After the rings: the node's doorbell (a futex word) and its sleepers.
+  struct alignas(64) Control {
+    std::atomic<uint32_t> doorbell;
+    std::atomic<uint32_t> sleepers;
+  };
+  static size_t segment_bytes(uint32_t nodes) {
+    return size_t{nodes} * kSlots * sizeof(Slot) + sizeof(Control);
+  }
+  Control* control(uint32_t node) const {
+    return reinterpret_cast<Control*>(static_cast<char*>(segments_[node]) +
+                                      size_t{nodes_} * kSlots * sizeof(Slot));
+  }
+  void ring(uint32_t node);  // wakes `node`'s sleepers, if any
+  bool pending() const;      // a message waits in one of this node's rings
   Slot* ring(void* segment, uint32_t src_node) const {
     return static_cast<Slot*>(segment) + size_t{src_node} * kSlots;
   }
@@ -78,7 +97,7 @@ class HostRings {
   // Consumer side (this process), per source node.
   struct alignas(64) Consumer {
     SpinLock lock;  // try_lock: one draining thread at a time
-    uint32_t pos = 0;
+    std::atomic<uint32_t> pos{0};  // written under lock; read without it by pending()
   };
   std::unique_ptr<Consumer[]> consumers_;
 };

@@ -109,6 +109,9 @@ class OfiTransport final : public Transport {
   OfiStats ofi_stats() const;
   void set_hooks(TransportHooks* hooks) override;
   void wait(int wake_fd, int timeout_ms) override;
+  void wake_waiters() override {
+    if (rings_ != nullptr) rings_->wake();
+  }
 
   struct Header;
   struct RxBuf;
