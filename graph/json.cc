@@ -358,7 +358,7 @@ bool GraphReader::read_spec_extras(const Json& value, const Path& at, Collective
       !read_optional_array(value, at, "perm", P, UINT32_MAX, &spec->perm) ||
       !read_optional_uint(value, at, "radix", UINT32_MAX, &spec->radix) ||
       !read_optional_uint(value, at, "window", UINT32_MAX, &spec->window) ||
-      !read_optional_uint(value, at, "images_per_node", P, &spec->images_per_node)) {
+      !read_optional_uint(value, at, "images_per_node", UINT32_MAX, &spec->images_per_node)) {
     return false;
   }
   const auto logp = value.find("logp");
