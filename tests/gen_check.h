@@ -7,10 +7,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "graph/car.h"
 #include "graph/registry.h"
 #include "graph/simulate.h"
 #include "graph/transforms.h"
@@ -317,6 +319,79 @@ inline void check_exits_wait_for_all_data(const GlobalDag& dag, const GlobalDag&
     for (uint32_t to = 0; to < dag.spec.images; ++to) {
       INFO("image ", to, "'s exit does not wait for image ", from, "'s data");
       CHECK(reached[from][to]);
+    }
+  }
+}
+
+// ---- hazards ----------------------------------------------------------------
+
+// The bytes a CAR reads and writes.
+struct Access {
+  BufferRef ref;
+  bool write;
+};
+
+inline std::vector<Access> accesses(const Car& car) {
+  switch (car.kind) {
+    case CarKind::Send: return {{car.src, false}};
+    case CarKind::Recv: return {{car.dst, true}};
+    case CarKind::RecvReduce: return {{car.src, false}, {car.dst, true}};  // src: the local operand, if any
+    case CarKind::Reduce: return {{car.src, false}, {car.src2, false}, {car.dst, true}};
+    case CarKind::Copy: return {{car.src, false}, {car.dst, true}};
+    case CarKind::Join: break;
+  }
+  return {};
+}
+
+inline bool overlap(const BufferRef& a, const BufferRef& b) {
+  if (a.space != b.space || a.space == BufferSpace::None || a.length == 0 || b.length == 0) return false;
+  if (a.space == BufferSpace::Temp && a.slot != b.slot) return false;
+  return a.offset < b.offset + b.length && b.offset < a.offset + a.length;
+}
+
+// The brief's buffer rule, checked for every pair rather than in some random
+// order: two CARs of one image that touch the same bytes, one of them
+// writing, must be ordered by the image's own dependencies (the executor
+// cannot show a race when both write the same bytes, as a leader's copies
+// and the whole result it receives later do). Also: nothing writes the
+// user source.
+inline void check_no_races(const GlobalDag& dag) {
+  for (const LocalDag& local : dag.images) {
+    const size_t C = local.cars.size(), words = (C + 63) / 64;
+    // before[c]: the CARs c transitively depends on (DagBuilder ids are
+    // topological: a CAR can only name CARs created before it).
+    std::vector<std::vector<uint64_t>> before(C, std::vector<uint64_t>(words, 0));
+    for (CarId c = 0; c < C; ++c) {
+      for (const Dep& d : local.cars[c].deps) {
+        REQUIRE(d.car < c);
+        for (size_t w = 0; w < words; ++w) before[c][w] |= before[d.car][w];
+        before[c][d.car / 64] |= uint64_t{1} << (d.car % 64);
+      }
+    }
+    auto ordered = [&](CarId a, CarId b) {  // a < b
+      return (before[b][a / 64] >> (a % 64)) & 1;
+    };
+    std::vector<std::vector<Access>> acc(C);
+    for (CarId c = 0; c < C; ++c) {
+      acc[c] = accesses(local.cars[c]);
+      for (const Access& x : acc[c]) {
+        INFO("image ", local.image, " CAR ", c);
+        CHECK_FALSE((x.write && x.ref.space == BufferSpace::UserSrc));
+      }
+    }
+    for (CarId b = 0; b < C; ++b) {
+      for (CarId a = 0; a < b; ++a) {
+        bool conflict = false;
+        for (const Access& x : acc[a]) {
+          for (const Access& y : acc[b]) conflict = conflict || ((x.write || y.write) && overlap(x.ref, y.ref));
+        }
+        if (conflict && !ordered(a, b)) {
+          FAIL_CHECK("image ", local.image, ": CARs ", a, " (", std::string(car_kind_name(local.cars[a].kind)),
+                     ") and ", b, " (", std::string(car_kind_name(local.cars[b].kind)),
+                     ") touch the same bytes unordered");
+          return;
+        }
+      }
     }
   }
 }

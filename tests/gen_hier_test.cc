@@ -84,52 +84,6 @@ std::vector<std::vector<uint32_t>> receive_peers(const GlobalDag& dag) {
   return peers;
 }
 
-// Two CARs of one image that touch the same bytes, one of them writing,
-// must be ordered by the image's own dependencies: a race the executor
-// cannot show when both write the same bytes (as a leader's copies and
-// the whole result it receives later do). Also: nothing writes user_src.
-bool overlap(const BufferRef& a, const BufferRef& b) {
-  if (a.space != b.space || a.space == BufferSpace::None || a.length == 0 || b.length == 0) return false;
-  if (a.space == BufferSpace::Temp && a.slot != b.slot) return false;
-  return a.offset < b.offset + b.length && b.offset < a.offset + a.length;
-}
-
-void check_no_races(const GlobalDag& dag) {
-  for (const LocalDag& local : dag.images) {
-    const size_t C = local.cars.size();
-    std::vector<std::vector<bool>> before(C, std::vector<bool>(C, false));  // before[b][a]: a -> b
-    std::vector<std::vector<std::pair<BufferRef, bool>>> acc(C);           // (range, writes)
-    for (CarId c = 0; c < C; ++c) {
-      const Car& car = local.cars[c];
-      for (const Dep& d : car.deps) {
-        REQUIRE(d.car < c);  // DagBuilder ids are topological
-        for (CarId a = 0; a < c; ++a) before[c][a] = before[c][a] || before[d.car][a];
-        before[c][d.car] = true;
-      }
-      if (car.kind == CarKind::Send) acc[c] = {{car.src, false}};
-      if (car.is_receive()) acc[c] = {{car.dst, true}};
-      if (car.kind == CarKind::Copy) acc[c] = {{car.src, false}, {car.dst, true}};
-      if (car.kind == CarKind::Reduce) acc[c] = {{car.src, false}, {car.src2, false}, {car.dst, true}};
-      for (const auto& [ref, writes] : acc[c]) {
-        INFO("image ", local.image, " CAR ", c);
-        CHECK_FALSE((writes && ref.space == BufferSpace::UserSrc));
-      }
-    }
-    for (CarId b = 0; b < C; ++b) {
-      for (CarId a = 0; a < b; ++a) {
-        bool conflict = false;
-        for (const auto& [x, xw] : acc[a]) {
-          for (const auto& [y, yw] : acc[b]) conflict = conflict || ((xw || yw) && overlap(x, y));
-        }
-        if (conflict && !before[b][a]) {
-          FAIL_CHECK("image ", local.image, ": CARs ", a, " and ", b, " touch the same bytes unordered");
-          return;
-        }
-      }
-    }
-  }
-}
-
 // ---- registration --------------------------------------------------------------
 
 TEST_CASE("hierarchical generators exist for four kinds, read images_per_node, and flag order and segments honestly") {
@@ -387,7 +341,7 @@ TEST_CASE("no two CARs of a hierarchical DAG touch the same bytes unordered, v f
           CollectiveSpec spec = hier_spec(kind, P, ppn, P / 3, 6);
           if (layout > 0) reference::make_variable(&spec, layout == 2);
           INFO(std::string(coll_kind_name(kind)), " P=", P, " ppn=", ppn, " layout=", layout);
-          check_no_races(testref::generate_valid(spec));
+          testref::check_no_races(testref::generate_valid(spec));
         }
       }
     }

@@ -53,76 +53,6 @@ CollectiveSpec reduce_spec(CollKind kind, const std::string& name, uint32_t P, u
   return spec;
 }
 
-// ---- hazards ----------------------------------------------------------------
-
-struct Access {
-  BufferRef ref;
-  bool write;
-};
-
-std::vector<Access> accesses(const Car& car) {
-  switch (car.kind) {
-    case CarKind::Send: return {{car.src, false}};
-    case CarKind::Recv:
-    case CarKind::RecvReduce: return {{car.dst, true}};
-    case CarKind::Reduce: return {{car.src, false}, {car.src2, false}, {car.dst, true}};
-    case CarKind::Copy: return {{car.src, false}, {car.dst, true}};
-    case CarKind::Join: break;
-  }
-  return {};
-}
-
-bool overlap(const BufferRef& a, const BufferRef& b) {
-  if (a.space != b.space || a.space == BufferSpace::None || a.length == 0 || b.length == 0) return false;
-  if (a.space == BufferSpace::Temp && a.slot != b.slot) return false;
-  return a.offset < b.offset + b.length && b.offset < a.offset + a.length;
-}
-
-// The brief's buffer rule, checked for every pair rather than in some random
-// order: two CARs of one image that touch the same bytes, one of them
-// writing, must be ordered by the image's own dependencies. Also: nothing
-// writes the user source.
-void check_no_races(const GlobalDag& dag) {
-  for (const LocalDag& local : dag.images) {
-    const size_t C = local.cars.size(), words = (C + 63) / 64;
-    // before[c]: the CARs c transitively depends on (DagBuilder ids are
-    // topological: a CAR can only name CARs created before it).
-    std::vector<std::vector<uint64_t>> before(C, std::vector<uint64_t>(words, 0));
-    for (CarId c = 0; c < C; ++c) {
-      for (const Dep& d : local.cars[c].deps) {
-        REQUIRE(d.car < c);
-        for (size_t w = 0; w < words; ++w) before[c][w] |= before[d.car][w];
-        before[c][d.car / 64] |= uint64_t{1} << (d.car % 64);
-      }
-    }
-    auto ordered = [&](CarId a, CarId b) {  // a < b
-      return (before[b][a / 64] >> (a % 64)) & 1;
-    };
-    std::vector<std::vector<Access>> acc(C);
-    for (CarId c = 0; c < C; ++c) {
-      acc[c] = accesses(local.cars[c]);
-      for (const Access& x : acc[c]) {
-        INFO("image ", local.image, " CAR ", c);
-        CHECK_FALSE((x.write && x.ref.space == BufferSpace::UserSrc));
-      }
-    }
-    for (CarId b = 0; b < C; ++b) {
-      for (CarId a = 0; a < b; ++a) {
-        bool conflict = false;
-        for (const Access& x : acc[a]) {
-          for (const Access& y : acc[b]) conflict = conflict || ((x.write || y.write) && overlap(x.ref, y.ref));
-        }
-        if (conflict && !ordered(a, b)) {
-          FAIL_CHECK("image ", local.image, ": CARs ", a, " (", std::string(car_kind_name(local.cars[a].kind)),
-                     ") and ", b, " (", std::string(car_kind_name(local.cars[b].kind)),
-                     ") touch the same bytes unordered");
-          return;
-        }
-      }
-    }
-  }
-}
-
 // ---- structure ----------------------------------------------------------------
 
 std::vector<uint64_t> sends_per_image(const GlobalDag& dag, bool bytes) {
@@ -211,7 +141,7 @@ TEST_CASE("no CAR of a reduction DAG touches bytes another CAR uses without bein
             const CollectiveSpec spec = reduce_spec(g.kind, g.name, P, root, count, 16, segment);
             INFO(std::string(coll_kind_name(g.kind)), " ", g.name, " P=", P, " root=", root, " count=", count,
                  " segment=", segment);
-            check_no_races(testref::generate_valid(spec));
+            testref::check_no_races(testref::generate_valid(spec));
           }
         }
       }

@@ -1,5 +1,6 @@
 // Ranges of blocks over a binomial subtree, shared by binomial scatter and
-// gather (graph/generators/scatter.cc, gather.cc).
+// gather (graph/generators/scatter.cc, gather.cc), and the rank-order block
+// store of gather_all's recursive doubling (gather_all.cc, hierarchical.cc).
 //
 // Terms: P, root, vr as in patterns.h. A subtree of the binomial tree is a
 // range of virtual ranks [first, end); its blocks, taken in virtual-rank order
@@ -9,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "graph/builder.h"
 #include "graph/generators/patterns.h"
@@ -63,5 +65,45 @@ inline BlockRun block_run(const BlockLayout& L, uint32_t first, uint32_t end, ui
 
 // A zero-byte message carries no buffer (graph/car.h); `ref` otherwise.
 inline BufferRef or_none(BufferRef ref) { return ref.length == 0 ? no_buffer() : ref; }
+
+// Where an image keeps a team's blocks in rank order (gather_all.cc's
+// recursive_doubling, hierarchical.cc's gather_all): user_dst itself when
+// the layout puts the non-empty blocks back to back in rank order (every
+// rank range is then one contiguous piece), otherwise a temp slot packed in
+// rank order whose blocks are COPYed to user_dst after they arrive.
+class RankOrderStore {
+ public:
+  RankOrderStore(const BlockLayout& L, uint32_t P, DagBuilder* b) : L_(L), P_(P), prefix_(P + 1, 0) {
+    for (uint32_t i = 0; i < P; ++i) prefix_[i + 1] = prefix_[i] + L.length(i);
+    in_dst_ = block_run(L, 0, P, 0, P).contiguous;
+    if (!in_dst_) slot_ = b->temp_slot(prefix_[P]);
+  }
+  bool in_dst() const { return in_dst_; }
+  // Blocks [first, end) as one buffer range (none when empty).
+  BufferRef range(uint32_t first, uint32_t end) const {
+    if (in_dst_) {
+      const BlockRun run = block_run(L_, first, end, 0, P_);
+      return or_none(user_dst(run.offset, run.bytes));
+    }
+    return or_none(temp(slot_, prefix_[first], prefix_[end] - prefix_[first]));
+  }
+  // Temp only (a no-op in user_dst): COPY the non-empty blocks [first, end)
+  // except `skip` to user_dst once `writer` has filled them.
+  void copy_out(DagBuilder* b, uint32_t first, uint32_t end, uint32_t skip, CarId writer) const {
+    if (in_dst_) return;
+    for (uint32_t i = first; i < end; ++i) {
+      if (i == skip || L_.length(i) == 0) continue;
+      b->copy(user_dst(L_.offset(i), L_.length(i)), temp(slot_, prefix_[i], L_.length(i)),
+              {after_buffer(writer)});
+    }
+  }
+
+ private:
+  const BlockLayout& L_;
+  uint32_t P_;
+  std::vector<uint64_t> prefix_;
+  bool in_dst_ = true;
+  uint32_t slot_ = 0;
+};
 
 }  // namespace carflow::patterns

@@ -32,6 +32,7 @@ namespace carflow {
 namespace {
 
 using patterns::or_none;
+using patterns::RankOrderStore;
 
 BufferRef dst_block(const BlockLayout& L, uint32_t i) { return user_dst(L.offset(i), L.length(i)); }
 BufferRef own_block(const BlockLayout& L, uint32_t image) { return user_src(0, L.length(image)); }
@@ -78,43 +79,6 @@ LocalDag ring_gather_all(const CollectiveSpec& spec, uint32_t image) {
   }
   return b.finish();
 }
-
-// Where recursive doubling keeps blocks in rank order: user_dst itself when
-// the layout puts the non-empty blocks back to back in rank order (every
-// rank range is then one contiguous piece), otherwise a temp slot packed in
-// rank order whose blocks are COPYed out as they arrive.
-class RankOrderStore {
- public:
-  RankOrderStore(const BlockLayout& L, uint32_t P, DagBuilder* b)
-      : L_(L), P_(P), prefix_(P + 1, 0) {
-    for (uint32_t i = 0; i < P; ++i) prefix_[i + 1] = prefix_[i] + L.length(i);
-    in_dst_ = patterns::block_run(L, 0, P, 0, P).contiguous;
-    if (!in_dst_) slot_ = b->temp_slot(prefix_[P]);
-  }
-  bool in_dst() const { return in_dst_; }
-  // Blocks [first, end) as one buffer range (none when empty).
-  BufferRef range(uint32_t first, uint32_t end) const {
-    if (in_dst_) {
-      const patterns::BlockRun run = patterns::block_run(L_, first, end, 0, P_);
-      return or_none(user_dst(run.offset, run.bytes));
-    }
-    return or_none(temp(slot_, prefix_[first], prefix_[end] - prefix_[first]));
-  }
-  // Temp only: COPY the non-empty blocks [first, end) except `skip` to user_dst.
-  void copy_out(DagBuilder* b, uint32_t first, uint32_t end, uint32_t skip, CarId writer) const {
-    for (uint32_t i = first; i < end; ++i) {
-      if (i == skip || L_.length(i) == 0) continue;
-      b->copy(dst_block(L_, i), temp(slot_, prefix_[i], L_.length(i)), {after_buffer(writer)});
-    }
-  }
-
- private:
-  const BlockLayout& L_;
-  uint32_t P_;
-  std::vector<uint64_t> prefix_;
-  bool in_dst_ = true;
-  uint32_t slot_ = 0;
-};
 
 // P = P' + rem: images r < 2 rem pair up; even r hands its block to r+1
 // (tag 0) and gets the whole result back at the end (tag 1 + rounds). New

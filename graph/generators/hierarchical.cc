@@ -62,6 +62,7 @@ namespace carflow {
 namespace {
 
 using patterns::or_none;
+using patterns::RankOrderStore;
 using patterns::TreeNode;
 
 // Tags of the three-phase generators (barrier, allreduce, gather_all): the
@@ -227,50 +228,10 @@ LocalDag hierarchical_allreduce(const CollectiveSpec& spec, uint32_t image) {
 
 // ---- gather_all --------------------------------------------------------------
 
-// Where an image keeps the team's blocks in rank order: user_dst itself when
-// the layout puts the non-empty blocks back to back in rank order (every
-// rank range is then one contiguous piece), otherwise a temp slot packed in
-// rank order whose blocks are COPYed to user_dst after they arrive. (The
-// same rule as recursive_doubling in gather_all.cc.)
-class RankOrderBlocks {
- public:
-  RankOrderBlocks(const BlockLayout& L, uint32_t P, DagBuilder* b) : L_(L), P_(P), prefix_(P + 1, 0) {
-    for (uint32_t i = 0; i < P; ++i) prefix_[i + 1] = prefix_[i] + L.length(i);
-    in_dst_ = patterns::block_run(L, 0, P, 0, P).contiguous;
-    if (!in_dst_) slot_ = b->temp_slot(prefix_[P]);
-  }
-  bool in_dst() const { return in_dst_; }
-  // Blocks [first, end) as one buffer range (none when empty).
-  BufferRef range(uint32_t first, uint32_t end) const {
-    if (in_dst_) {
-      const patterns::BlockRun run = patterns::block_run(L_, first, end, 0, P_);
-      return or_none(user_dst(run.offset, run.bytes));
-    }
-    return or_none(temp(slot_, prefix_[first], prefix_[end] - prefix_[first]));
-  }
-  // Temp only (a no-op in user_dst): COPY the non-empty blocks [first, end)
-  // except `skip` to user_dst once `writer` has filled them.
-  void copy_out(DagBuilder* b, uint32_t first, uint32_t end, uint32_t skip, CarId writer) const {
-    if (in_dst_) return;
-    for (uint32_t i = first; i < end; ++i) {
-      if (i == skip || L_.length(i) == 0) continue;
-      b->copy(user_dst(L_.offset(i), L_.length(i)), temp(slot_, prefix_[i], L_.length(i)),
-              {after_buffer(writer)});
-    }
-  }
-
- private:
-  const BlockLayout& L_;
-  uint32_t P_;
-  std::vector<uint64_t> prefix_;
-  bool in_dst_ = true;
-  uint32_t slot_ = 0;
-};
-
 // Recursive doubling among the leaders over node runs of blocks (as
 // recursive_doubling in gather_all.cc, nodes for images). `writers`: every
 // CAR that wrote the store so far; grows with the receives.
-void leader_gather_all(DagBuilder& b, const NodeMap& m, uint32_t k, const RankOrderBlocks& store,
+void leader_gather_all(DagBuilder& b, const NodeMap& m, uint32_t k, const RankOrderStore& store,
                        std::vector<Dep>* writers) {
   const patterns::Fold fold(m.nodes);
   const uint32_t lo = m.first(k), hi = m.end(k);
@@ -311,7 +272,7 @@ LocalDag hierarchical_gather_all(const CollectiveSpec& spec, uint32_t image) {
   const TreeNode tree = node_tree(m, image, leader);
   const BufferRef own = user_src(0, L.length(image));
   DagBuilder b(image, L.length(image), L.extent());
-  const RankOrderBlocks store(L, P, &b);
+  const RankOrderStore store(L, P, &b);
   if (image != leader) {
     b.send(leader, kFanInTag, or_none(own));
     // In user_dst the whole result includes my block as it is.
