@@ -328,7 +328,12 @@ int cf_coll_barrier(cf_team_t team, int flags) {
 
 namespace {
 std::string failure_message(ImageContext& img, int status) {
-  if (status == CF_ERR_PEER_LOST) return "the collective failed: " + img.engine->lost_what();
+  if (status == CF_ERR_PEER_LOST) {
+    const std::string what = img.engine->lost_what();
+    return "the collective failed: " +
+           (what.empty() ? std::string("a peer node was lost (the failure reached this image through the collective)")
+                         : what);
+  }
   return "the collective failed: images disagree on sizes";
 }
 }  // namespace

@@ -443,6 +443,7 @@ void Engine::execute(CarState* cs) {
   if (car.kind == CarKind::Send) {
     op.buf = inst.resolve(car.src);
     op.nbytes = car.src.length;
+    op.status = inst.status.load(std::memory_order_acquire);
     transport_for(op.peer).send(&op);
     return;
   }

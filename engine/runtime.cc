@@ -8,6 +8,7 @@
 
 #include "engine/status.h"
 #include "transports/bootstrap/bootstrap.h"
+#include "transports/bootstrap/pmix_store.h"
 #include "transports/ofi/ofi_transport.h"
 
 namespace carflow {
@@ -70,8 +71,18 @@ int Runtime::init(std::string* error) {
   }
   if (!Config::from_env(&config_, error)) return kErrBadArg;
   boot_ = Bootstrap::from_env(error);
+  if (boot_ == nullptr && error->empty()) boot_ = PmixStore::from_env(error);
   if (boot_ == nullptr && !error->empty()) {
     *error = "cf_init: " + *error;
+    return kErrTransport;
+  }
+  if (const char* pmi_size = std::getenv("PMI_SIZE");
+      boot_ == nullptr && pmi_size != nullptr && std::atoi(pmi_size) > 1) {
+    // MPICH's hydra speaks PMI-1/2, not PMIx: running on would make every
+    // process a job of its own.
+    *error = "cf_init: started by a PMI-1/2 launcher (PMI_SIZE=" + std::string(pmi_size) +
+             ", e.g. MPICH's mpirun); carflow joins jobs started by cfrun or by a PMIx launcher "
+             "(Open MPI's mpirun, srun --mpi=pmix)";
     return kErrTransport;
   }
   node_ = 0;

@@ -14,7 +14,7 @@
 
 namespace carflow {
 
-class Bootstrap;
+class JobStore;
 class OfiTransport;
 
 class Runtime {
@@ -22,9 +22,9 @@ class Runtime {
   static Runtime& get();
   ~Runtime();
 
-  // Launched by cfrun (CF_KVS in the environment) with more than one node:
-  // connects to the launcher's store, opens the libfabric endpoint, and
-  // exchanges addresses with every node.
+  // Launched by cfrun (CF_KVS in the environment) or by a PMIx launcher
+  // (mpirun, srun: PMIX_NAMESPACE) with more than one node: joins the job's
+  // store, opens the libfabric endpoint, and exchanges addresses with every node.
   int init(std::string* error);
   // Collective over nodes and quiet: waits for this node's sends to leave,
   // meets every node at a fence (CF_EXIT_TIMEOUT), says goodbye to cfrun.
@@ -58,7 +58,7 @@ class Runtime {
 
   std::mutex mutex_;
   std::atomic<bool> initialized_{false};
-  std::unique_ptr<Bootstrap> boot_;
+  std::unique_ptr<JobStore> boot_;  // cfrun's store, or PMIx; nullptr = one node
   std::unique_ptr<OfiTransport> ofi_;
   uint32_t node_ = 0, nodes_ = 1;
   std::vector<bool> same_host_;  // by node: on this host (same name and network namespace)

@@ -28,8 +28,8 @@ struct Run {
   std::string output;  // stdout and stderr, interleaved
 };
 
-Run run(const std::string& env, const std::string& args) {
-  const std::string command = env + " " + g_cfrun + " --timeout 200 " + args + " 2>&1";
+// Runs a shell command, stdout and stderr together.
+Run capture(const std::string& command) {
   Run r;
   FILE* pipe = popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -39,6 +39,11 @@ Run run(const std::string& env, const std::string& args) {
   const int raw = pclose(pipe);
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   return r;
+}
+
+// Runs mp_collectives (in args) under cfrun with a time limit.
+Run run(const std::string& env, const std::string& args) {
+  return capture(env + " " + g_cfrun + " --timeout 200 " + args + " 2>&1");
 }
 
 // The summary lines of mp_collectives, one per process.
@@ -140,6 +145,28 @@ TEST_CASE("CF_PROGRESS=block keeps processes waiting on a late peer off the CPU"
     CHECK(wall > 1.4);        // it did wait for the late peer
     CHECK(cpu < 0.5 * wall);  // and slept meanwhile
   }
+}
+
+TEST_CASE("under Open MPI's mpirun, cf_init joins the job through PMIx (no carflow launcher)") {
+  if (std::system("command -v mpirun.openmpi >/dev/null 2>&1") != 0) {
+    MESSAGE("skipped: mpirun.openmpi is not installed (Debian openmpi-bin)");
+    return;
+  }
+  const Run r = capture("CF_IMAGES=2 timeout 200 mpirun.openmpi --allow-run-as-root --oversubscribe -np 3 -x CF_IMAGES " +
+                        g_program + " 2>&1");
+  expect_all_verified(r, 3, 150);
+  for (const auto& m : summaries(r.output)) CHECK(m[3].str() == "3");  // one job of 3 nodes
+}
+
+TEST_CASE("under a PMI-1 launcher (MPICH's mpirun) cf_init refuses with a clear error") {
+  if (std::system("command -v mpirun.mpich >/dev/null 2>&1") != 0) {
+    MESSAGE("skipped: mpirun.mpich is not installed");
+    return;
+  }
+  const Run r = capture("timeout 100 mpirun.mpich -np 2 " + g_program + " 2>&1");
+  INFO(r.output);
+  CHECK(r.status != 0);
+  CHECK(r.output.find("PMI-1/2 launcher") != std::string::npos);
 }
 
 TEST_CASE("three network namespaces on a bridge: one process each over tcp;ofi_rxm") {

@@ -72,6 +72,10 @@ struct MsgOp {
   Deliver deliver;           // receives only
   MsgCompletion on_complete = nullptr;
   void* owner = nullptr;     // the caller's context for on_complete
+  // Sends: the sender's collective has already failed with this status (a
+  // lost peer upstream); the receive completes with it instead of data, so
+  // a failure travels along the DAG's message edges like data does.
+  int status = 0;
 
   // Transport-private state (intrusive queues, matched partner).
   MsgOp* next = nullptr;

@@ -55,6 +55,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "transports/bootstrap/job_store.h"
+
 namespace carflow {
 
 // The parts of the protocol that cfrun and Bootstrap share.
@@ -67,10 +69,8 @@ std::string encode_words(std::string_view words);
 std::string decode_words(std::string_view token);
 }  // namespace bootstrap_protocol
 
-class Bootstrap {
+class Bootstrap final : public JobStore {
  public:
-  using LostCallback = std::function<void(uint32_t rank, const std::string& how)>;
-  static constexpr uint32_t kLauncherRank = UINT32_MAX;  // on_lost's rank for "launcher gone"
 
   // Returns nullptr and leaves *error empty when CF_KVS is not set (not
   // launched by cfrun); nullptr with *error naming the variable and the rule
@@ -83,22 +83,22 @@ class Bootstrap {
                                             std::string* error);
   // Closes the connection and joins the reader thread. Must not be called
   // from inside on_lost.
-  ~Bootstrap();
+  ~Bootstrap() override;
   Bootstrap(const Bootstrap&) = delete;
   Bootstrap& operator=(const Bootstrap&) = delete;
 
-  uint32_t rank() const { return rank_; }
-  uint32_t nodes() const { return nodes_; }
-  uint32_t images_per_node() const { return images_per_node_; }  // CF_IMAGES, 0 when not given
+  uint32_t rank() const override { return rank_; }
+  uint32_t nodes() const override { return nodes_; }
+  uint32_t images_per_node() const override { return images_per_node_; }  // CF_IMAGES, 0 when not given
 
   // timeout_ms < 0 waits without limit. Errors name the key and the cause
   // (timeout, key or value not a token, launcher answered ERR, connection
   // closed). A get/fence that timed out stays counted by the launcher: its
   // late reply is dropped, and a timed-out fence still joined its round.
-  bool put(const std::string& key, const std::string& value, std::string* error);
-  bool get(const std::string& key, std::string* value, int timeout_ms, std::string* error);
-  bool fence(int timeout_ms, std::string* error);  // all ranks
-  bool bye(std::string* error);                    // idempotent; waits for the launcher's OK
+  bool put(const std::string& key, const std::string& value, std::string* error) override;
+  bool get(const std::string& key, std::string* value, int timeout_ms, std::string* error) override;
+  bool fence(int timeout_ms, std::string* error) override;  // all ranks
+  bool bye(std::string* error) override;  // idempotent; waits for the launcher's OK
 
   // Calls on_lost(rank, how) on the reader thread for each LOST notice
   // (how as cfrun printed it, e.g. "was killed by signal 9 (Killed)"), and
@@ -106,7 +106,7 @@ class Bootstrap {
   // away before bye(). Notices that arrived before watch() are delivered by
   // the reader thread right after. on_lost must not call this Bootstrap's
   // methods that wait (put/get/fence/bye) nor destroy it. Call once.
-  void watch(LostCallback on_lost);
+  void watch(LostCallback on_lost) override;
 
  private:
   struct Reply {

@@ -87,7 +87,7 @@ void InprocTransport::push_pull(uint32_t image, MsgOp* recv_op) {
 }
 
 void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, const void* data,
-                             uint64_t nbytes, MsgOp* send_op) {
+                             uint64_t nbytes, MsgOp* send_op, int status) {
   Mailbox& mb = mailbox(image);
   const bool small = nbytes <= eager_bytes_;
   mb.lock.lock();
@@ -104,9 +104,9 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
     if (posted->nbytes != nbytes) {
       posted->on_complete(posted, kMismatch);
       if (send_op != nullptr) send_op->on_complete(send_op, kMismatch);
-    } else if (direct) {
-      deliver(posted, data);
-      posted->on_complete(posted, 0);
+    } else if (direct || status != 0) {
+      if (status == 0) deliver(posted, data);
+      posted->on_complete(posted, status);
       if (send_op != nullptr) send_op->on_complete(send_op, 0);
     } else {
       posted->matched = send_op;
@@ -121,6 +121,7 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
   u->key = key;
   u->nbytes = nbytes;
   u->send = small ? nullptr : send_op;
+  u->status = status;
   if (small && nbytes > 0) std::memcpy(u->data(), data, nbytes);
   mb.unexpected.insert(u);
   mb.lock.unlock();
@@ -134,6 +135,7 @@ bool InprocTransport::try_fastbox(MsgOp* op) {
   FastBox& box = mb.boxes[op->self - base_];
   if (box.state.load(std::memory_order_acquire) != FastBox::kEmpty) return false;
   box.nbytes = static_cast<uint32_t>(op->nbytes);
+  box.status = op->status;
   box.key = op->key;
   if (op->nbytes > 0) std::memcpy(box.data, op->buf, op->nbytes);
   box.state.store(FastBox::kFull, std::memory_order_seq_cst);
@@ -161,16 +163,17 @@ bool InprocTransport::take_fastbox(uint32_t image, uint32_t src) {
   // Copy out and free the box first: the sender may refill it while we match.
   char data[kFastboxBytes];
   const uint32_t nbytes = box.nbytes;
+  const int status = box.status;
   const MsgKey key = box.key;
   if (nbytes > 0) std::memcpy(data, box.data, nbytes);
   box.state.store(FastBox::kEmpty, std::memory_order_release);
-  arrive(image, src, key, data, nbytes, nullptr);
+  arrive(image, src, key, data, nbytes, nullptr, status);
   return true;
 }
 
 void InprocTransport::send(MsgOp* op) {
   if (fastbox_bytes_ > 0 && try_fastbox(op)) return;
-  arrive(op->peer, op->self, op->key, op->buf, op->nbytes, op);
+  arrive(op->peer, op->self, op->key, op->buf, op->nbytes, op, op->status);
 }
 
 void InprocTransport::set_polling(uint32_t image, bool on) {
@@ -203,19 +206,20 @@ void InprocTransport::recv(MsgOp* op) {
       sender->on_complete(sender, kMismatch);
       return;
     }
-    if (op->deliver.app_thread_only && !tls_on_app_thread) {
+    if (op->deliver.app_thread_only && !tls_on_app_thread && sender->status == 0) {
       op->matched = sender;
       push_pull(op->self, op);
       return;
     }
-    deliver(op, sender->buf);
-    op->on_complete(op, 0);
+    const int failed = sender->status;
+    if (failed == 0) deliver(op, sender->buf);
+    op->on_complete(op, failed);
     sender->on_complete(sender, 0);
     return;
   }
   mb.lock.unlock();
   // Eager data: the block is ours until we return it to the pool.
-  const int status = u->nbytes == op->nbytes ? 0 : kMismatch;
+  const int status = u->status != 0 ? u->status : u->nbytes == op->nbytes ? 0 : kMismatch;
   if (status == 0) deliver(op, u->data());
   mb.lock.lock();
   free_block(mb, u);
@@ -241,8 +245,9 @@ bool InprocTransport::progress(uint32_t image, uint32_t peer, bool on_app_thread
     if (op == nullptr) return did;
     MsgOp* sender = op->matched;
     op->matched = nullptr;
-    deliver(op, sender->buf);
-    op->on_complete(op, 0);
+    const int failed = sender->status;
+    if (failed == 0) deliver(op, sender->buf);
+    op->on_complete(op, failed);
     sender->on_complete(sender, 0);
     did = true;
   }

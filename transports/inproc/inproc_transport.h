@@ -58,6 +58,7 @@ class InprocTransport final : public Transport {
     MsgKey key;
     uint64_t nbytes = 0;
     MsgOp* send = nullptr;      // single-copy descriptor; nullptr = eager data follows
+    int status = 0;             // the sender's failure, passed on (MsgOp::status)
     Unexpected* next = nullptr;
     char* data() { return reinterpret_cast<char*>(this + 1); }
   };
@@ -71,6 +72,7 @@ class InprocTransport final : public Transport {
     enum : uint32_t { kEmpty = 0, kFull = 1, kTaking = 2 };
     std::atomic<uint32_t> state{kEmpty};
     uint32_t nbytes = 0;
+    int32_t status = 0;  // the sender's failure, passed on (MsgOp::status)
     MsgKey key;
     char data[kFastboxBytes];
     std::atomic<uint64_t> handed{0};  // written by the one sender only
@@ -101,7 +103,7 @@ class InprocTransport final : public Transport {
   // completed already and `data` is a copy). Returns after calling every
   // completion it owes.
   void arrive(uint32_t image, uint32_t src, const MsgKey& key, const void* data, uint64_t nbytes,
-              MsgOp* send_op);
+              MsgOp* send_op, int status);
   bool try_fastbox(MsgOp* op);
   bool take_fastbox(uint32_t image, uint32_t src);
 

@@ -98,7 +98,7 @@ void HostRings::unlink() {
 }
 
 bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key,
-                     const void* data, uint64_t nbytes) {
+                     const void* data, uint64_t nbytes, int status) {
   if (nbytes > kPayload || segments_[dst_node] == nullptr) return false;
   Producer& p = producers_[dst_node];
   p.lock.lock();
@@ -111,6 +111,7 @@ bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey
   slot.src = src;
   slot.dst = dst;
   slot.key = key;
+  slot.status = status;
   if (nbytes > 0) std::memcpy(slot.data, data, nbytes);
   slot.seq.store(p.pos + 1, std::memory_order_seq_cst);
   ++p.pos;
@@ -167,6 +168,7 @@ uint32_t HostRings::poll(Message* out, uint32_t max) {
       m.src = slot.src;
       m.dst = slot.dst;
       m.key = slot.key;
+      m.status = slot.status;
       m.nbytes = slot.nbytes <= kPayload ? slot.nbytes : kPayload;
       if (m.nbytes > 0) std::memcpy(m.data, slot.data, m.nbytes);
       slot.seq.store(pos + kSlots, std::memory_order_release);

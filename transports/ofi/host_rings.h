@@ -33,6 +33,7 @@ class HostRings {
     uint32_t src = 0, dst = 0;  // images
     MsgKey key;
     uint32_t nbytes = 0;
+    int32_t status = 0;  // the sender's failure (MsgOp::status)
     char data[kPayload];
   };
 
@@ -47,7 +48,7 @@ class HostRings {
 
   // Queues a message for `dst_node`; false when it does not fit or the ring is full.
   bool push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key, const void* data,
-            uint64_t nbytes);
+            uint64_t nbytes, int status);
   // Takes up to `max` waiting messages into out[]; returns how many.
   uint32_t poll(Message* out, uint32_t max);
   // Sleeps until a message is pushed to this node, wake() is called, or
@@ -63,6 +64,7 @@ class HostRings {
     uint32_t nbytes;
     uint32_t src, dst;
     MsgKey key;
+    int32_t status;
     char data[kPayload];
   };
   static_assert(sizeof(Slot) == 128, "a slot is two cache lines");

@@ -41,7 +41,8 @@ struct OfiCtx {
 
 struct OfiTransport::Header {
   uint8_t type = 0;
-  uint8_t pad[3] = {};
+  int8_t status = 0;  // eager / RTS: the sender's failure, passed on (MsgOp::status)
+  uint8_t pad[2] = {};
   uint32_t credits = 0;   // credits returned to the receiver of this header
   uint32_t src_node = 0;
   uint32_t src = 0, dst = 0;  // images
@@ -364,6 +365,7 @@ void OfiTransport::start_send(MsgOp* op, PeerNode& node, Actions* actions) {
   h.dst = op->peer;
   h.key = op->key;
   h.nbytes = op->nbytes;
+  h.status = static_cast<int8_t>(op->status);
   stats_.messages++;
   stats_.bytes += op->nbytes;
   if (op->nbytes <= options_.eager_bytes) {
@@ -397,7 +399,7 @@ void OfiTransport::start_send(MsgOp* op, PeerNode& node, Actions* actions) {
 
 void OfiTransport::send(MsgOp* op) {
   if (rings_ != nullptr && op->nbytes <= HostRings::kPayload &&
-      rings_->push(map_.node_of(op->peer), op->self, op->peer, op->key, op->buf, op->nbytes)) {
+      rings_->push(map_.node_of(op->peer), op->self, op->peer, op->key, op->buf, op->nbytes, op->status)) {
     ring_sent_.fetch_add(1, std::memory_order_relaxed);
     op->on_complete(op, 0);
     return;
@@ -443,13 +445,15 @@ void OfiTransport::recv(MsgOp* op) {
 // the read.
 void OfiTransport::match(MsgOp* op, const Header& h, const void* data, Unexpected* block, RxBuf* rx,
                          Actions* actions) {
-  if (h.nbytes != op->nbytes) {
-    actions->deliveries.push_back({op, nullptr, block, rx, kMismatch, nullptr});
+  if (h.nbytes != op->nbytes || h.status != 0) {
+    // A mismatch, or the sender's collective failed: no data, the status.
+    const int status = h.status != 0 ? h.status : kMismatch;
+    actions->deliveries.push_back({op, nullptr, block, rx, status, nullptr});
     if (h.type == kRts) {
       Header fin;
       fin.type = kFin;
       fin.cookie = h.cookie;
-      fin.addr = static_cast<uint64_t>(static_cast<int64_t>(kMismatch));
+      fin.addr = static_cast<uint64_t>(static_cast<int64_t>(h.status != 0 ? 0 : kMismatch));
       post_header(peers_[h.src_node], fin, nullptr, 0, actions);
     }
     return;
@@ -582,11 +586,12 @@ void OfiTransport::arrive_from_ring(const HostRings::Message& m, Actions* action
     h.dst = m.dst;
     h.key = m.key;
     h.nbytes = m.nbytes;
+    h.status = static_cast<int8_t>(m.status);
     store_unexpected(h, m.data, m.nbytes);
     return;
   }
   stats_.direct++;
-  const int status = posted->nbytes == m.nbytes ? 0 : kMismatch;
+  const int status = m.status != 0 ? m.status : posted->nbytes == m.nbytes ? 0 : kMismatch;
   actions->deliveries.push_back({posted, status == 0 ? m.data : nullptr, nullptr, nullptr, status, nullptr});
 }
 

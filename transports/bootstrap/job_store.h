@@ -1,0 +1,30 @@
+// What the runtime needs from whatever started the job: this process's rank
+// among the nodes, a key-value exchange for endpoint addresses, fences, a
+// goodbye, and notices of lost peers. Two implementations: cfrun's store
+// (bootstrap.h) and PMIx under mpirun / srun (pmix_store.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace carflow {
+
+class JobStore {
+ public:
+  using LostCallback = std::function<void(uint32_t rank, const std::string& how)>;
+  static constexpr uint32_t kLauncherRank = UINT32_MAX;  // on_lost's rank for "launcher gone"
+
+  virtual ~JobStore() = default;
+  virtual uint32_t rank() const = 0;
+  virtual uint32_t nodes() const = 0;
+  virtual uint32_t images_per_node() const = 0;  // CF_IMAGES, 0 when not given
+  // Keys this runtime uses end in ".<rank>" of the node that puts them.
+  virtual bool put(const std::string& key, const std::string& value, std::string* error) = 0;
+  virtual bool get(const std::string& key, std::string* value, int timeout_ms, std::string* error) = 0;
+  virtual bool fence(int timeout_ms, std::string* error) = 0;  // all ranks
+  virtual bool bye(std::string* error) = 0;                    // the job may end cleanly
+  virtual void watch(LostCallback on_lost) = 0;
+};
+
+}  // namespace carflow
