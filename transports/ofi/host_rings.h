@@ -4,7 +4,7 @@
 //
 // Every node owns one segment (POSIX shm) holding one ring per source node;
 // a ring is a bounded single-producer single-consumer queue of kSlots slots
-// of 128 bytes (Vyukov's sequence protocol: a slot is free for the producer
+// of 1088 bytes (Vyukov's sequence protocol: a slot is free for the producer
 // at position p when its seq is p, full for the consumer when it is p + 1).
 // The image threads of a sending process share a ring through a spin lock;
 // the threads of the receiving process take turns draining it (try-lock).
@@ -26,8 +26,12 @@ namespace carflow {
 
 class HostRings {
  public:
-  static constexpr uint32_t kSlots = 64;
-  static constexpr uint32_t kPayload = 96;  // bytes of data per message
+  // 256 slots absorb a root that runs ahead of its receivers (64 did not:
+  // the overflow to libfabric cost 2-6 us a message); 1 KiB payloads cover
+  // the small-message range (a slot is 17 cache lines, only those holding
+  // data are touched).
+  static constexpr uint32_t kSlots = 256;
+  static constexpr uint32_t kPayload = 1056;  // bytes of data per message
 
   struct Message {
     uint32_t src = 0, dst = 0;  // images
@@ -67,7 +71,7 @@ class HostRings {
     int32_t status;
     char data[kPayload];
   };
-  static_assert(sizeof(Slot) == 128, "a slot is two cache lines");
+  static_assert(sizeof(Slot) % 64 == 0, "slots are whole cache lines");
   // After the rings: the node's doorbell (a futex word) and its sleepers.
   struct alignas(64) Control {
     std::atomic<uint32_t> doorbell;

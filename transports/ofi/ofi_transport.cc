@@ -22,7 +22,10 @@ namespace {
 constexpr int kMismatch = -7;   // CF_ERR_MISMATCH
 constexpr int kTransport = -4;  // CF_ERR_TRANSPORT
 constexpr uint64_t kTag = 0xCF;  // every carflow message; keys are matched in software
-constexpr uint64_t kSmallBlock = 256;  // unexpected blocks up to this much data are pooled
+// Unexpected blocks come in two pooled sizes: small, and the largest eager
+// message (a root running ahead of its receivers files thousands).
+constexpr uint64_t kSmallBlock = 256;
+constexpr int kRingRetries = 256;  // pushes tried on a full host ring before libfabric
 
 enum : uint8_t { kEager = 1, kRts = 2, kFin = 3, kCredit = 4 };
 enum class CtxKind : uint8_t { Rx, Tx, Read };
@@ -179,6 +182,7 @@ OfiTransport::~OfiTransport() {
   if (domain_ != nullptr) fi_close(&domain_->fid);
   if (fabric_ != nullptr) fi_close(&fabric_->fid);
   if (info_ != nullptr) fi_freeinfo(info_);
+  for (Unexpected* u : free_large_blocks_) free_blocks_.push_back(u);
   for (Unexpected* u : free_blocks_) {
     u->~Unexpected();
     std::free(u);
@@ -398,11 +402,20 @@ void OfiTransport::start_send(MsgOp* op, PeerNode& node, Actions* actions) {
 }
 
 void OfiTransport::send(MsgOp* op) {
-  if (rings_ != nullptr && op->nbytes <= HostRings::kPayload &&
-      rings_->push(map_.node_of(op->peer), op->self, op->peer, op->key, op->buf, op->nbytes, op->status)) {
-    ring_sent_.fetch_add(1, std::memory_order_relaxed);
-    op->on_complete(op, 0);
-    return;
+  if (rings_ != nullptr && op->nbytes <= HostRings::kPayload) {
+    // A full ring means the receiver is 256 messages behind (a root running
+    // ahead): wait a little for it to catch up, which paces the sender,
+    // before the slower libfabric path takes the message.
+    const uint32_t dst_node = map_.node_of(op->peer);
+    for (int attempt = 0; attempt < kRingRetries; ++attempt) {
+      if (rings_->push(dst_node, op->self, op->peer, op->key, op->buf, op->nbytes, op->status)) {
+        ring_sent_.fetch_add(1, std::memory_order_relaxed);
+        op->on_complete(op, 0);
+        return;
+      }
+      if (attempt % 16 == 15) std::this_thread::yield();
+    }
+    ring_spills_.fetch_add(1, std::memory_order_relaxed);
   }
   Actions actions;
   {
@@ -554,11 +567,12 @@ OfiTransport::Unexpected* OfiTransport::store_unexpected(const Header& h, const 
   stats_.unexpected++;
   ofi_stats_.unexpected++;
   Unexpected* u = nullptr;
-  if (data_bytes <= kSmallBlock && !free_blocks_.empty()) {
-    u = free_blocks_.back();
-    free_blocks_.pop_back();
+  std::vector<Unexpected*>& pool = data_bytes <= kSmallBlock ? free_blocks_ : free_large_blocks_;
+  if (data_bytes <= std::max(kSmallBlock, options_.eager_bytes) && !pool.empty()) {
+    u = pool.back();
+    pool.pop_back();
   } else {
-    const uint64_t capacity = std::max(data_bytes, kSmallBlock);
+    const uint64_t capacity = data_bytes <= kSmallBlock ? kSmallBlock : std::max(data_bytes, options_.eager_bytes);
     void* raw = std::malloc(sizeof(Unexpected) + capacity);
     if (raw == nullptr) throw std::bad_alloc();
     u = new (raw) Unexpected();
@@ -700,8 +714,10 @@ void OfiTransport::run(Actions& actions) {
       if (l.block != nullptr) {
         unexpected_held_ -= sizeof(Unexpected) + l.block->capacity;
         if (l.block->credit_held) returned_credit(l.block->h.src_node, &more);
-        if (l.block->capacity <= kSmallBlock) {
+        if (l.block->capacity == kSmallBlock) {
           free_blocks_.push_back(l.block);
+        } else if (l.block->capacity == std::max(kSmallBlock, options_.eager_bytes)) {
+          free_large_blocks_.push_back(l.block);
         } else {
           l.block->~Unexpected();
           std::free(l.block);
@@ -820,6 +836,7 @@ OfiStats OfiTransport::ofi_stats() const {
   std::lock_guard<std::mutex> guard(lock_);
   OfiStats s = ofi_stats_;
   s.host_ring = ring_sent_.load(std::memory_order_relaxed);
+  s.ring_spills = ring_spills_.load(std::memory_order_relaxed);
   return s;
 }
 

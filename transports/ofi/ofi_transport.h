@@ -68,6 +68,7 @@ struct OfiStats {
   uint64_t credit_msgs = 0;  // explicit CREDIT messages sent
   uint64_t mr_hits = 0, mr_misses = 0;
   uint64_t host_ring = 0;    // small messages sent through the host rings
+  uint64_t ring_spills = 0;  // ... that found the ring full and took libfabric
 };
 
 class OfiTransport final : public Transport {
@@ -192,7 +193,8 @@ class OfiTransport final : public Transport {
   std::vector<std::unique_ptr<RxBuf>> rx_bufs_;
   std::vector<TxBuf*> free_tx_;
   std::vector<std::unique_ptr<TxBuf>> tx_bufs_;
-  std::vector<Unexpected*> free_blocks_;
+  std::vector<Unexpected*> free_blocks_;        // capacity kSmallBlock
+  std::vector<Unexpected*> free_large_blocks_;  // capacity eager_bytes
   uint64_t unexpected_held_ = 0;   // bytes in unexpected blocks
   uint64_t sends_in_flight_ = 0;   // pooled sends and RTS not yet finished
   struct MrEntry {
@@ -207,6 +209,7 @@ class OfiTransport final : public Transport {
   OfiStats ofi_stats_;
   std::unique_ptr<HostRings> rings_;
   std::atomic<uint64_t> ring_sent_{0};
+  std::atomic<uint64_t> ring_spills_{0};
 };
 
 }  // namespace carflow

@@ -442,6 +442,8 @@ typedef struct {
   uint64_t mr_misses;
   uint64_t host_ring;     /* small messages sent through shared-memory rings
                              (processes of one host, CF_HOST_RINGS) */
+  uint64_t ring_spills;   /* small messages that found the ring full and went
+                             through libfabric */
 } cf_net_stats_t;
 int cf_get_net_stats(cf_net_stats_t *out);
 
