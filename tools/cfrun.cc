@@ -21,6 +21,7 @@
 // processes (128+S for a death by signal S); else 1 if a process exited 0
 // without BYE (the job failed although no status says so); else 0.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -801,9 +802,24 @@ void Launcher::forward_output(Child& c, bool is_err, bool closing) {
   }
 }
 
+// libfabric's shm provider names its region /dev/shm/<pid>:<ep>:<n>; a
+// process that dies without closing its endpoint leaves it behind, and a
+// later process reusing the pid then cannot open one (EBUSY). The launcher
+// knows which pids were its children: it clears theirs once they are gone.
+void remove_shm_regions(pid_t pid) {
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return;
+  const std::string prefix = std::to_string(pid) + ":";
+  while (const dirent* e = ::readdir(dir)) {
+    if (std::string_view(e->d_name).starts_with(prefix)) ::unlinkat(::dirfd(dir), e->d_name, 0);
+  }
+  ::closedir(dir);
+}
+
 void Launcher::child_exited(Child& c, int status) {
   c.running = false;
   --running_;
+  remove_shm_regions(c.pid);
   forward_output(c, false, false);  // its last words come before the verdict
   forward_output(c, true, false);
   std::string how;
