@@ -12,6 +12,7 @@
 //   exit3  node 1 calls exit(3) instead; the same is expected.
 //   flood  every image but 0 starts 10000 / (P-1) small gathers to image 0
 //          before image 0 posts any (they arrive unexpected), then all sync.
+//   reruns 30 runs of images back to back, 50 allreduces each.
 //   late   node 1 computes for a while before its broadcast; the waiting
 //          nodes must block (CPU time well below wall time under
 //          CF_PROGRESS=block) — checked by the test with getrusage.
@@ -407,8 +408,29 @@ int main(int argc, char** argv) {
   };
   using Body = decltype(body);
   auto trampoline = [](cf_image_t image, void* arg) { (*static_cast<Body*>(arg))(image); };
-  if (cf_run_images(images, kFunctions, 1, trampoline, &body) != CF_OK) {
-    log.fail(std::string("cf_run_images: ") + cf_last_error());
+  // "reruns": 30 runs of images back to back, each a burst of allreduces, so
+  // a fast node starts the next run while others finish this one (its
+  // messages must wait for them, not vanish with the old run's engine).
+  auto burst = [&](cf_image_t me) {
+    for (int i = 0; i < 50; ++i) {
+      int64_t mine = me + i, sum = 0, want = 0;
+      for (uint32_t r = 0; r < cf_images(); ++r) want += r + i;
+      log.checks++;
+      if (cf_coll_allreduce(CF_TEAM_ALL, &sum, &mine, 8, 1, kSumInt64, 0, kLocal) != CF_OK || sum != want) {
+        log.fail("reruns: allreduce " + std::to_string(i) + " gave " + std::to_string(sum));
+        return;
+      }
+    }
+    // A dissemination barrier ends unevenly: the first node out starts the
+    // next run while the others still wait for their last message.
+    log.checks++;
+    if (cf_coll_barrier(CF_TEAM_ALL, kLocal) != CF_OK) log.fail(std::string("reruns: barrier: ") + cf_last_error());
+  };
+  auto burst_trampoline = [](cf_image_t image, void* arg) { (*static_cast<decltype(burst)*>(arg))(image); };
+  for (int run = 0; run < (mode == "reruns" ? 30 : 1); ++run) {
+    const int rc = mode == "reruns" ? cf_run_images(images, kFunctions, 1, burst_trampoline, &burst)
+                                    : cf_run_images(images, kFunctions, 1, trampoline, &body);
+    if (rc != CF_OK) log.fail(std::string("cf_run_images: ") + cf_last_error());
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   rusage usage{};

@@ -94,6 +94,21 @@ TEST_CASE("the same over tcp;ofi_rxm and over libfabric shm alone, and with CF_P
   expect_all_verified(run("CF_PROGRESS=thread", "-n 2 --images 2 " + g_program), 2, 150);
 }
 
+TEST_CASE("runs of images back to back: messages of a node that starts the next run early are kept") {
+  for (const char* env : {"CF_HOST_RINGS=0", ""}) {
+    CAPTURE(env);
+    const Run r = run(env, "-n 4 " + g_program + " reruns");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    const auto lines = summaries(r.output);
+    CHECK(lines.size() == 4);
+    for (const auto& m : lines) {
+      CHECK(m[6].str() == "0");
+      CHECK(m[5].str() == "1530");  // 30 runs x (50 allreduces + 1 barrier)
+    }
+  }
+}
+
 TEST_CASE("a killed peer: every other process's wait returns CF_ERR_PEER_LOST naming it, and cfrun says how it died") {
   const Run r = run("CF_EXIT_TIMEOUT=3", "-n 3 --images 2 " + g_program + " kill");
   INFO(r.output);

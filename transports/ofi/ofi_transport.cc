@@ -226,7 +226,12 @@ bool OfiTransport::connect(const std::vector<std::string>& addresses, std::strin
 
 void OfiTransport::set_node_map(const NodeMap& map) {
   std::lock_guard<std::mutex> guard(lock_);
+  // The queues outlive one run of images (cf_run_images after
+  // cf_run_images): a faster node may already have sent messages of the
+  // next run, waiting here as unexpected. They stay unless the images change.
+  const bool same = map_.first == map.first && map_.node == map.node && images_.size() == map.local();
   map_ = map;
+  if (same) return;
   images_.clear();
   for (uint32_t i = 0; i < map.local(); ++i) images_.push_back(std::make_unique<ImageQueues>());
 }
