@@ -1,0 +1,415 @@
+#!/usr/bin/env bash
+# bench/compare_mpi.sh: carflow against Open MPI and MPICH, the same
+# collectives, sizes and process count, in one run (bench/compare_mpi.md).
+#
+#   bench/compare_mpi.sh [--np 2] [--colls broadcast,allreduce,...]
+#       [--sizes 8,64,1K,16K,256K,4M] [--iters 1000] [--rounds 3]
+#       [--out DIR] [--bin-dir DIR] [--no-install] [--no-malloc-env]
+#
+# carflow runs as `cfrun -n NP carflow bench --images 1` (one image per
+# process); each MPI runs bench/osu_mpi.c under its own mpirun. Per round and
+# collective the implementations run back to back, in an order that rotates,
+# so that drift in the machine's load reaches all of them alike. The table
+# holds the median over rounds of each implementation's avg_us.
+#
+# Writes into DIR (default bench/results): compare_mpi.jsonl (every JSON
+# line, tagged with round and impl; carflow's per rank), compare_mpi.md (the
+# table), compare_mpi.png (gnuplot, when present), compare_mpi.log (the
+# runs' output). Exit status 0; 1 on a failed run or a result that is not
+# verified; 2 on a bad argument.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ALL_COLLS=broadcast,barrier,allreduce,scatter,gather,gather_all,exchange,reduce_vec,scan,reduce_scatter
+NP=2 COLLS=$ALL_COLLS SIZES=8,64,1K,16K,256K,4M ITERS=1000 ROUNDS=3 OUT="$ROOT/bench/results"
+INSTALL=1 BIN_DIR='' MALLOC_ENV=1
+# glibc's allocator knobs, set for every implementation alike (--no-malloc-env
+# drops them). An MPI that mallocs and frees a large temporary per call gives
+# the pages back on free (munmap, heap trim) and faults in fresh ones on the
+# next call; where a page fault is dear (a VM that hands freed pages back to
+# its host) that swamps the collective: here Open MPI's
+# MPI_Reduce_scatter_block of 64 KiB took 10 ms instead of 33 us. With these
+# the heap keeps such buffers (32 MiB is glibc's largest mmap threshold on
+# 64-bit).
+MALLOC_VARS=(MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_TOP_PAD_=67108864)
+RUN_TIMEOUT_S=300
+# Must equal kStepBudgetBytes in bench/osu_mpi.c; the summary checks that
+# carflow and MPI report the same iters for every step.
+STEP_BUDGET_BYTES=$((64 << 20))
+
+fail() { echo "compare_mpi: $*" >&2; exit 1; }
+usage() { echo usage: >&2; sed -n '5,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,2\}//' >&2; exit 2; }
+note() { echo "compare_mpi: $*" >&2; }
+
+parse_args() {
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --np) NP="${2:?--np: missing value}"; shift 2 ;;
+      --colls) COLLS="${2:?--colls: missing value}"; shift 2 ;;
+      --sizes) SIZES="${2:?--sizes: missing value}"; shift 2 ;;
+      --iters) ITERS="${2:?--iters: missing value}"; shift 2 ;;
+      --rounds) ROUNDS="${2:?--rounds: missing value}"; shift 2 ;;
+      --out) OUT="${2:?--out: missing value}"; shift 2 ;;
+      --bin-dir) BIN_DIR="${2:?--bin-dir: missing value}"; shift 2 ;;
+      --no-install) INSTALL=0; shift ;;
+      --no-malloc-env) MALLOC_ENV=0; shift ;;
+      -h|--help) usage ;;
+      *) echo "compare_mpi: unknown argument '$1'" >&2; usage ;;
+    esac
+  done
+  if ! [[ "$NP" =~ ^[0-9]+$ ]] || [ "$NP" -lt 2 ] || [ "$NP" -gt 64 ]; then
+    echo "compare_mpi: --np: 2..64 processes, got '$NP'" >&2; exit 2
+  fi
+  if ! [[ "$ITERS" =~ ^[0-9]+$ ]] || [ "$ITERS" -lt 1 ]; then
+    echo "compare_mpi: --iters: a positive count, got '$ITERS'" >&2; exit 2
+  fi
+  if ! [[ "$ROUNDS" =~ ^[0-9]+$ ]] || [ "$ROUNDS" -lt 1 ]; then
+    echo "compare_mpi: --rounds: a positive count, got '$ROUNDS'" >&2; exit 2
+  fi
+  IFS=, read -ra COLL_LIST <<<"$COLLS"
+  local c
+  [ ${#COLL_LIST[@]} -gt 0 ] || { echo "compare_mpi: --colls: empty" >&2; exit 2; }
+  for c in "${COLL_LIST[@]}"; do
+    [[ ",$ALL_COLLS," == *",$c,"* ]] ||
+      { echo "compare_mpi: --colls: '$c' is not one of $ALL_COLLS" >&2; exit 2; }
+  done
+}
+
+# "8", "4K", "1M", "1G" -> bytes; empty on error.
+size_bytes() {
+  case "$1" in
+    *[kK]) [[ "${1%?}" =~ ^[0-9]+$ ]] && echo $(( ${1%?} << 10 )) ;;
+    *[mM]) [[ "${1%?}" =~ ^[0-9]+$ ]] && echo $(( ${1%?} << 20 )) ;;
+    *[gG]) [[ "${1%?}" =~ ^[0-9]+$ ]] && echo $(( ${1%?} << 30 )) ;;
+    *) [[ "$1" =~ ^[0-9]+$ ]] && echo "$1" ;;
+  esac
+  return 0
+}
+
+# SIZES (8,1K,4M or LO:HI powers of two) -> BYTES, an array of byte counts.
+expand_sizes() {
+  BYTES=()
+  local item lo hi
+  for item in ${SIZES//,/ }; do
+    lo=$(size_bytes "${item%%:*}") hi=$(size_bytes "${item##*:}")
+    if [ -z "$lo" ] || [ -z "$hi" ] || [ "$lo" -lt 1 ] || [ "$lo" -gt "$hi" ] || [ "$hi" -gt $((1 << 30)) ]; then
+      echo "compare_mpi: --sizes: '$item' is not a size (1..1G, suffix K/M/G) or range LO:HI" >&2
+      exit 2
+    fi
+    for ((; lo <= hi; lo *= 2)); do BYTES+=("$lo"); done
+  done
+}
+
+# 8, 1K, 4M: how carflow prints sizes.
+human_bytes() {
+  if [ "$1" -ge $((1 << 20)) ] && [ $(($1 % (1 << 20))) -eq 0 ]; then echo "$(($1 >> 20))M"
+  elif [ "$1" -ge 1024 ] && [ $(($1 % 1024)) -eq 0 ]; then echo "$(($1 >> 10))K"
+  else echo "$1"; fi
+}
+
+# The iteration rule of bench/osu_mpi.c (iters_for), applied to carflow too.
+iters_for() {
+  local n=$((STEP_BUDGET_BYTES / ($1 > 4096 ? $1 : 4096)))
+  [ "$n" -ge 10 ] || n=10
+  echo $((n < ITERS ? n : ITERS))
+}
+
+# The MPIs this script knows: Debian's alternatives-free command names.
+MPI_NAMES=(openmpi mpich)
+declare -A MPICC=([openmpi]=mpicc.openmpi [mpich]=mpicc.mpich)
+declare -A MPIRUN=([openmpi]=mpirun.openmpi [mpich]=mpirun.mpich)
+declare -A MPI_PACKAGE=([openmpi]=libopenmpi-dev [mpich]=libmpich-dev)
+
+# As root with apt-get: installs the MPIs and gnuplot that are missing.
+install_missing() {
+  local packages=() m
+  for m in "${MPI_NAMES[@]}"; do
+    command -v "${MPICC[$m]}" >/dev/null || packages+=("${MPI_PACKAGE[$m]}")
+  done
+  command -v gnuplot >/dev/null || packages+=(gnuplot-nox)
+  [ ${#packages[@]} -gt 0 ] && [ "$INSTALL" = 1 ] && [ "$(id -u)" = 0 ] &&
+    command -v apt-get >/dev/null || return 0
+  note "installing ${packages[*]} (apt-get; --no-install skips this)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y "${packages[@]}" >>"$LOG" 2>&1 ||
+    note "apt-get install failed (see $LOG); going on with what is installed"
+}
+
+# IMPLS: carflow and every MPI whose compiler and launcher are present, each
+# MPI's osu_mpi built into WORK.
+find_implementations() {
+  IMPLS=(carflow)
+  local m
+  for m in "${MPI_NAMES[@]}"; do
+    if ! command -v "${MPICC[$m]}" >/dev/null || ! command -v "${MPIRUN[$m]}" >/dev/null; then
+      note "skipping $m: ${MPICC[$m]} or ${MPIRUN[$m]} not found (Debian: apt-get install ${MPI_PACKAGE[$m]})"
+      continue
+    fi
+    "${MPICC[$m]}" -O2 -std=c11 -Wall -Wextra -o "$WORK/osu_mpi-$m" "$ROOT/bench/osu_mpi.c" 2>>"$LOG" ||
+      fail "${MPICC[$m]} could not build bench/osu_mpi.c; see $LOG"
+    IMPLS+=("mpi-$m")
+  done
+  [ ${#IMPLS[@]} -gt 1 ] || fail "no MPI to compare with: install libopenmpi-dev or libmpich-dev"
+}
+
+# CLI, CFRUN: copies, in WORK, of an optimized carflow_cli and cfrun_bin
+# (from --bin-dir, else bazel-bin), so that a build during the run cannot
+# swap them. bazel-bin follows the last bazel command: after a
+# --config=tsan or asan run it holds debug binaries, and the optimized ones
+# stay in bazel-out/*-opt/bin.
+find_carflow() {
+  local dir=$BIN_DIR
+  if [ -z "$dir" ]; then
+    dir="$ROOT/bazel-bin/tools"
+    local config
+    config=$(basename "$(dirname "$(readlink -f "$ROOT/bazel-bin")")")
+    if [[ "$config" != *-opt ]]; then
+      note "bazel-bin holds a $config build; using the optimized one in bazel-out/*-opt"
+      dir=$(compgen -G "$ROOT/bazel-out/*-opt/bin/tools" | head -1 || true)
+    fi
+    if [ -z "$dir" ] || [ ! -x "$dir/carflow_cli" ] || [ ! -x "$dir/cfrun_bin" ]; then
+      note "building //tools:carflow_cli //tools:cfrun_bin"
+      (cd "$ROOT" && bazel build //tools:carflow_cli //tools:cfrun_bin >&2) || fail "bazel build failed"
+      dir="$(cd "$ROOT" && bazel info bazel-bin)/tools"
+    fi
+  fi
+  if [ ! -x "$dir/carflow_cli" ] || [ ! -x "$dir/cfrun_bin" ]; then
+    fail "--bin-dir: no carflow_cli and cfrun_bin in $dir"
+  fi
+  cp "$dir/carflow_cli" "$dir/cfrun_bin" "$WORK/"
+  CLI="$WORK/carflow_cli" CFRUN="$WORK/cfrun_bin" CARFLOW_FROM=$dir
+}
+
+# A run exited with status RC: a wrong result if it printed one, else how.
+run_failed() {
+  local what=$1 rc=$2
+  ! grep -q '"verified":false' "$WORK/run.out" ||
+    fail "$what reported verified=false: $(grep -m1 '"verified":false' "$WORK/run.out")"
+  [ "$rc" != 124 ] || fail "$what timed out after $RUN_TIMEOUT_S s; see $LOG"
+  fail "$what failed with status $rc; see $LOG"
+}
+
+# Appends the JSON lines of WORK/run.out (PATTERN selects them, REPLACEMENT
+# tags them) to the raw file; fails unless EXPECTED lines came, all verified.
+collect() {
+  local what=$1 expected=$2 pattern=$3 replacement=$4 lines
+  lines=$(sed -n "s/$pattern/$replacement/p" "$WORK/run.out")
+  if [ -z "$lines" ] || [ "$(wc -l <<<"$lines")" -ne "$expected" ]; then
+    fail "$what: expected $expected JSON lines, got $(grep -c . <<<"$lines"); see $LOG"
+  fi
+  ! grep -q '"verified":false' <<<"$lines" ||
+    fail "$what reported verified=false: $(grep -m1 '"verified":false' <<<"$lines")"
+  # Each process must have joined one job of NP images: a cfrun_bin and a
+  # carflow_cli from different builds can run NP separate one-image jobs.
+  ! grep -qv "\"images\":$NP," <<<"$lines" ||
+    fail "$what: a line does not span $NP images (cfrun_bin and carflow_cli from different builds?): $(grep -m1 -v "\"images\":$NP," <<<"$lines")"
+  echo "$lines" >>"$RAW"
+}
+
+# carflow, one cfrun per iteration count (the iteration rule gives large
+# sizes fewer), one image per process; every rank's lines are kept.
+run_carflow() {
+  local round=$1 coll=$2 b i
+  local -A groups=()
+  if [ "$coll" = barrier ]; then
+    groups[$(iters_for 0)]=8  # carflow bench runs one step of 0 bytes
+  else
+    for b in "${BYTES[@]}"; do i=$(iters_for "$b"); groups[$i]+="${groups[$i]:+,}$b"; done
+  fi
+  for i in "${!groups[@]}"; do
+    local what="carflow $coll (round $round, sizes ${groups[$i]})"
+    echo "== $what" >>"$LOG"
+    local rc=0
+    "$CFRUN" --timeout "$RUN_TIMEOUT_S" -n "$NP" "$CLI" bench --coll "$coll" --images 1 \
+      --sizes "${groups[$i]}" --iters "$i" --json >"$WORK/run.out" 2>&1 || rc=$?
+    cat "$WORK/run.out" >>"$LOG"
+    [ "$rc" = 0 ] || run_failed "$what" "$rc"
+    local steps=1
+    [ "$coll" = barrier ] || steps=$(tr , '\n' <<<"${groups[$i]}" | wc -l)
+    collect "$what" $((steps * NP)) '^\[\([0-9][0-9]*\)\] {\(.*\)}$' \
+      "{\"round\":$round,\"impl\":\"carflow\",\"rank\":\1,\2}"
+  done
+}
+
+# One MPI (impl mpi-NAME): every size in one launch; rank 0 reports.
+run_mpi() {
+  local round=$1 impl=$2 coll=$3 m=${2#mpi-} launcher
+  if [ "$m" = openmpi ]; then
+    launcher=("${MPIRUN[$m]}" --oversubscribe)
+    [ "$(id -u)" != 0 ] || launcher+=(--allow-run-as-root)
+    local v
+    for v in "${MALLOC_VARS[@]}"; do [ "$MALLOC_ENV" = 0 ] || launcher+=(-x "${v%%=*}"); done
+  else
+    launcher=("${MPIRUN[$m]}")
+  fi
+  local what="$impl $coll (round $round)" sizes
+  sizes=$(IFS=,; echo "${BYTES[*]}")
+  echo "== $what" >>"$LOG"
+  local rc=0
+  timeout "$RUN_TIMEOUT_S" "${launcher[@]}" -np "$NP" "$WORK/osu_mpi-$m" --coll "$coll" \
+    --sizes "$sizes" --iters "$ITERS" --label "$impl" >"$WORK/run.out" 2>>"$LOG" || rc=$?
+  cat "$WORK/run.out" >>"$LOG"
+  [ "$rc" = 0 ] || run_failed "$what" "$rc"
+  collect "$what" "$([ "$coll" = barrier ] && echo 1 || echo ${#BYTES[@]})" '^{\(.*\)}$' \
+    "{\"round\":$round,\"impl\":\"$impl\",\1}"
+}
+
+# Reads the raw lines; prints the markdown table (median over rounds of each
+# implementation's avg_us; carflow's per round is the mean over its ranks, as
+# osu_mpi reports the mean over MPI ranks) and writes one gnuplot data file
+# per collective into WORK/plot. Exit 3 when carflow and an MPI ran a step
+# with different iteration counts (the two copies of the rule disagree).
+summarize() {
+  mkdir -p "$WORK/plot"
+  awk -v impls="${IMPLS[*]}" -v colls="${COLL_LIST[*]}" -v sizes="${BYTES[*]}" \
+      -v plotdir="$WORK/plot" '
+    function field(line, key,   v) {
+      if (!match(line, "\"" key "\":(\"[^\"]*\"|[^,}]*)")) return ""
+      v = substr(line, RSTART + length(key) + 3, RLENGTH - length(key) - 3)
+      gsub(/"/, "", v)
+      return v
+    }
+    function human(b) {
+      if (b >= 1048576 && b % 1048576 == 0) return (b / 1048576) "M"
+      if (b >= 1024 && b % 1024 == 0) return (b / 1024) "K"
+      return b
+    }
+    function us(x) { return x == "" ? "-" : sprintf(x < 10 ? "%.2f" : x < 1000 ? "%.1f" : "%.0f", x) }
+    # Median over the rounds of impl, coll, bytes; "" when it never ran.
+    function median(key,   n, i, j, t, v) {
+      n = 0
+      for (i = 1; i <= nround[key]; ++i) { v[++n] = sum[key, roundof[key, i]] / cnt[key, roundof[key, i]] }
+      if (n == 0) return ""
+      for (i = 2; i <= n; ++i) for (j = i; j > 1 && v[j - 1] > v[j]; --j) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+      return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    }
+    {
+      impl = field($0, "impl"); r = field($0, "round"); c = field($0, "coll"); b = field($0, "bytes")
+      key = impl SUBSEP c SUBSEP b
+      if (!((key, r) in cnt)) roundof[key, ++nround[key]] = r
+      sum[key, r] += field($0, "avg_us"); cnt[key, r]++
+      it = field($0, "iters")
+      if ((c, b) in iters && iters[c, b] != it) {
+        printf "%s %s bytes ran %s iterations, another implementation %s\n", c, b, it, iters[c, b] > "/dev/stderr"
+        bad = 1
+      }
+      iters[c, b] = it
+      if (impl == "carflow") algo[c, b] = field($0, "algo")
+    }
+    END {
+      if (bad) exit 3
+      ni = split(impls, impl_list, " "); nc = split(colls, coll_list, " "); ns = split(sizes, size_list, " ")
+      head = "| collective | bytes | carflow algorithm | carflow us"; rule = "|---|---:|---|---:"
+      for (i = 2; i <= ni; ++i) { head = head " | " impl_list[i] " us | carflow/" impl_list[i]; rule = rule "|---:|---:" }
+      print head " |"; print rule "|"
+      for (ci = 1; ci <= nc; ++ci) {
+        c = coll_list[ci]; dat = plotdir "/" c ".dat"
+        if (c == "barrier") { n = 1; bytes_list[1] = 0 } else { n = ns; for (s = 1; s <= ns; ++s) bytes_list[s] = size_list[s] }
+        if (c != "barrier") { printf "bytes" > dat; for (i = 1; i <= ni; ++i) printf " %s", impl_list[i] > dat; print "" > dat }
+        for (s = 1; s <= n; ++s) {
+          b = bytes_list[s]; mine = median("carflow" SUBSEP c SUBSEP b)
+          line = "| " c " | " human(b) " | " algo[c, b] " | " us(mine)
+          if (c == "barrier") print "carflow", mine == "" ? "-" : mine > dat; else printf "%s %s", b, mine == "" ? "-" : mine > dat
+          for (i = 2; i <= ni; ++i) {
+            theirs = median(impl_list[i] SUBSEP c SUBSEP b)
+            ratio = mine != "" && theirs > 0 ? mine / theirs : ""
+            line = line " | " us(theirs) " | " (ratio == "" ? "-" : sprintf("%.2f", ratio))
+            if (ratio != "") { steps[i]++; logsum[i] += log(ratio); if (ratio <= 1) wins[i]++ }
+            if (c == "barrier") print impl_list[i], theirs == "" ? "-" : theirs > dat; else printf " %s", theirs == "" ? "-" : theirs > dat
+          }
+          if (c != "barrier") print "" > dat
+          print line " |"
+        }
+        close(dat)
+      }
+      print ""
+      for (i = 2; i <= ni; ++i) if (steps[i] > 0) {
+        printf "carflow/%s: <= 1.0 in %d of %d steps; geometric mean %.2f\n", impl_list[i], wins[i], steps[i], exp(logsum[i] / steps[i])
+      }
+    }' "$RAW"
+}
+
+# compare_mpi.png: one panel per collective, latency against bytes on
+# log-log axes (barrier: one bar per implementation), one line per
+# implementation in the same colour on every panel.
+plot() {
+  command -v gnuplot >/dev/null || { note "gnuplot not found: no plot (Debian: apt-get install gnuplot-nox)"; return 0; }
+  local columns=3 rows c b tics=()
+  for b in "${BYTES[@]}"; do tics+=("'$(human_bytes "$b")' $b"); done
+  [ ${#COLL_LIST[@]} -ge 3 ] || columns=${#COLL_LIST[@]}
+  rows=$(( (${#COLL_LIST[@]} + columns - 1) / columns ))
+  {
+    echo "set terminal pngcairo noenhanced size $((440 * columns)),$((330 * rows)) font ',9'"
+    echo "set output '$OUT/compare_mpi.png'"
+    echo "set datafile missing '-'"
+    echo "set multiplot layout $rows,$columns title 'carflow vs MPI: median latency (us), $NP processes, $(nproc) cores, $ROUNDS round(s)'"
+    for c in "${COLL_LIST[@]}"; do
+      echo "reset; set datafile missing '-'; set grid; set title '$c'; set ylabel 'us'"
+      if [ "$c" = barrier ]; then
+        echo "set style fill solid 0.6; set boxwidth 0.6; set yrange [0:*]; set xrange [-0.5:$((${#IMPLS[@]} - 1)).5]"
+        echo "plot '$WORK/plot/barrier.dat' using 0:2:(\$0 + 1):xtic(1) with boxes lc variable notitle"
+      else
+        echo "set logscale xy; set xlabel 'bytes'; set xtics ($(IFS=,; echo "${tics[*]}")); set key top left"
+        echo "plot for [i=2:$((${#IMPLS[@]} + 1))] '$WORK/plot/$c.dat' using 1:i with linespoints lw 1.5 title columnheader(i)"
+      fi
+    done
+    echo "unset multiplot"
+  } >"$WORK/compare_mpi.gp"
+  gnuplot "$WORK/compare_mpi.gp" 2>>"$LOG" || fail "gnuplot failed; see $LOG"
+  WROTE+=("$OUT/compare_mpi.png")
+}
+
+# The table's heading: what ran, where, with which versions.
+describe() {
+  local m
+  echo "# carflow vs MPI"
+  echo
+  echo "\`bench/compare_mpi.sh --np $NP --colls $COLLS --sizes $SIZES --iters $ITERS --rounds $ROUNDS\`"
+  echo
+  echo "- $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores ($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)), load average at start $START_LOAD"
+  echo "- carflow $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?') (binaries of $(date -u -r "$CARFLOW_FROM/carflow_cli" +%Y-%m-%dT%H:%MZ)): cfrun -n $NP, one image per process"
+  for m in "${IMPLS[@]:1}"; do
+    echo "- $m: $("${MPIRUN[${m#mpi-}]}" --version 2>&1 | grep -m1 -iE 'version|open' | tr -s ' ' | sed 's/^ //')"
+  done
+  echo "- environment of every run: $([ "$MALLOC_ENV" = 0 ] && echo "the allocator's defaults (--no-malloc-env)" || echo "${MALLOC_VARS[*]}")"
+  echo "- avg_us: mean over processes of each one's average per call; the median over rounds;"
+  echo "  ratio carflow/MPI <= 1.0: carflow at least as fast"
+  echo
+}
+
+main() {
+  parse_args "$@"
+  expand_sizes
+  mkdir -p "$OUT"
+  OUT="$(cd "$OUT" && pwd)" RAW="$OUT/compare_mpi.jsonl" LOG="$OUT/compare_mpi.log"
+  WORK="$(mktemp -d "${TMPDIR:-/tmp}/compare_mpi.XXXXXX")"
+  trap 'rm -rf "$WORK"' EXIT
+  : >"$RAW"; : >"$LOG"
+  START_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+  install_missing
+  find_implementations
+  find_carflow
+  cd "$WORK"  # what the runs leave behind (a crash's backtrace files) goes with WORK
+  [ "$MALLOC_ENV" = 0 ] || export "${MALLOC_VARS[@]}"
+  local round ci k impl n=${#IMPLS[@]}
+  for ((round = 1; round <= ROUNDS; ++round)); do
+    for ci in "${!COLL_LIST[@]}"; do
+      local order=()
+      # The order rotates with round and collective: no implementation
+      # always runs first, right after another one's load.
+      for ((k = 0; k < n; ++k)); do order+=("${IMPLS[(round + ci + k) % n]}"); done
+      local coll=${COLL_LIST[$ci]}
+      note "round $round/$ROUNDS: $coll: ${order[*]}"
+      for impl in "${order[@]}"; do
+        if [ "$impl" = carflow ]; then run_carflow "$round" "$coll"; else run_mpi "$round" "$impl" "$coll"; fi
+      done
+    done
+  done
+  local table
+  table=$(summarize) || fail "the implementations ran different iteration counts (see above)"
+  { describe; echo "$table"; } >"$OUT/compare_mpi.md"
+  echo "$table"
+  WROTE=("$RAW" "$OUT/compare_mpi.md" "$LOG")
+  plot
+  note "wrote ${WROTE[*]}"
+}
+
+main "$@"
