@@ -9,6 +9,7 @@
 #include <climits>
 #include <ctime>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -99,22 +100,37 @@ void HostRings::unlink() {
 
 bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key,
                      const void* data, uint64_t nbytes, int status) {
-  if (nbytes > kPayload || segments_[dst_node] == nullptr) return false;
+  if (nbytes > kMaxBytes || segments_[dst_node] == nullptr) return false;
+  const uint32_t chunks = nbytes == 0 ? 1 : static_cast<uint32_t>((nbytes + kPayload - 1) / kPayload);
   Producer& p = producers_[dst_node];
   p.lock.lock();
-  Slot& slot = ring(segments_[dst_node], node_)[p.pos % kSlots];
-  if (slot.seq.load(std::memory_order_acquire) != p.pos) {
+  Slot* slots = ring(segments_[dst_node], node_);
+  // The consumer frees slots in order: the last one free means all are.
+  const uint32_t last = p.pos + chunks - 1;
+  if (slots[last % kSlots].seq.load(std::memory_order_acquire) != last) {
     p.lock.unlock();
     return false;  // full: the receiver is behind
   }
-  slot.nbytes = static_cast<uint32_t>(nbytes);
-  slot.src = src;
-  slot.dst = dst;
-  slot.key = key;
-  slot.status = status;
-  if (nbytes > 0) std::memcpy(slot.data, data, nbytes);
-  slot.seq.store(p.pos + 1, std::memory_order_seq_cst);
-  ++p.pos;
+  Slot& first = slots[p.pos % kSlots];
+  first.nbytes = static_cast<uint32_t>(nbytes);
+  first.src = src;
+  first.dst = dst;
+  first.key = key;
+  first.status = status;
+  first.chunks = chunks;
+  const char* bytes = static_cast<const char*>(data);
+  for (uint32_t i = 0; i < chunks; ++i) {
+    const uint64_t at = uint64_t{i} * kPayload;
+    const uint64_t n = std::min<uint64_t>(kPayload, nbytes - std::min(nbytes, at));
+    if (n > 0) std::memcpy(slots[(p.pos + i) % kSlots].data, bytes + at, n);
+  }
+  // The continuation slots first, the first slot last: a consumer that
+  // sees the first one full finds the whole message.
+  for (uint32_t i = chunks; i-- > 1;) {
+    slots[(p.pos + i) % kSlots].seq.store(p.pos + i + 1, std::memory_order_release);
+  }
+  first.seq.store(p.pos + 1, std::memory_order_seq_cst);
+  p.pos += chunks;
   p.lock.unlock();
   ring(dst_node);
   return true;
@@ -164,15 +180,24 @@ uint32_t HostRings::poll(Message* out, uint32_t max) {
     while (taken < max) {
       Slot& slot = slots[pos % kSlots];
       if (slot.seq.load(std::memory_order_acquire) != pos + 1) break;
+      // Another process wrote this: sizes are checked before use.
+      const uint32_t chunks = slot.chunks >= 1 && slot.chunks <= kMaxChunks ? slot.chunks : 1;
       Message& m = out[taken++];
       m.src = slot.src;
       m.dst = slot.dst;
       m.key = slot.key;
       m.status = slot.status;
-      m.nbytes = slot.nbytes <= kPayload ? slot.nbytes : kPayload;
-      if (m.nbytes > 0) std::memcpy(m.data, slot.data, m.nbytes);
-      slot.seq.store(pos + kSlots, std::memory_order_release);
-      ++pos;
+      m.nbytes = std::min<uint32_t>(slot.nbytes, chunks * kPayload);
+      for (uint32_t i = 0; i < chunks; ++i) {
+        Slot& part = slots[(pos + i) % kSlots];
+        const uint32_t at = i * kPayload;
+        const uint32_t n = std::min(kPayload, m.nbytes - std::min(m.nbytes, at));
+        if (n > 0) std::memcpy(m.data + at, part.data, n);
+      }
+      for (uint32_t i = 0; i < chunks; ++i) {
+        slots[(pos + i) % kSlots].seq.store(pos + i + kSlots, std::memory_order_release);
+      }
+      pos += chunks;
     }
     c.pos.store(pos, std::memory_order_relaxed);
     c.lock.unlock();

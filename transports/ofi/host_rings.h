@@ -4,7 +4,7 @@
 //
 // Every node owns one segment (POSIX shm) holding one ring per source node;
 // a ring is a bounded single-producer single-consumer queue of kSlots slots
-// of 1088 bytes (Vyukov's sequence protocol: a slot is free for the producer
+// of 1088 bytes, a message taking one or more consecutive slots (Vyukov's sequence protocol: a slot is free for the producer
 // at position p when its seq is p, full for the consumer when it is p + 1).
 // The image threads of a sending process share a ring through a spin lock;
 // the threads of the receiving process take turns draining it (try-lock).
@@ -31,14 +31,18 @@ class HostRings {
   // the small-message range (a slot is 17 cache lines, only those holding
   // data are touched).
   static constexpr uint32_t kSlots = 256;
-  static constexpr uint32_t kPayload = 1056;  // bytes of data per message
+  static constexpr uint32_t kPayload = 1024;  // bytes of data per slot
+  // A message takes up to kMaxChunks consecutive slots (published first slot
+  // last): messages up to 16 KiB (the default CF_EAGER_BYTES) stay here.
+  static constexpr uint32_t kMaxChunks = 16;
+  static constexpr uint32_t kMaxBytes = kPayload * kMaxChunks;
 
   struct Message {
     uint32_t src = 0, dst = 0;  // images
     MsgKey key;
     uint32_t nbytes = 0;
     int32_t status = 0;  // the sender's failure (MsgOp::status)
-    char data[kPayload];
+    char data[kMaxBytes];
   };
 
   // Creates this node's inbound segment; *name is what peers open.
@@ -69,6 +73,8 @@ class HostRings {
     uint32_t src, dst;
     MsgKey key;
     int32_t status;
+    uint32_t chunks;  // slots this message takes (first slot only)
+    char pad[28];
     char data[kPayload];
   };
   static_assert(sizeof(Slot) % 64 == 0, "slots are whole cache lines");

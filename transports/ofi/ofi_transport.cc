@@ -407,7 +407,7 @@ void OfiTransport::start_send(MsgOp* op, PeerNode& node, Actions* actions) {
 }
 
 void OfiTransport::send(MsgOp* op) {
-  if (rings_ != nullptr && op->nbytes <= HostRings::kPayload) {
+  if (rings_ != nullptr && op->nbytes <= HostRings::kMaxBytes) {
     // A full ring means the receiver is 256 messages behind (a root running
     // ahead): wait a little for it to catch up, which paces the sender,
     // before the slower libfabric path takes the message.
@@ -615,7 +615,9 @@ void OfiTransport::arrive_from_ring(const HostRings::Message& m, Actions* action
 }
 
 bool OfiTransport::poll_rings() {
-  HostRings::Message messages[16];
+  // 16 messages of up to 16 KiB: on the heap, once per polling thread.
+  thread_local std::unique_ptr<HostRings::Message[]> batch(new HostRings::Message[16]);
+  HostRings::Message* messages = batch.get();
   const uint32_t n = rings_->poll(messages, 16);
   if (n == 0) return false;
   Actions actions;
