@@ -159,10 +159,11 @@ Engine::~Engine() {
   // wait_for_all already guarantees no body runs; this acquire makes that
   // visible to ThreadSanitizer, which cannot see inside Debian's libtbb.
   while (running_bodies_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-  if (remote_ != nullptr) remote_->set_hooks(nullptr);
+  if (remote_ != nullptr) remote_->set_hooks(nullptr);  // forgets our posted operations
   for (auto& img : images_ctx_) {
     if (img->wake_fd >= 0) ::close(img->wake_fd);
   }
+  for (Instance* inst : abandoned_) delete inst;  // their schedules still exist (images_ctx_)
 }
 
 void Engine::fail_all(int status, const std::string& what) {
@@ -597,6 +598,10 @@ int Engine::abandon(ImageContext& img, Instance* inst) {
   img.handle_slots[slot] = nullptr;
   ++img.handle_generation[slot];
   --inst->team_obj->outstanding;
+  {
+    std::lock_guard<std::mutex> lock(abandoned_mutex_);
+    abandoned_.push_back(inst);
+  }
   return lost_status();
 }
 

@@ -241,6 +241,10 @@ class Engine final : public TransportHooks {
   std::unique_ptr<InprocTransport> transport_;
   Transport* const remote_;
   std::atomic<int> lost_status_{0};
+  // Instances abandoned after a loss: freed when the engine goes, once no
+  // transport can touch them any more.
+  std::mutex abandoned_mutex_;
+  std::vector<Instance*> abandoned_;
   mutable std::mutex lost_mutex_;
   std::string lost_what_;  // guarded by lost_mutex_
   std::atomic<int> running_bodies_{0};  // flow-graph bodies in progress

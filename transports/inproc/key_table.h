@@ -5,6 +5,7 @@
 // in arrival order anyway, as MPI's matching order requires.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -48,6 +49,11 @@ class KeyTable {
   }
 
   size_t size() const { return size_; }
+  // Forgets every node (the nodes are not owned).
+  void clear() {
+    std::fill(buckets_.begin(), buckets_.end(), nullptr);
+    size_ = 0;
+  }
 
  private:
   size_t bucket(uint32_t src, const MsgKey& key) const {

@@ -42,7 +42,7 @@ class HostRings {
     MsgKey key;
     uint32_t nbytes = 0;
     int32_t status = 0;  // the sender's failure (MsgOp::status)
-    char data[kMaxBytes];
+    alignas(64) char data[kMaxBytes];  // aligned: reduction kernels read it as elements
   };
 
   // Creates this node's inbound segment; *name is what peers open.

@@ -75,7 +75,8 @@ struct OfiTransport::Read : OfiCtx {
   bool registered_dst = false;
 };
 
-struct OfiTransport::Unexpected {
+// alignas: data() follows the struct and is read as reduction elements.
+struct alignas(64) OfiTransport::Unexpected {
   Header h;
   Unexpected* next = nullptr;
   uint64_t capacity = 0;
@@ -239,6 +240,16 @@ void OfiTransport::set_node_map(const NodeMap& map) {
 void OfiTransport::set_hooks(TransportHooks* hooks) {
   std::lock_guard<std::mutex> guard(lock_);
   hooks_ = hooks;
+  if (hooks != nullptr) return;
+  // The engine is going away: forget every operation it posted (only a
+  // collective abandoned after a lost peer can leave any). Unexpected
+  // messages stay: they may belong to the next run of images.
+  for (auto& q : images_) {
+    q->posted.clear();
+    q->app_only.clear();
+    q->app_only_pending.store(false, std::memory_order_relaxed);
+  }
+  for (auto& p : peers_) p.waiting.clear();
 }
 
 OfiTransport::ImageQueues& OfiTransport::queues(uint32_t image) {
@@ -578,7 +589,8 @@ OfiTransport::Unexpected* OfiTransport::store_unexpected(const Header& h, const 
     pool.pop_back();
   } else {
     const uint64_t capacity = data_bytes <= kSmallBlock ? kSmallBlock : std::max(data_bytes, options_.eager_bytes);
-    void* raw = std::malloc(sizeof(Unexpected) + capacity);
+    // sizeof(Unexpected) is a multiple of its alignment: so is the total.
+    void* raw = std::aligned_alloc(alignof(Unexpected), sizeof(Unexpected) + (capacity + 63) / 64 * 64);
     if (raw == nullptr) throw std::bad_alloc();
     u = new (raw) Unexpected();
     u->capacity = capacity;
