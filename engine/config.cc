@@ -193,7 +193,7 @@ std::vector<std::vector<std::string>> Config::describe() const {
   rows.push_back({"CF_OFI_UNEXPECTED_BYTES", std::to_string(ofi_unexpected_bytes),
                   "between processes: unexpected data held before senders are throttled"});
   rows.push_back({"CF_HOST_RINGS", host_rings ? "1" : "0",
-                  "between processes of one host: messages up to 96 B through shared-memory rings (0 = libfabric only)"});
+                  "between processes of one host: messages up to 16 KiB through shared-memory rings (0 = libfabric only)"});
   rows.push_back({"CF_PEER_TIMEOUT", std::to_string(peer_timeout_ms / 1000.0).substr(0, 5),
                   "seconds: a lost peer fails every wait with CF_ERR_PEER_LOST within this time"});
   rows.push_back({"CF_EXIT_TIMEOUT", std::to_string(exit_timeout_ms / 1000.0).substr(0, 5),
