@@ -8,6 +8,15 @@
 
 namespace carflow {
 
+// One spin-wait step: tells the core we are waiting (x86 PAUSE).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
 class SpinLock {
  public:
   void lock() {

@@ -25,7 +25,7 @@ constexpr uint64_t kTag = 0xCF;  // every carflow message; keys are matched in s
 // Unexpected blocks come in two pooled sizes: small, and the largest eager
 // message (a root running ahead of its receivers files thousands).
 constexpr uint64_t kSmallBlock = 256;
-constexpr int kRingRetries = 256;  // pushes tried on a full host ring before libfabric
+constexpr int kRingRetries = 256;  // pushes tried on a full host ring before libfabric (~10 us)
 
 enum : uint8_t { kEager = 1, kRts = 2, kFin = 3, kCredit = 4 };
 enum class CtxKind : uint8_t { Rx, Tx, Read };
@@ -429,7 +429,7 @@ void OfiTransport::send(MsgOp* op) {
         op->on_complete(op, 0);
         return;
       }
-      if (attempt % 16 == 15) std::this_thread::yield();
+      cpu_relax();
     }
     ring_spills_.fetch_add(1, std::memory_order_relaxed);
   }
