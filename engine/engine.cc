@@ -83,7 +83,7 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
       local_(map.local()),
       base_(map.base()),
       config_(config),
-      selection_(config, std::max(1u, std::thread::hardware_concurrency())),
+      selection_(config, std::max(1u, std::thread::hardware_concurrency()), map.local()),
       remote_(remote) {
   {
     std::vector<uint32_t> everyone(images_);

@@ -1,12 +1,13 @@
 #include "engine/selection.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
 namespace carflow {
 
-SelectionTable::SelectionTable(const Config& config, uint32_t cores)
-    : config_(config), cores_(cores == 0 ? 1 : cores) {
+SelectionTable::SelectionTable(const Config& config, uint32_t cores, uint32_t local_images)
+    : config_(config), cores_(cores == 0 ? 1 : cores), local_images_(local_images) {
   const GeneratorRegistry& reg = GeneratorRegistry::instance();
   // Config::from_env has checked these names; "" finds nothing (no override).
   for (int k = 0; k < kCollKinds; ++k) forced_[k] = reg.find(static_cast<CollKind>(k), config.algo[k]);
@@ -37,6 +38,10 @@ const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint
     if (small && hier != nullptr && (commutative || hier->preserves_order)) return hier;
   }
   const bool oversubscribed = images > cores_;
+  // Only allreduce measured a difference between the two kinds of
+  // oversubscription (selection.h); scan's chain and the k-ary barrier also
+  // win when processes outnumber the cores.
+  const bool threads_oversubscribed = std::min(images, local_images_) > cores_;
   const bool power_of_two = (images & (images - 1)) == 0;
   switch (kind) {
     case CollKind::Broadcast:
@@ -52,8 +57,9 @@ const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint
       // large vectors, and every algorithm when images share cores
       // (2(P-1) messages); recursive doubling wins small vectors otherwise.
       // Both keep operand order.
-      return nbytes >= config_.allreduce_ring_bytes || oversubscribed ? get(kind, "reduce_bcast")
-                                                                      : get(kind, "recursive_doubling");
+      return nbytes >= config_.allreduce_ring_bytes || threads_oversubscribed
+                 ? get(kind, "reduce_bcast")
+                 : get(kind, "recursive_doubling");
     case CollKind::Scatter:
     case CollKind::Gather:
       return nbytes < config_.rooted_tree_bytes ? get(kind, "binomial") : get(kind, "flat");
