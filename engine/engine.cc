@@ -74,7 +74,7 @@ ImageContext::ImageContext(Engine* engine_in, uint32_t image_in, uint32_t images
   all.members.resize(images);
   for (uint32_t i = 0; i < images; ++i) all.members[i] = i;
   all.rank = image_in;
-  all.images_per_node = team_images_per_node(engine_in->nodes(), all.members);
+  all.images_per_node = engine_in->all_images_per_node();
 }
 
 Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint32_t host_images)

@@ -160,6 +160,7 @@ class Engine final : public TransportHooks {
   uint32_t images() const { return images_; }  // all images, every node
   uint32_t local_images() const { return local_; }
   const NodeMap& nodes() const { return map_; }
+  uint32_t all_images_per_node() const { return all_images_per_node_; }  // CF_TEAM_ALL's
   const Config& config() const { return config_; }
   ImageContext& image(uint32_t local_index) { return *images_ctx_[local_index]; }
   InprocTransport& transport() { return *transport_; }
@@ -220,8 +221,8 @@ class Engine final : public TransportHooks {
   static void reduce_incoming(void* ctx, void* dst, const void* incoming, size_t nbytes);
   static void run_chunked(const Instance& inst, const CompiledCar& car);
 
-  Transport& transport_for(uint32_t peer) {
-    return map_.is_local(peer) ? static_cast<Transport&>(*transport_) : *remote_;
+  Transport& transport_for(uint32_t peer) {  // per message: base_/local_, not the map's vector
+    return peer - base_ < local_ ? static_cast<Transport&>(*transport_) : *remote_;
   }
   void wake(ImageContext& img);  // a sleeping image thread: look again
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -48,6 +49,18 @@ std::string host_identity() {
   struct stat st{};
   const unsigned long long ns = stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
   return to_hex(std::string(name) + "/" + std::to_string(ns));
+}
+
+// Every node publishes `mine` under `name`; *all gets every node's value,
+// in node order.
+bool exchange(JobStore& store, uint32_t node, uint32_t nodes, const std::string& name,
+              const std::string& mine, std::vector<std::string>* all, std::string* error) {
+  if (!store.put(name + "." + std::to_string(node), mine, error)) return false;
+  all->assign(nodes, "");
+  for (uint32_t n = 0; n < nodes; ++n) {
+    if (!store.get(name + "." + std::to_string(n), &(*all)[n], kGetTimeoutMs, error)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -115,16 +128,14 @@ int Runtime::init(std::string* error) {
 }
 
 int Runtime::connect_nodes(std::string* error) {
-  const std::string me = std::to_string(node_);
   // Is every node on this host? Then shm, and the host rings for small messages.
   const std::string mine = host_identity();
-  if (!boot_->put("host." + me, mine, error)) return kErrTransport;
+  std::vector<std::string> hosts, addresses, names, oks;
+  if (!exchange(*boot_, node_, nodes_, "host", mine, &hosts, error)) return kErrTransport;
   bool one_host = true;
   same_host_.assign(nodes_, true);
   for (uint32_t n = 0; n < nodes_; ++n) {
-    std::string theirs;
-    if (!boot_->get("host." + std::to_string(n), &theirs, kGetTimeoutMs, error)) return kErrTransport;
-    same_host_[n] = theirs == mine;
+    same_host_[n] = hosts[n] == mine;
     one_host &= same_host_[n];
   }
   std::string provider = config_.ofi_provider;
@@ -135,15 +146,14 @@ int Runtime::connect_nodes(std::string* error) {
   options.unexpected_bytes = config_.ofi_unexpected_bytes;
   ofi_ = OfiTransport::open(provider, node_, nodes_, options, error);
   if (ofi_ == nullptr) return kErrTransport;
-  if (!boot_->put("ep." + me, to_hex(ofi_->address()), error)) return kErrTransport;
-  std::vector<std::string> addresses(nodes_);
+  if (!exchange(*boot_, node_, nodes_, "ep", to_hex(ofi_->address()), &addresses, error)) return kErrTransport;
   for (uint32_t n = 0; n < nodes_; ++n) {
-    std::string hex;
-    if (!boot_->get("ep." + std::to_string(n), &hex, kGetTimeoutMs, error)) return kErrTransport;
-    if (!from_hex(hex, &addresses[n])) {
+    std::string bytes;
+    if (!from_hex(addresses[n], &bytes)) {
       *error = "cf_init: node " + std::to_string(n) + " published a malformed endpoint address";
       return kErrTransport;
     }
+    addresses[n] = std::move(bytes);
   }
   if (!ofi_->connect(addresses, error)) return kErrTransport;
   if (one_host && config_.host_rings) {
@@ -152,24 +162,17 @@ int Runtime::connect_nodes(std::string* error) {
     // libfabric alone.
     std::string name, ring_error;
     std::unique_ptr<HostRings> rings = HostRings::create(node_, nodes_, &name, &ring_error);
-    if (!boot_->put("rings." + me, rings != nullptr ? name : "-", error)) return kErrTransport;
-    std::vector<std::string> names(nodes_);
-    bool usable = rings != nullptr;
-    for (uint32_t n = 0; n < nodes_; ++n) {
-      if (!boot_->get("rings." + std::to_string(n), &names[n], kGetTimeoutMs, error)) return kErrTransport;
-      usable &= names[n] != "-";
+    if (!exchange(*boot_, node_, nodes_, "rings", rings != nullptr ? name : "-", &names, error)) {
+      return kErrTransport;
     }
-    if (usable) usable = rings->attach(names, &ring_error);
+    bool usable = rings != nullptr && std::find(names.begin(), names.end(), "-") == names.end() &&
+                  rings->attach(names, &ring_error);
     // Everyone has mapped every segment (or given up) before names go away.
     if (!boot_->fence(kGetTimeoutMs, error)) return kErrTransport;
     if (rings != nullptr) rings->unlink();
     // All or none: a node that could not attach must not be written to.
-    if (!boot_->put("rings_ok." + me, usable ? "1" : "0", error)) return kErrTransport;
-    for (uint32_t n = 0; n < nodes_; ++n) {
-      std::string ok;
-      if (!boot_->get("rings_ok." + std::to_string(n), &ok, kGetTimeoutMs, error)) return kErrTransport;
-      usable &= ok == "1";
-    }
+    if (!exchange(*boot_, node_, nodes_, "rings_ok", usable ? "1" : "0", &oks, error)) return kErrTransport;
+    usable &= std::find(oks.begin(), oks.end(), "0") == oks.end();
     if (usable) ofi_->set_host_rings(std::move(rings));
   }
   boot_->watch([this](uint32_t node, const std::string& how) { peer_lost(node, how); });

@@ -132,11 +132,11 @@ bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey
   first.seq.store(p.pos + 1, std::memory_order_seq_cst);
   p.pos += chunks;
   p.lock.unlock();
-  ring(dst_node);
+  ring_doorbell(dst_node);
   return true;
 }
 
-void HostRings::ring(uint32_t node) {
+void HostRings::ring_doorbell(uint32_t node) {
   Control* c = control(node);
   // Dekker with wait(): we published the message (seq_cst), then look for
   // sleepers; a sleeper announces itself, then looks for messages.

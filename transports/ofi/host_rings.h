@@ -64,7 +64,7 @@ class HostRings {
   // memory, rung by senders that see a sleeper.
   void wait(int timeout_ms);
   // Rings this node's doorbell (local news for a sleeping image thread).
-  void wake() { ring(node_); }
+  void wake() { ring_doorbell(node_); }
 
  private:
   struct alignas(64) Slot {
@@ -90,7 +90,7 @@ class HostRings {
     return reinterpret_cast<Control*>(static_cast<char*>(segments_[node]) +
                                       size_t{nodes_} * kSlots * sizeof(Slot));
   }
-  void ring(uint32_t node);  // wakes `node`'s sleepers, if any
+  void ring_doorbell(uint32_t node);  // wakes `node`'s sleepers, if any
   bool pending() const;      // a message waits in one of this node's rings
   Slot* ring(void* segment, uint32_t src_node) const {
     return static_cast<Slot*>(segment) + size_t{src_node} * kSlots;

@@ -371,10 +371,13 @@ bool OfiTransport::post_header(PeerNode& node, const Header& h_in, const void* p
   }
 }
 
-void OfiTransport::send_control(PeerNode& node, uint8_t type, uint64_t cookie, Actions* actions) {
+// CREDIT, or FIN (cookie: the sender's MsgOp; status: what its SEND completes with).
+void OfiTransport::send_control(PeerNode& node, uint8_t type, uint64_t cookie, Actions* actions,
+                                int status) {
   Header h;
   h.type = type;
   h.cookie = cookie;
+  h.addr = static_cast<uint64_t>(static_cast<int64_t>(status));
   post_header(node, h, nullptr, 0, actions);
 }
 
@@ -478,13 +481,7 @@ void OfiTransport::match(MsgOp* op, const Header& h, const void* data, Unexpecte
     // A mismatch, or the sender's collective failed: no data, the status.
     const int status = h.status != 0 ? h.status : kMismatch;
     actions->deliveries.push_back({op, nullptr, block, rx, status, nullptr});
-    if (h.type == kRts) {
-      Header fin;
-      fin.type = kFin;
-      fin.cookie = h.cookie;
-      fin.addr = static_cast<uint64_t>(static_cast<int64_t>(h.status != 0 ? 0 : kMismatch));
-      post_header(peers_[h.src_node], fin, nullptr, 0, actions);
-    }
+    if (h.type == kRts) send_control(peers_[h.src_node], kFin, h.cookie, actions, h.status != 0 ? 0 : kMismatch);
     return;
   }
   if (h.type == kEager) {
@@ -677,10 +674,7 @@ bool OfiTransport::poll_cq(Actions* actions) {
           break;
         case CtxKind::Read: {
           auto* rd = static_cast<Read*>(ctx);
-          Header fin;
-          fin.type = kFin;
-          fin.cookie = rd->h.cookie;
-          post_header(peers_[rd->h.src_node], fin, nullptr, 0, actions);
+          send_control(peers_[rd->h.src_node], kFin, rd->h.cookie, actions);
           const void* data = rd->temp != nullptr ? rd->temp : rd->op->buf;
           actions->deliveries.push_back({rd->op, data, nullptr, nullptr, 0, rd});
           break;

@@ -161,7 +161,7 @@ class OfiTransport final : public Transport {
              Actions* actions);                    // under lock_
   void start_read(MsgOp* op, const Header& h, Actions* actions);  // under lock_
   void post_rx(RxBuf* rx, Actions* actions);      // under lock_
-  void send_control(PeerNode& node, uint8_t type, uint64_t cookie, Actions* actions);
+  void send_control(PeerNode& node, uint8_t type, uint64_t cookie, Actions* actions, int status = 0);
   void fill_credits(PeerNode& node, Header* h);
   void returned_credit(uint32_t node, Actions* actions);  // under lock_
   bool post_header(PeerNode& node, const Header& h, const void* payload, uint64_t nbytes,
