@@ -41,6 +41,9 @@ inline bool ranges_overlap(const void* a, size_t n, const void* b, size_t m) {
   return n > 0 && m > 0 && x < y + m && y < x + n;
 }
 void set_sync_modes(CollectiveCall* call, int flags);
+// Blocking forms: false (after fail()) for CF_COLL_AGGREGATE on the call or
+// an aggregate open on `team`, which only a non-blocking call may end.
+bool blocking_allowed(cf_team_t team, int flags);
 // Starts the call; the handle, or CF_COLL_INVALID_HANDLE after fail().
 cf_coll_handle_t start(ImageContext& img, const CollectiveCall& call);
 // Blocking forms: waits for a started handle (or returns the start's error).

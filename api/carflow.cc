@@ -106,9 +106,8 @@ bool check_common(ImageContext& img, cf_team_t team, int flags, bool blocking, s
       return false;
     }
   }
-  if (flags & CF_COLL_AGGREGATE) {
-    *error = blocking ? "flags: CF_COLL_AGGREGATE is not allowed on a blocking call"
-                      : "flags: CF_COLL_AGGREGATE is not supported in this release";
+  if ((flags & CF_COLL_AGGREGATE) && blocking) {
+    *error = "flags: CF_COLL_AGGREGATE is not allowed on a blocking call";
     return false;
   }
   const uint32_t images = img.engine->local_images();
@@ -145,6 +144,21 @@ bool check_common(ImageContext& img, cf_team_t team, int flags, bool blocking, s
   return true;
 }
 
+bool blocking_allowed(cf_team_t team, int flags) {
+  if (flags & CF_COLL_AGGREGATE) {
+    fail(CF_ERR_BAD_ARG, "flags: CF_COLL_AGGREGATE is not allowed on a blocking call");
+    return false;
+  }
+  const Team* t = t_image == nullptr ? nullptr : find_team(*t_image, team);
+  if (t != nullptr && !t->aggregate.empty()) {
+    fail(CF_ERR_BAD_ARG, "team: an aggregate of " + std::to_string(t->aggregate.size()) +
+                             " calls is open on this team; a blocking call cannot end it (end it "
+                             "with a non-blocking call without CF_COLL_AGGREGATE)");
+    return false;
+  }
+  return true;
+}
+
 cf_coll_handle_t start(ImageContext& img, const CollectiveCall& call) {
   uint64_t handle = 0;
   std::string error;
@@ -154,7 +168,7 @@ cf_coll_handle_t start(ImageContext& img, const CollectiveCall& call) {
     return CF_COLL_INVALID_HANDLE;
   }
   succeed();
-  return static_cast<cf_coll_handle_t>(handle);
+  return static_cast<cf_coll_handle_t>(handle);  // 0 (INVALID) for an aggregate's non-last member
 }
 
 int finish_blocking(cf_coll_handle_t handle) {
@@ -166,6 +180,7 @@ void set_sync_modes(CollectiveCall* call, int flags) {
   call->flags = flags;
   call->in_allsync = (flags & CF_COLL_IN_ALLSYNC) != 0;
   call->out_allsync = (flags & CF_COLL_OUT_ALLSYNC) != 0;
+  call->aggregate = (flags & CF_COLL_AGGREGATE) != 0;
 }
 
 // CF_KIND_* follow CollKind's order (graph/car.h).
@@ -318,9 +333,7 @@ cf_coll_handle_t cf_coll_barrier_nb(cf_team_t team, int flags) {
 }
 
 int cf_coll_barrier(cf_team_t team, int flags) {
-  if (flags & CF_COLL_AGGREGATE) {
-    return fail(CF_ERR_BAD_ARG, "flags: CF_COLL_AGGREGATE is not allowed on a blocking call");
-  }
+  if (!blocking_allowed(team, flags)) return last_status();
   return finish_blocking(cf_coll_barrier_nb(team, flags));
 }
 

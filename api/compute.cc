@@ -183,7 +183,10 @@ cf_coll_handle_t run(Computation c, bool blocking) {
   return start_computation(c);
 }
 
-int blocking_result(const Computation& c) { return finish_blocking(run(c, true)); }
+int blocking_result(const Computation& c) {
+  if (!blocking_allowed(c.team, c.flags)) return last_status();
+  return finish_blocking(run(c, true));
+}
 
 }  // namespace
 

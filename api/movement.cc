@@ -299,14 +299,12 @@ cf_coll_handle_t cf_coll_exchangem_nb(cf_team_t team, void* const dstlist[],
   return start_movement(m);
 }
 
-// ---- blocking forms: AGGREGATE is refused by check_common (blocking = true)
+// ---- blocking forms: no AGGREGATE, and no aggregate open on the team
 
-#define CF_BLOCKING(call_nb, ...)            \
-  do {                                       \
-    if (flags & CF_COLL_AGGREGATE) {         \
-      return fail(CF_ERR_BAD_ARG, "flags: CF_COLL_AGGREGATE is not allowed on a blocking call"); \
-    }                                        \
-    return blocking(call_nb(__VA_ARGS__));   \
+#define CF_BLOCKING(call_nb, ...)                             \
+  do {                                                        \
+    if (!blocking_allowed(team, flags)) return last_status(); \
+    return blocking(call_nb(__VA_ARGS__));                    \
   } while (0)
 
 int cf_coll_broadcast(cf_team_t team, void* dst, cf_image_t srcimage, void* src, size_t nbytes,

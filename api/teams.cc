@@ -46,6 +46,9 @@ int cf_team_split(cf_team_t parent, int color, int key, cf_team_t* newteam) {
   Team* p = find_team(*img, parent);
   if (p == nullptr) return fail(CF_ERR_BAD_ARG, "parent: not a live team of this image");
   if (newteam == nullptr) return fail(CF_ERR_BAD_ARG, "newteam: NULL");
+  if (!p->aggregate.empty()) {
+    return fail(CF_ERR_BAD_ARG, "parent: an aggregate is open on it (end the aggregate first)");
+  }
   struct Entry {
     int32_t color, key;
   };
@@ -92,6 +95,10 @@ int cf_team_free(cf_team_t team) {
   if (t->outstanding > 0) {
     return fail(CF_ERR_BAD_ARG, "team: " + std::to_string(t->outstanding) +
                                     " collectives on it are not synced yet");
+  }
+  if (!t->aggregate.empty()) {
+    return fail(CF_ERR_BAD_ARG, "team: an aggregate of " + std::to_string(t->aggregate.size()) +
+                                    " calls is open on it (end the aggregate first)");
   }
   img->teams.erase(std::find_if(img->teams.begin(), img->teams.end(),
                                 [&](const std::unique_ptr<Team>& x) { return x.get() == t; }));

@@ -9,6 +9,7 @@
 
 #include "engine/status.h"
 #include "engine/tsan_annotations.h"
+#include "graph/aggregate.h"
 #include "graph/json.h"
 #include "graph/layout.h"
 #include "graph/transforms.h"
@@ -296,21 +297,134 @@ int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handl
                   std::string* error) {
   const GeneratorInfo* gen = nullptr;
   if (!choose_algorithm(call, &gen, error)) return kErrBadArg;
+  if (call.aggregate || !team_of(img, call).aggregate.empty()) {
+    return join_aggregate(img, call, gen, handle, error);
+  }
   Schedule* schedule = schedule_for(img, call, gen, error);
   if (schedule == nullptr) return kErrBadArg;
   *handle = start_schedule(img, schedule, call.src, call.dst, call.op, call.team);
   return kOk;
 }
 
+namespace {
+
+// The exit signal an aggregate can use: the cheaper rooted forms only when
+// every member allows the same one (graph/transforms.h), else -1.
+template <typename RootOf>
+int32_t common_root(const std::vector<const Schedule*>& parts, RootOf root_of) {
+  const int32_t root = root_of(parts[0]->spec());
+  for (const Schedule* s : parts) {
+    if (root_of(s->spec()) != root) return -1;
+  }
+  return root;
+}
+
+// Image `image`'s merged DAG of the aggregate of `parts`: the members' DAGs
+// (the schedules' own for this image, regenerated for others), merged, then
+// the sync transform once.
+LocalDag merged_dag(const std::vector<const Schedule*>& parts, uint32_t image, bool own,
+                    bool in_allsync, bool out_allsync) {
+  std::vector<AggregateMember> members;
+  members.reserve(parts.size());
+  for (uint32_t m = 0; m < parts.size(); ++m) {
+    const CollectiveSpec& spec = parts[m]->spec();
+    uint32_t group = m;
+    for (uint32_t j = 0; j < m; ++j) {
+      if (parts[j]->spec() == spec) {
+        group = members[j].group;
+        break;
+      }
+    }
+    LocalDag dag = own ? parts[m]->dag()
+                       : generate_local(*GeneratorRegistry::instance().find(spec.kind, spec.algorithm),
+                                        spec, image);
+    members.push_back(AggregateMember{std::move(dag), group, spec.elem_size});
+  }
+  const uint32_t images = parts[0]->spec().images;
+  return apply_sync_mode(merge_aggregate(std::move(members)), images, in_allsync, out_allsync,
+                         common_root(parts, out_allsync_root), common_root(parts, out_allsync_fan_in_root));
+}
+
+}  // namespace
+
+// CF_COLL_AGGREGATE (seed v1.7): a member is checked and its DAG generated
+// when it is called, so a bad call fails at once and joins nothing; data
+// moves when the last member (a call without the flag) starts the merged
+// DAG under one handle. Buffers are bound at each member's call.
+int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, const GeneratorInfo* gen,
+                           uint64_t* handle, std::string* error) {
+  Team& team = team_of(img, call);
+  if (team.aggregate.size() + 1 >= kMaxAggregateMembers && call.aggregate) {
+    *error = "flags: an aggregate holds at most " + std::to_string(kMaxAggregateMembers) +
+             " calls; end it with a call without CF_COLL_AGGREGATE";
+    return kErrBadArg;
+  }
+  CollectiveCall member = call;  // generated without a sync transform: the aggregate has one
+  member.in_allsync = member.out_allsync = false;
+  Schedule* schedule = schedule_for(img, member, gen, error);
+  if (schedule == nullptr) return kErrBadArg;
+  team.aggregate.push_back(
+      AggregatePart{schedule, call.src, call.dst, call.op, call.in_allsync, call.out_allsync});
+  if (call.aggregate) {
+    *handle = 0;  // the seed leaves it undefined; the API returns CF_COLL_INVALID_HANDLE
+    return kOk;
+  }
+  Schedule* merged = aggregate_schedule(img, team, error);
+  if (merged == nullptr) {
+    team.aggregate.pop_back();  // the failed last call joins nothing; the aggregate stays open
+    return kErrBadArg;
+  }
+  Instance* inst = merged->acquire();
+  for (uint32_t m = 0; m < team.aggregate.size(); ++m) {
+    const AggregatePart& part = team.aggregate[m];
+    inst->bind(m, part.src, part.dst, part.op);
+  }
+  const uint32_t members = static_cast<uint32_t>(team.aggregate.size());
+  team.aggregate.clear();
+  *handle = launch(img, inst, team, members);
+  return kOk;
+}
+
+Schedule* Engine::aggregate_schedule(ImageContext& img, const Team& team, std::string* error) {
+  AggregateKey& key = img.aggregate_key;
+  key.parts.clear();
+  key.in_allsync = key.out_allsync = false;
+  for (const AggregatePart& part : team.aggregate) {
+    key.parts.push_back(part.schedule);
+    key.in_allsync |= part.in_allsync;
+    key.out_allsync |= part.out_allsync;
+  }
+  auto it = img.aggregates.find(key);
+  if (it != img.aggregates.end()) return it->second.get();
+  LocalDag dag = merged_dag(key.parts, team.rank, true, key.in_allsync, key.out_allsync);
+  if (!validate_local(dag, team.size(), error)) {
+    *error = "aggregate: the merged DAG is invalid: " + *error;
+    return nullptr;
+  }
+  CollectiveSpec spec = key.parts[0]->spec();
+  spec.flags |= (key.in_allsync ? kSpecInAllSync : 0) | (key.out_allsync ? kSpecOutAllSync : 0);
+  auto schedule = std::make_unique<Schedule>(spec, std::move(dag));
+  schedule->parts = key.parts;
+  Schedule* raw = schedule.get();
+  img.aggregates.emplace(key, std::move(schedule));
+  return raw;
+}
+
 uint64_t Engine::start_schedule(ImageContext& img, Schedule* schedule, void* src, void* dst,
                                 const ReduceOp& op, Team* team_in) {
-  Team& team = team_in != nullptr ? *team_in : img.all;
   Instance* inst = schedule->acquire();
+  inst->bind(0, src, dst, op);
+  return launch(img, inst, team_in != nullptr ? *team_in : img.all, 1);
+}
+
+uint64_t Engine::launch(ImageContext& img, Instance* inst, Team& team, uint32_t seqs) {
+  Schedule* schedule = inst->schedule;
   inst->image = &img;
   inst->team = team.id;
   inst->team_obj = &team;
   inst->members = team.members.data();
-  inst->seq = team.next_seq++;
+  inst->seq = team.next_seq;
+  team.next_seq += seqs;
   ++team.outstanding;
   // The entry hook: wakes the progress thread when the first collective starts.
   // Counted only for the progress thread: the shared counter costs every
@@ -319,9 +433,6 @@ uint64_t Engine::start_schedule(ImageContext& img, Schedule* schedule, void* src
     std::lock_guard<std::mutex> lock(progress_mutex_);
     progress_cv_.notify_one();
   }
-  inst->src = static_cast<char*>(src);
-  inst->dst = static_cast<char*>(dst);
-  inst->op = op;
   uint32_t slot;
   if (!img.free_slots.empty()) {
     slot = img.free_slots.back();
@@ -361,7 +472,7 @@ void Engine::make_ready(CarState* cs) {
       vc.ready.push(cs);
       if (vc.ready.try_claim()) work.claimed.emplace_back(&vc, nullptr);
     }
-  } else if (car.kind == CarKind::Reduce && !inst.op.amsafe && !tls_on_app_thread) {
+  } else if (car.kind == CarKind::Reduce && !inst.op_of(car).amsafe && !tls_on_app_thread) {
     // A client function without CF_COLL_AMSAFE runs only on an application
     // thread inside a carflow call (seed v1.7): park it for the image's
     // next poll and wake the image if it sleeps.
@@ -415,16 +526,16 @@ void Engine::execute(CarState* cs) {
       complete(cs, kOk);
       return;
     case CarKind::Copy: {
-      char* dst = inst.resolve(car.dst);
-      const char* src = inst.resolve(car.src);
+      char* dst = inst.resolve(car.dst, car.member);
+      const char* src = inst.resolve(car.src, car.member);
       if (dst != src && car.dst.length > 0) std::memcpy(dst, src, car.dst.length);
       complete(cs, kOk);
       return;
     }
     case CarKind::Reduce:
       if (car.shape == ReduceShape::Elementwise) {
-        inst.op.apply(inst.resolve(car.dst), inst.resolve(car.src), inst.resolve(car.src2),
-                      car.dst.length);
+        inst.op_of(car).apply(inst.resolve(car.dst, car.member), inst.resolve(car.src, car.member),
+                              inst.resolve(car.src2, car.member), car.dst.length);
       } else {
         run_chunked(inst, car);
       }
@@ -438,21 +549,21 @@ void Engine::execute(CarState* cs) {
   MsgOp& op = cs->op;
   op.self = inst.image->image;
   op.peer = inst.members[car.peer];  // team rank -> image
-  op.key = MsgKey{inst.team, inst.seq, car.tag};
+  op.key = MsgKey{inst.team, inst.seq + car.member, car.tag};
   op.on_complete = &Engine::on_message_complete;
   op.matched = nullptr;
   if (car.kind == CarKind::Send) {
-    op.buf = inst.resolve(car.src);
+    op.buf = inst.resolve(car.src, car.member);
     op.nbytes = car.src.length;
     op.status = inst.status.load(std::memory_order_acquire);
     transport_for(op.peer).send(&op);
     return;
   }
-  op.buf = inst.resolve(car.dst);
+  op.buf = inst.resolve(car.dst, car.member);
   op.nbytes = car.dst.length;
   op.deliver = Deliver{};
   if (car.kind == CarKind::RecvReduce) {
-    op.deliver = Deliver{&Engine::reduce_incoming, cs, !inst.op.amsafe};
+    op.deliver = Deliver{&Engine::reduce_incoming, cs, !inst.op_of(car).amsafe};
   }
   transport_for(op.peer).recv(&op);
 }
@@ -460,10 +571,11 @@ void Engine::execute(CarState* cs) {
 // A Fold / Prefix REDUCE (graph/car.h, ReduceShape): one kernel call per
 // chunk, with the chunk's carry when the CAR has one.
 void Engine::run_chunked(const Instance& inst, const CompiledCar& car) {
-  const uint64_t es = inst.op.elem_size;
-  const char* src = inst.resolve(car.src);
-  const char* carry = inst.resolve(car.src2);
-  char* dst = inst.resolve(car.dst);
+  const ReduceOp& op = inst.op_of(car);
+  const uint64_t es = op.elem_size;
+  const char* src = inst.resolve(car.src, car.member);
+  const char* carry = inst.resolve(car.src2, car.member);
+  char* dst = inst.resolve(car.dst, car.member);
   Car shape;
   shape.first_elems = car.first_elems;
   shape.chunk_elems = car.chunk_elems;
@@ -471,9 +583,9 @@ void Engine::run_chunked(const Instance& inst, const CompiledCar& car) {
   for_each_chunk(shape, car.src.length / es, [&](uint64_t c, uint64_t first, uint64_t n) {
     const char* chunk_carry = carry ? carry + c * es : nullptr;
     if (fold) {
-      inst.op.fold(dst + c * es, chunk_carry, src + first * es, n);
+      op.fold(dst + c * es, chunk_carry, src + first * es, n);
     } else {
-      inst.op.prefix(dst + first * es, chunk_carry, src + first * es, n);
+      op.prefix(dst + first * es, chunk_carry, src + first * es, n);
     }
   });
 }
@@ -482,11 +594,12 @@ void Engine::reduce_incoming(void* ctx, void* dst, const void* incoming, size_t 
   auto* cs = static_cast<CarState*>(ctx);
   const Instance& inst = *cs->instance;
   const CompiledCar& car = inst.schedule->cars()[cs->index];
-  const void* local = car.src.space == BufferSpace::None ? dst : inst.resolve(car.src);
+  const void* local = car.src.space == BufferSpace::None ? dst : inst.resolve(car.src, car.member);
+  const ReduceOp& op = inst.op_of(car);
   if (car.incoming_left) {
-    inst.op.apply(dst, incoming, local, nbytes);
+    op.apply(dst, incoming, local, nbytes);
   } else {
-    inst.op.apply(dst, local, incoming, nbytes);
+    op.apply(dst, local, incoming, nbytes);
   }
 }
 
@@ -641,11 +754,18 @@ bool Engine::dump_json(ImageContext& img, uint64_t handle, const std::string& pa
   // pure, so running them again gives exactly what each image runs).
   const CollectiveSpec& spec = inst->schedule->spec();
   const GeneratorInfo* gen = GeneratorRegistry::instance().find(spec.kind, spec.algorithm);
+  const std::vector<const Schedule*>& parts = inst->schedule->parts;
   GlobalDag global;
-  global.spec = spec;
+  global.spec = spec;  // an aggregate's: its first member's, with the merged sync modes
   for (uint32_t i = 0; i < spec.images; ++i) {
-    global.images.push_back(i == inst->team_obj->rank ? inst->schedule->dag()
-                                           : generate_local(*gen, spec, i));
+    if (i == inst->team_obj->rank) {
+      global.images.push_back(inst->schedule->dag());
+    } else if (!parts.empty()) {
+      global.images.push_back(merged_dag(parts, i, false, (spec.flags & kSpecInAllSync) != 0,
+                                         (spec.flags & kSpecOutAllSync) != 0));
+    } else {
+      global.images.push_back(generate_local(*gen, spec, i));
+    }
   }
   return save_dag_file(global, path, error);
 }

@@ -21,6 +21,7 @@
 #include <oneapi/tbb/flow_graph.h>
 
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,6 +41,7 @@
 namespace carflow {
 
 class Engine;
+struct AggregatePart;
 
 // A team as one image sees it (seed v1.7, "Teams"): the member list (team
 // rank -> image), the same on every member; this image's rank; the id every
@@ -55,6 +57,9 @@ struct Team {
   uint32_t splits = 0;             // cf_team_split calls made on this team
   uint32_t outstanding = 0;        // started, not yet synced, collectives
   uint32_t images_per_node = 0;    // node-major with equal runs: ranks per node; else 0
+  // CF_COLL_AGGREGATE: the members of the aggregate being formed on this
+  // team, in call order (empty when none is open; Engine::start).
+  std::vector<AggregatePart> aggregate;
   uint32_t size() const { return static_cast<uint32_t>(members.size()); }
 };
 
@@ -102,8 +107,29 @@ struct CollectiveCall {
   // Seed-style reduce / prefix_reduce: block-cyclic layouts (graph/layout.h).
   uint64_t src_blksz = 0, src_offset = 0, dst_blksz = 0, dst_offset = 0;
   int flags = 0;
+  // CF_COLL_AGGREGATE: joins the team's open aggregate instead of starting;
+  // the next call on the team without it starts the whole aggregate.
+  bool aggregate = false;
   const GeneratorInfo* algorithm = nullptr;  // nullptr = the engine's choice
   Team* team = nullptr;                       // nullptr = CF_TEAM_ALL
+};
+
+// One member of an open aggregate: its schedule (generated without a sync
+// transform) and what its call bound.
+struct AggregatePart {
+  Schedule* schedule = nullptr;
+  void* src = nullptr;
+  void* dst = nullptr;
+  ReduceOp op;
+  bool in_allsync = false, out_allsync = false;
+};
+
+// What shapes an aggregate's merged schedule: the members' schedules in
+// order and the merged sync modes.
+struct AggregateKey {
+  std::vector<const Schedule*> parts;
+  bool in_allsync = false, out_allsync = false;
+  auto operator<=>(const AggregateKey&) const = default;
 };
 
 // One image's state; only its own thread touches the cache and handle table.
@@ -132,6 +158,8 @@ class ImageContext {
   const GeneratorInfo* algorithm[kCollKinds] = {};  // per-kind override (cf_coll_set_algorithm)
   Schedule* last_schedule = nullptr;        // one-entry cache in front of `cache`
   ScheduleKey last_key{};
+  std::map<AggregateKey, std::unique_ptr<Schedule>> aggregates;  // merged schedules
+  AggregateKey aggregate_key;  // reused to look the current aggregate up without allocating
 
   // REDUCE CARs of non-AMSAFE client functions made ready on a helper
   // thread, waiting for this image's thread (Engine::poll).
@@ -208,6 +236,12 @@ class Engine final : public TransportHooks {
  private:
   Schedule* schedule_for(ImageContext& img, const CollectiveCall& call,
                          const GeneratorInfo* gen, std::string* error);
+  int join_aggregate(ImageContext& img, const CollectiveCall& call, const GeneratorInfo* gen,
+                     uint64_t* handle, std::string* error);
+  Schedule* aggregate_schedule(ImageContext& img, const Team& team, std::string* error);
+  // Numbers, registers and starts a bound instance; `seqs` sequence numbers
+  // are taken (one per aggregate member).
+  uint64_t launch(ImageContext& img, Instance* inst, Team& team, uint32_t seqs);
   void make_ready(CarState* cs);
   void run_worklist();
   void drain(ImageContext::Vc& vc);

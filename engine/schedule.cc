@@ -1,5 +1,6 @@
 #include "engine/schedule.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <utility>
@@ -17,9 +18,9 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
   for (size_t i = 0; i < n; ++i) {
     const Car& car = dag_.cars[i];
     cars_[i] = CompiledCar{car.kind,    car.incoming_left, car.shape, car.first_elems,
-                           car.chunk_elems, car.peer,       car.tag,   car.src,
-                           car.src2,    car.dst,           next,      0,
-                           static_cast<int32_t>(car.deps.size())};
+                           car.chunk_elems, car.peer,       car.tag,   car.member,
+                           car.src,     car.src2,          car.dst,   next,
+                           0,           static_cast<int32_t>(car.deps.size())};
     next += out_degree[i];
     if (car.deps.empty()) roots_.push_back(static_cast<uint32_t>(i));
   }
@@ -30,6 +31,7 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
       successors_[pred.succ_begin + pred.succ_count++] = static_cast<uint32_t>(i);
     }
   }
+  members_ = std::max<uint32_t>(1, static_cast<uint32_t>(dag_.members.size()));
   for (uint64_t bytes : dag_.temps) {
     temp_offsets_.push_back(temp_bytes_);
     temp_bytes_ += (bytes + 63) / 64 * 64;
@@ -61,6 +63,12 @@ Instance* Schedule::acquire() {
         delete inst;
         throw std::bad_alloc();
       }
+    }
+    if (members_ > 1) {
+      inst->user_many = std::make_unique<char*[]>(2 * size_t{members_});
+      inst->ops_many = std::make_unique<ReduceOp[]>(members_);
+      inst->user = inst->user_many.get();
+      inst->ops = inst->ops_many.get();
     }
     for (uint32_t i = 0; i < cars_.size(); ++i) {
       inst->cars[i].index = i;

@@ -29,6 +29,7 @@ struct CompiledCar {
   uint64_t first_elems, chunk_elems;  // Fold / Prefix chunking
   uint32_t peer;         // team rank
   uint32_t tag;
+  uint32_t member;       // aggregate member (Car::member): buffers, op, sequence offset
   BufferRef src, src2, dst;
   uint32_t succ_begin;   // into Schedule::successors
   uint32_t succ_count;
@@ -57,6 +58,8 @@ class Schedule {
   const std::vector<CompiledCar>& cars() const { return cars_; }
   const uint32_t* successors(const CompiledCar& c) const { return successors_.data() + c.succ_begin; }
   const std::vector<uint32_t>& roots() const { return roots_; }
+  // Aggregate members this schedule binds (1 outside aggregates).
+  uint32_t members() const { return members_; }
   uint32_t exit() const { return dag_.exit; }
   uint64_t temp_offset(uint32_t slot) const { return temp_offsets_[slot]; }
 
@@ -64,6 +67,9 @@ class Schedule {
   Instance* acquire();
   void release(Instance* instance);
   size_t instances_created() const { return created_; }
+
+  // Aggregates: the members' own schedules, in call order (empty otherwise).
+  std::vector<const Schedule*> parts;
 
  private:
   CollectiveSpec spec_;
@@ -73,6 +79,7 @@ class Schedule {
   std::vector<uint32_t> roots_;
   std::vector<uint64_t> temp_offsets_;
   uint64_t temp_bytes_ = 0;
+  uint32_t members_ = 1;
   Instance* free_ = nullptr;
   size_t created_ = 0;
 };
@@ -83,21 +90,32 @@ struct Instance {
   uint32_t team = 0;                // the team's wire id
   Team* team_obj = nullptr;         // the image's view of it (members: rank -> image)
   const uint32_t* members = nullptr;
-  uint32_t seq = 0;
-  char* src = nullptr;
-  char* dst = nullptr;
-  ReduceOp op;
+  uint32_t seq = 0;                 // member m's messages travel under seq + m
+  // The bound user buffers and ops, per aggregate member (a single call is
+  // member 0): user[2m] is member m's source, user[2m + 1] its destination.
+  char** user = user_one;
+  ReduceOp* ops = &op_one;
   std::unique_ptr<CarState[]> cars;
   char* temp = nullptr;            // arena, 64-byte aligned
   std::atomic<int> status{0};
   std::atomic<bool> done{false};
   uint32_t handle_slot = 0;
   Instance* next_free = nullptr;
+  char* user_one[2] = {};
+  ReduceOp op_one;
+  std::unique_ptr<char*[]> user_many;    // aggregates: 2 per member
+  std::unique_ptr<ReduceOp[]> ops_many;  // aggregates: 1 per member
 
-  char* resolve(const BufferRef& b) const {
+  void bind(uint32_t member, void* src, void* dst, const ReduceOp& op) {
+    user[2 * member] = static_cast<char*>(src);
+    user[2 * member + 1] = static_cast<char*>(dst);
+    ops[member] = op;
+  }
+  const ReduceOp& op_of(const CompiledCar& car) const { return ops[car.member]; }
+  char* resolve(const BufferRef& b, uint32_t member) const {
     switch (b.space) {
-      case BufferSpace::UserSrc: return src + b.offset;
-      case BufferSpace::UserDst: return dst + b.offset;
+      case BufferSpace::UserSrc: return user[2 * member] + b.offset;
+      case BufferSpace::UserDst: return user[2 * member + 1] + b.offset;
       case BufferSpace::Temp: return temp + schedule->temp_offset(b.slot) + b.offset;
       case BufferSpace::None: break;
     }

@@ -79,6 +79,10 @@ struct Car {
   uint64_t first_elems = 0;   // Fold / Prefix chunking (ReduceShape)
   uint64_t chunk_elems = 0;
   bool sync = false;        // added by a sync-mode transform (graph/transforms.h)
+  // Aggregates (graph/aggregate.h): the member collective this CAR belongs to.
+  // It selects the member's user buffers and reduction op, and its messages
+  // travel under the member's sequence number. 0 outside aggregates.
+  uint32_t member = 0;
   std::vector<Dep> deps;
   bool operator==(const Car&) const = default;
 
@@ -180,6 +184,17 @@ struct CollectiveSpec {
   bool operator==(const CollectiveSpec&) const = default;
 };
 
+// Aggregates hold at most this many members (graph/aggregate.h).
+inline constexpr uint32_t kMaxAggregateMembers = 4096;
+
+// The user buffers and element size of one member of an aggregate.
+struct MemberBuffers {
+  uint64_t src_bytes = 0;
+  uint64_t dst_bytes = 0;
+  uint32_t elem_size = 1;
+  bool operator==(const MemberBuffers&) const = default;
+};
+
 struct LocalDag {
   uint32_t image = 0;             // team rank
   uint64_t src_bytes = 0;         // size of the user source buffer on this image
@@ -187,7 +202,18 @@ struct LocalDag {
   std::vector<uint64_t> temps;    // temp slot sizes in bytes
   std::vector<Car> cars;
   CarId exit = kNoCar;            // the JOIN whose completion completes the image
+  // Aggregates only: every member's buffers, indexed by Car::member (member
+  // 0's equal src_bytes / dst_bytes). Empty for a single collective.
+  std::vector<MemberBuffers> members;
   bool operator==(const LocalDag&) const = default;
+
+  // Bytes of a user buffer (UserSrc / UserDst) as member `member` sees it.
+  uint64_t user_bytes(uint32_t member, BufferSpace space) const {
+    if (!members.empty()) {
+      return space == BufferSpace::UserSrc ? members[member].src_bytes : members[member].dst_bytes;
+    }
+    return space == BufferSpace::UserSrc ? src_bytes : dst_bytes;
+  }
 };
 
 struct GlobalDag {

@@ -71,6 +71,7 @@ OrderedJson car_to_json(const Car& car, CarId id) {
   if (car.first_elems != 0) j["first_elems"] = car.first_elems;
   if (car.chunk_elems != 0) j["chunk_elems"] = car.chunk_elems;
   if (car.sync) j["sync"] = true;
+  if (car.member != 0) j["member"] = car.member;
   OrderedJson deps = OrderedJson::array();
   for (const Dep& dep : car.deps) {
     OrderedJson d;
@@ -89,6 +90,17 @@ OrderedJson image_to_json(const LocalDag& dag) {
   j["dst_bytes"] = dag.dst_bytes;
   j["temps"] = dag.temps;
   j["exit"] = dag.exit;
+  if (!dag.members.empty()) {
+    OrderedJson members = OrderedJson::array();
+    for (const MemberBuffers& m : dag.members) {
+      OrderedJson e;
+      e["src_bytes"] = m.src_bytes;
+      e["dst_bytes"] = m.dst_bytes;
+      e["elem_size"] = m.elem_size;
+      members.push_back(std::move(e));
+    }
+    j["members"] = std::move(members);
+  }
   OrderedJson cars = OrderedJson::array();
   for (CarId id = 0; id < dag.cars.size(); ++id) cars.push_back(car_to_json(dag.cars[id], id));
   j["cars"] = std::move(cars);
@@ -163,6 +175,7 @@ struct ImageContext {
   uint32_t image = 0;
   size_t cars = 0;
   size_t temps = 0;
+  size_t members = 0;  // aggregate members (0: a single collective)
 };
 
 class GraphReader {
@@ -195,6 +208,7 @@ class GraphReader {
   bool read_spec_extras(const Json& value, const Path& at, CollectiveSpec* spec);
   bool read_image(const Json& value, const Path& at, uint32_t index, uint32_t images, LocalDag* dag);
   bool read_temps(const Json& obj, const Path& at, std::vector<uint64_t>* temps);
+  bool read_members(const Json& obj, const Path& at, std::vector<MemberBuffers>* members);
   bool read_car(const Json& value, const Path& at, const ImageContext& ctx, CarId id, Car* car);
   bool read_peer_and_tag(const Json& obj, const Path& at, const ImageContext& ctx, Car* car);
   bool read_buffer(const Json& value, const Path& at, const ImageContext& ctx, BufferRef* ref);
@@ -400,10 +414,33 @@ bool GraphReader::read_temps(const Json& obj, const Path& at, std::vector<uint64
   return true;
 }
 
+// Aggregates: each member's user buffer sizes and element size (optional).
+bool GraphReader::read_members(const Json& obj, const Path& at, std::vector<MemberBuffers>* members) {
+  const auto it = obj.find("members");
+  if (it == obj.end()) return true;
+  const Path path = at.field("members");
+  if (!expect_array(*it, path, kMaxAggregateMembers)) return false;
+  members->resize(it->size());
+  for (size_t m = 0; m < it->size(); ++m) {
+    const Json& e = (*it)[m];
+    const Path here = path.at(m);
+    MemberBuffers& out = (*members)[m];
+    if (!expect_object(e, here) ||
+        !only_fields(e, here, {"src_bytes", "dst_bytes", "elem_size"}, "an aggregate member") ||
+        !read_uint(e, here, "src_bytes", 0, UINT64_MAX, &out.src_bytes) ||
+        !read_uint(e, here, "dst_bytes", 0, UINT64_MAX, &out.dst_bytes) ||
+        !read_uint(e, here, "elem_size", 1, UINT32_MAX, &out.elem_size)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool GraphReader::read_image(const Json& value, const Path& at, uint32_t index, uint32_t images,
                              LocalDag* dag) {
   if (!expect_object(value, at) ||
-      !only_fields(value, at, {"image", "src_bytes", "dst_bytes", "temps", "exit", "cars"}, "an image") ||
+      !only_fields(value, at, {"image", "src_bytes", "dst_bytes", "temps", "exit", "members", "cars"},
+                   "an image") ||
       !read_uint(value, at, "image", 0, UINT32_MAX, &dag->image)) {
     return false;
   }
@@ -423,7 +460,8 @@ bool GraphReader::read_image(const Json& value, const Path& at, uint32_t index, 
     return fail_at(at.field("exit"), std::to_string(dag->exit) + " is not a CAR of this image (" +
                                          std::to_string(cars->size()) + " cars)");
   }
-  const ImageContext ctx{images, index, cars->size(), dag->temps.size()};
+  if (!read_members(value, at, &dag->members)) return false;
+  const ImageContext ctx{images, index, cars->size(), dag->temps.size(), dag->members.size()};
   const Path cars_path = at.field("cars");
   dag->cars.resize(cars->size());
   for (CarId id = 0; id < cars->size(); ++id) {
@@ -438,7 +476,7 @@ bool GraphReader::read_car(const Json& value, const Path& at, const ImageContext
   if (!expect_object(value, at) ||
       !only_fields(value, at,
                    {"id", "kind", "peer", "tag", "src", "src2", "dst", "incoming_left", "shape",
-                    "first_elems", "chunk_elems", "sync", "deps"},
+                    "first_elems", "chunk_elems", "sync", "member", "deps"},
                    "a CAR") ||
       !read_uint(value, at, "id", 0, UINT32_MAX, &json_id)) {
     return false;
@@ -463,6 +501,13 @@ bool GraphReader::read_car(const Json& value, const Path& at, const ImageContext
   if (sync != value.end()) {
     if (!sync->is_boolean()) return fail_at(at.field("sync"), "expected true or false");
     car->sync = sync->get<bool>();
+  }
+  if (value.contains("member")) {
+    if (!read_uint(value, at, "member", 1, UINT32_MAX, &car->member)) return false;
+    if (car->member >= ctx.members) {
+      return fail_at(at.field("member"), std::to_string(car->member) + " is not a member of this image's "
+                                         "aggregate (" + std::to_string(ctx.members) + " members)");
+    }
   }
   return read_incoming_left(value, at, car) && read_shape(value, at, car) &&
          read_deps(value, at, ctx, id, car);

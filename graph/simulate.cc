@@ -74,7 +74,7 @@ class Simulator {
     Ref a, b;
     bool message;
   };
-  using Key = std::tuple<uint32_t, uint32_t, uint32_t>;  // from, to, tag
+  using Key = std::tuple<uint32_t, uint32_t, uint32_t>;  // from, to, tag (one member: see simulate())
 
   uint8_t* at(uint32_t image, const BufferRef& ref) {
     switch (ref.space) {
@@ -209,6 +209,13 @@ class Simulator {
 
 bool simulate(const GlobalDag& dag, std::vector<Bytes>* src, std::vector<Bytes>* dst,
               const SimReduceFn& reduce, uint64_t seed, SimResult* result, std::string* error) {
+  for (const LocalDag& image : dag.images) {
+    if (!image.members.empty()) {
+      // One pair of user buffers per image here; the engine runs aggregates.
+      *error = "image " + std::to_string(image.image) + ": aggregates are not simulated";
+      return false;
+    }
+  }
   Simulator sim(dag, src, dst, reduce, seed);
   return sim.run(result, error);
 }

@@ -32,7 +32,8 @@ struct SimResult {
 
 // src[i] / dst[i]: image i's user buffers, resized to at least the DAG's
 // src_bytes / dst_bytes. Returns false with *error when the DAG cannot run
-// to completion (a deadlock) or a reduce CAR has no `reduce`.
+// to completion (a deadlock) or a reduce CAR has no `reduce`, or the DAG is
+// an aggregate (several members' buffers per image: the engine runs those).
 bool simulate(const GlobalDag& dag, std::vector<Bytes>* src, std::vector<Bytes>* dst,
               const SimReduceFn& reduce, uint64_t seed, SimResult* result, std::string* error);
 

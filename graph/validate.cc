@@ -143,10 +143,10 @@ BufferUse buffer_use(CarKind kind) {
   return {};
 }
 
-uint64_t space_size(const LocalDag& dag, const BufferRef& ref) {
+uint64_t space_size(const LocalDag& dag, const BufferRef& ref, uint32_t member) {
   switch (ref.space) {
-    case BufferSpace::UserSrc: return dag.src_bytes;
-    case BufferSpace::UserDst: return dag.dst_bytes;
+    case BufferSpace::UserSrc:
+    case BufferSpace::UserDst: return dag.user_bytes(member, ref.space);
     case BufferSpace::Temp: return dag.temps[ref.slot];
     case BufferSpace::None: break;
   }
@@ -154,7 +154,8 @@ uint64_t space_size(const LocalDag& dag, const BufferRef& ref) {
 }
 
 // Empty when `ref` lies inside its buffer; otherwise the rule it breaks.
-std::string buffer_problem(const LocalDag& dag, const BufferRef& ref, const std::string& name) {
+std::string buffer_problem(const LocalDag& dag, const BufferRef& ref, const std::string& name,
+                           uint32_t member) {
   if (!known_space(ref.space)) {
     return name + ": space " + std::to_string(unsigned(ref.space)) + " is not a buffer space";
   }
@@ -173,7 +174,7 @@ std::string buffer_problem(const LocalDag& dag, const BufferRef& ref, const std:
     return name + ": temp slot " + std::to_string(ref.slot) + " does not exist (the image has " +
            std::to_string(dag.temps.size()) + ")";
   }
-  const uint64_t size = space_size(dag, ref);
+  const uint64_t size = space_size(dag, ref, member);
   // Compared without computing offset + length, which can wrap past 2^64.
   if (ref.offset <= size && ref.length <= size - ref.offset) return "";
   std::string buffer = space;
@@ -212,7 +213,7 @@ std::string buffers_problem(const LocalDag& dag, const Car& car, uint64_t es) {
     bool used;
   } operands[] = {{"src", car.src, use.src}, {"src2", car.src2, use.src2}, {"dst", car.dst, use.dst}};
   for (const auto& op : operands) {
-    std::string problem = buffer_problem(dag, op.ref, op.name);
+    std::string problem = buffer_problem(dag, op.ref, op.name, car.member);
     if (!problem.empty()) return problem;
     if (!op.used && op.ref.space != BufferSpace::None) {
       return std::string(op.name) + " must be none for " + kind_name(car.kind) + " (found " +
@@ -236,6 +237,10 @@ std::string buffers_problem(const LocalDag& dag, const Car& car, uint64_t es) {
 }
 
 std::string fields_problem(const LocalDag& dag, const Car& car, uint32_t images) {
+  if (car.member != 0 && car.member >= dag.members.size()) {
+    return "member " + std::to_string(car.member) + " does not exist (the image lists " +
+           std::to_string(dag.members.size()) + " aggregate members)";
+  }
   if (car.is_message()) {
     if (car.peer >= images) {
       return "peer " + std::to_string(car.peer) + " is not a team rank (P = " + std::to_string(images) + ")";
@@ -289,7 +294,10 @@ bool check_cars(const LocalDag& dag, uint32_t images, uint32_t es, std::string* 
     } else {
       problem = deps_problem(dag, id);
       if (problem.empty()) problem = fields_problem(dag, car, images);
-      if (problem.empty()) problem = buffers_problem(dag, car, es == 0 ? 1 : es);
+      if (problem.empty()) {
+        const uint32_t member_es = dag.members.empty() ? es : dag.members[car.member].elem_size;
+        problem = buffers_problem(dag, car, member_es == 0 ? 1 : member_es);
+      }
     }
     if (!problem.empty()) return fail(error, car_label(dag.image, id, car) + ": " + problem);
   }
@@ -358,12 +366,14 @@ bool check_exit(const LocalDag& dag, std::string* error) {
 // ---- match_messages -------------------------------------------------------
 
 // One side of a message, keyed the same way on both sides.
+// Members of an aggregate send under their own sequence numbers, so the
+// member is part of the key (graph/aggregate.h).
 struct MessageEnd {
-  uint32_t sender = 0, receiver = 0, tag = 0;
+  uint32_t sender = 0, receiver = 0, member = 0, tag = 0;
   uint32_t image = 0;
   CarId car = 0;
-  auto key() const { return std::tie(sender, receiver, tag); }
-  auto order() const { return std::tie(sender, receiver, tag, image, car); }
+  auto key() const { return std::tie(sender, receiver, member, tag); }
+  auto order() const { return std::tie(sender, receiver, member, tag, image, car); }
 };
 
 std::vector<MessageEnd> collect_ends(const GlobalDag& dag, bool sends) {
@@ -372,9 +382,9 @@ std::vector<MessageEnd> collect_ends(const GlobalDag& dag, bool sends) {
     const std::vector<Car>& cars = dag.images[i].cars;
     for (CarId c = 0; c < cars.size(); ++c) {
       if (sends && cars[c].kind == CarKind::Send) {
-        ends.push_back({i, cars[c].peer, cars[c].tag, i, c});
+        ends.push_back({i, cars[c].peer, cars[c].member, cars[c].tag, i, c});
       } else if (!sends && cars[c].is_receive()) {
-        ends.push_back({cars[c].peer, i, cars[c].tag, i, c});
+        ends.push_back({cars[c].peer, i, cars[c].member, cars[c].tag, i, c});
       }
     }
   }
@@ -386,8 +396,9 @@ std::string end_label(const GlobalDag& dag, const MessageEnd& end) {
 }
 
 std::string key_text(const MessageEnd& end) {
+  const std::string member = end.member != 0 ? ", member " + std::to_string(end.member) : "";
   return "(sender " + std::to_string(end.sender) + ", receiver " + std::to_string(end.receiver) +
-         ", tag " + std::to_string(end.tag) + ")";
+         member + ", tag " + std::to_string(end.tag) + ")";
 }
 
 // Sorts `ends` by key; two ends with one key would make the match ambiguous.
@@ -450,6 +461,15 @@ bool validate_local(const LocalDag& dag, uint32_t images, std::string* error, ui
   }
   if (dag.cars.size() >= kNoCar) {
     return fail(error, image + ": " + std::to_string(dag.cars.size()) + " CARs exceed the CarId range");
+  }
+  for (size_t m = 0; m < dag.members.size(); ++m) {
+    if (dag.members[m].elem_size == 0) {
+      return fail(error, image + ": member " + std::to_string(m) + ": elem_size must be at least 1");
+    }
+  }
+  if (!dag.members.empty() && (dag.members[0].src_bytes != dag.src_bytes ||
+                               dag.members[0].dst_bytes != dag.dst_bytes)) {
+    return fail(error, image + ": member 0's buffers must equal src_bytes and dst_bytes");
   }
   return check_exit(dag, error) && check_cars(dag, images, elem_size, error) &&
          check_local_acyclic(dag, error) && check_reaches_exit(dag, error);

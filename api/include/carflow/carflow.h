@@ -119,7 +119,7 @@ typedef void(cf_coll_reduce_fn)(void *results, size_t result_count, const void *
 #define CF_COLL_SINGLE (1 << 6) /* addresses agree on all images: single-address forms need
                                    one image per node; m forms take it with any count */
 #define CF_COLL_LOCAL (1 << 7)  /* each image passes its own addresses */
-#define CF_COLL_AGGREGATE (1 << 8)   /* not in this release: CF_ERR_BAD_ARG */
+#define CF_COLL_AGGREGATE (1 << 8)   /* joins the aggregate on the team (see "Aggregation") */
 #define CF_COLL_ALL_THREADS (1 << 9) /* every image thread calls; required when a
                                         node has more than one image */
 #define CF_COLL_DST_IN_SEGMENT (1 << 10) /* accepted; carflow has no segment */
