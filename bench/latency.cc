@@ -16,6 +16,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr uint32_t kMaxCalls = 1024;  // --calls limit
 constexpr int kDefaultFlags =
     CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_LOCAL | CF_COLL_ALL_THREADS;
 
@@ -73,12 +74,11 @@ struct Step {
   std::vector<std::vector<uint8_t>> expected;   // per image
 };
 
-// Runs one collective call for the step; returns its status.
-int run_once(const Step& step, cf_image_t me, std::vector<uint8_t>& src, std::vector<uint8_t>& dst,
-             std::string* graph_path) {
+// Starts one collective call of the step; its handle (INVALID on an error,
+// or for an aggregate's member).
+cf_coll_handle_t start_one(const Step& step, std::vector<uint8_t>& src, std::vector<uint8_t>& dst, int f) {
   const carflow::CollectiveSpec& spec = step.spec;
   const uint64_t n = step.bytes;
-  const int f = step.flags;
   const size_t es = spec.elem_size;
   const int func = es == 4 ? CF_BUILTIN(CF_OP_SUM, CF_DT_FLOAT) : CF_BUILTIN(CF_OP_SUM, CF_DT_UINT8);
   void* d = dst.data();
@@ -114,9 +114,23 @@ int run_once(const Step& step, cf_image_t me, std::vector<uint8_t>& src, std::ve
                                    n / es, func, 0, f);
       break;
   }
-  if (h == CF_COLL_INVALID_HANDLE) return cf_last_status();
-  if (graph_path != nullptr && me == 0) cf_graph_dump_json(h, graph_path->c_str());
-  return cf_coll_wait_sync(h);
+  return h;
+}
+
+// Runs one iteration of the step: options->calls calls (one buffer pair
+// each), as one aggregate or as separate calls synced together; returns
+// the status.
+int run_once(const Step& step, cf_image_t me, std::vector<std::vector<uint8_t>>& src,
+             std::vector<std::vector<uint8_t>>& dst, std::string* graph_path) {
+  const uint32_t calls = static_cast<uint32_t>(src.size());
+  cf_coll_handle_t handles[kMaxCalls];
+  for (uint32_t k = 0; k < calls; ++k) {
+    const bool member = step.options->aggregate && k + 1 < calls;
+    handles[k] = start_one(step, src[k], dst[k], step.flags | (member ? CF_COLL_AGGREGATE : 0));
+    if (handles[k] == CF_COLL_INVALID_HANDLE && cf_last_status() != CF_OK) return cf_last_status();
+  }
+  if (graph_path != nullptr && me == 0) cf_graph_dump_json(handles[calls - 1], graph_path->c_str());
+  return cf_coll_wait_sync_all(handles, calls);
 }
 
 }  // namespace
@@ -128,6 +142,10 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
     *error = "--coll: '" + options.coll +
              "' is not one of broadcast, barrier, allreduce, scatter, gather, gather_all, exchange, "
              "permute, reduce_vec, scan, reduce_scatter, reduce, prefix_reduce";
+    return false;
+  }
+  if (options.calls == 0 || options.calls > kMaxCalls) {
+    *error = "--calls: must be 1.." + std::to_string(kMaxCalls);
     return false;
   }
   std::vector<uint64_t> sizes = options.coll == "barrier" ? std::vector<uint64_t>{0} : options.sizes;
@@ -174,9 +192,12 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
         return;
       }
       // At least one byte each, so no buffer pointer is NULL.
-      std::vector<uint8_t> src = step.inputs[me], dst = carflow::reference::blank_outputs(step.spec)[me];
-      src.reserve(1);
-      dst.reserve(1);
+      std::vector<std::vector<uint8_t>> src(options.calls, step.inputs[me]);
+      std::vector<std::vector<uint8_t>> dst(options.calls, carflow::reference::blank_outputs(step.spec)[me]);
+      for (uint32_t k = 0; k < options.calls; ++k) {
+        src[k].reserve(1);
+        dst[k].reserve(1);
+      }
       if (me == base) {
         const char* a = cf_coll_algorithm(kind_of(options.coll), bytes, std::max(1u, step.spec.elem_size));
         algo = a != nullptr ? a : "?";
@@ -193,7 +214,9 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
       }
       const auto t1 = Clock::now();
       per_image_us[me - base] = std::chrono::duration<double, std::micro>(t1 - t0).count() / step.iters;
-      ok[me - base] = status == CF_OK && (step.spec.kind == carflow::CollKind::Barrier || dst == step.expected[me]);
+      bool right = true;
+      for (const auto& d : dst) right = right && d == step.expected[me];
+      ok[me - base] = status == CF_OK && (step.spec.kind == carflow::CollKind::Barrier || right);
       if (status != CF_OK) {
         std::lock_guard<std::mutex> lock(mutex);
         first_error = cf_last_error();
@@ -213,6 +236,8 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
     r.nodes = cf_nodes();
     r.algo = algo;
     r.iters = step.iters;
+    r.calls = options.calls;
+    r.aggregate = options.aggregate;
     r.min_us = *std::min_element(per_image_us.begin(), per_image_us.end());
     r.max_us = *std::max_element(per_image_us.begin(), per_image_us.end());
     for (double v : per_image_us) r.avg_us += v / options.images;
@@ -229,7 +254,9 @@ std::string to_json_line(const LatencyResult& r) {
   out << std::fixed << "{\"coll\":\"" << r.coll << "\",\"bytes\":" << r.bytes
       << ",\"images\":" << r.images << ",\"nodes\":" << r.nodes << ",\"algo\":\"" << r.algo
       << "\",\"iters\":" << r.iters << ",\"avg_us\":" << r.avg_us << ",\"min_us\":" << r.min_us
-      << ",\"max_us\":" << r.max_us << ",\"verified\":" << (r.verified ? "true" : "false") << "}";
+      << ",\"max_us\":" << r.max_us << ",\"verified\":" << (r.verified ? "true" : "false");
+  if (r.calls > 1) out << ",\"calls\":" << r.calls << ",\"aggregate\":" << (r.aggregate ? "true" : "false");
+  out << "}";
   return out.str();
 }
 

@@ -19,6 +19,11 @@ struct LatencyOptions {
   std::string algo;             // "" = default table
   int flags = 0;                // 0 = IN_MYSYNC|OUT_MYSYNC|LOCAL|ALL_THREADS
   std::string graph_dir;        // non-empty: image 0 dumps each step's DAG here
+  // Calls per timed iteration, each on its own buffers: one aggregate
+  // (CF_COLL_AGGREGATE on all but the last) or separate calls synced
+  // together with cf_coll_wait_sync_all. Latency is per iteration.
+  uint32_t calls = 1;
+  bool aggregate = false;
 };
 
 struct LatencyResult {
@@ -28,6 +33,8 @@ struct LatencyResult {
   uint32_t nodes = 1;
   std::string algo;
   uint32_t iters = 0;
+  uint32_t calls = 1;
+  bool aggregate = false;
   double avg_us = 0, min_us = 0, max_us = 0;
   bool verified = false;
   std::string graph_file;  // set when graph_dir was given

@@ -35,6 +35,7 @@ const char kUsage[] =
     "                                      build and validate a global DAG\n"
     "  dot   F.json                        Graphviz rendering of a graph file, to stdout\n"
     "  bench --coll C --images P --sizes LIST [--iters N] [--algo A] [--sync IN,OUT] [--json]\n"
+    "        [--calls K | --aggregate K]       K calls per iteration, separate or aggregated\n"
     "                                      OSU-style latency; LIST like 8,1K,4M or 8:4M\n"
     "  compare [--coll C] [--images 8] [--sizes 8,1M] [--iters N] [--rounds 5]\n"
     "                                      every algorithm vs the default choice, one run\n"
@@ -183,12 +184,14 @@ int cmd_dot(const Args& args) {
 }
 
 void print_table_header() {
-  std::printf("%-10s %10s %-20s %6s %10s %10s %10s %s\n", "coll", "bytes", "algorithm", "images",
+  std::printf("%-14s %10s %-20s %6s %10s %10s %10s %s\n", "coll", "bytes", "algorithm", "images",
               "avg_us", "min_us", "max_us", "verified");
 }
 
 void print_row(const carflow_bench::LatencyResult& r) {
-  std::printf("%-10s %10s %-20s %6u %10.2f %10.2f %10.2f %s\n", r.coll.c_str(),
+  // Several calls per iteration: "broadcast x8" (separate), "broadcast agg8".
+  const std::string coll = r.calls > 1 ? r.coll + (r.aggregate ? " agg" : " x") + std::to_string(r.calls) : r.coll;
+  std::printf("%-14s %10s %-20s %6u %10.2f %10.2f %10.2f %s\n", coll.c_str(),
               carflow_bench::format_bytes(r.bytes).c_str(), r.algo.c_str(), r.images, r.avg_us,
               r.min_us, r.max_us, r.verified ? "yes" : "NO");
 }
@@ -196,13 +199,19 @@ void print_row(const carflow_bench::LatencyResult& r) {
 int cmd_bench(const Args& args) {
   carflow_bench::LatencyOptions opt;
   std::string error;
-  uint64_t images = 0, iters = 0;
+  uint64_t images = 0, iters = 0, calls = 1, aggregate = 0;
   if (!get_uint(args, "images", 2, 1024, &images, &error) ||
-      !get_uint(args, "iters", 0, 100000000, &iters, &error)) {
+      !get_uint(args, "iters", 0, 100000000, &iters, &error) ||
+      !get_uint(args, "calls", 1, 1024, &calls, &error) ||
+      !get_uint(args, "aggregate", 0, 1024, &aggregate, &error)) {
     return fail(error);
   }
   opt.images = static_cast<uint32_t>(images);
   opt.iters = static_cast<uint32_t>(iters);
+  // --calls K: K separate calls per iteration; --aggregate K: K calls as one aggregate.
+  if (args.count("calls") && aggregate > 0) return fail("--calls, --aggregate: give one of them");
+  opt.calls = static_cast<uint32_t>(aggregate > 0 ? aggregate : calls);
+  opt.aggregate = aggregate > 0;
   // --sync IN,OUT: the sync modes of the timed calls (default mysync,mysync).
   auto sync = args.find("sync");
   if (sync != args.end()) {
@@ -229,6 +238,17 @@ int cmd_bench(const Args& args) {
   }
   if (args.count("algo")) opt.algo = args.at("algo");
   std::vector<carflow_bench::LatencyResult> results;
+  // --aggregate K also runs one call and K separate calls in the same run:
+  // the references of the aggregation targets.
+  if (opt.aggregate) {
+    carflow_bench::LatencyOptions single = opt, separate = opt;
+    single.calls = 1;
+    single.aggregate = separate.aggregate = false;
+    if (!carflow_bench::run_latency(single, &results, &error) ||
+        !carflow_bench::run_latency(separate, &results, &error)) {
+      return fail(error);
+    }
+  }
   if (!carflow_bench::run_latency(opt, &results, &error)) return fail(error);
   const bool json = args.count("json") > 0;
   if (!json) print_table_header();
@@ -240,6 +260,15 @@ int cmd_bench(const Args& args) {
       print_row(r);
     }
     all_ok &= r.verified;
+  }
+  if (opt.aggregate && !json) {
+    const size_t n = opt.sizes.empty() ? 1 : opt.sizes.size();
+    for (size_t i = 0; i < n && 3 * n <= results.size(); ++i) {
+      const auto &one = results[i], &sep = results[n + i], &agg = results[2 * n + i];
+      std::printf("%s %s: %u aggregated / one call = %.2f; aggregated / %u separate = %.2f\n",
+                  opt.coll.c_str(), carflow_bench::format_bytes(one.bytes).c_str(), opt.calls,
+                  agg.avg_us / one.avg_us, opt.calls, agg.avg_us / sep.avg_us);
+    }
   }
   // The references of the bandwidth targets, measured in the same run: one
   // memcpy of the message (broadcast); for allreduce, the fraction of the

@@ -119,7 +119,15 @@ typedef void(cf_coll_reduce_fn)(void *results, size_t result_count, const void *
 #define CF_COLL_SINGLE (1 << 6) /* addresses agree on all images: single-address forms need
                                    one image per node; m forms take it with any count */
 #define CF_COLL_LOCAL (1 << 7)  /* each image passes its own addresses */
-#define CF_COLL_AGGREGATE (1 << 8)   /* joins the aggregate on the team (see "Aggregation") */
+/* CF_COLL_AGGREGATE (non-blocking calls only): the call joins the aggregate
+   open on its team (or opens one) and returns CF_COLL_INVALID_HANDLE with
+   cf_last_status() == CF_OK; the next non-blocking call on the team without
+   the flag ends the aggregate and returns its one handle, whose sync covers
+   every member. All members run as one merged DAG once the last is called;
+   members with equal arguments share messages. At most 4096 calls per
+   aggregate. CF_ERR_BAD_ARG: the flag on a blocking call; a blocking call,
+   cf_team_split or cf_team_free on a team with an open aggregate. */
+#define CF_COLL_AGGREGATE (1 << 8)
 #define CF_COLL_ALL_THREADS (1 << 9) /* every image thread calls; required when a
                                         node has more than one image */
 #define CF_COLL_DST_IN_SEGMENT (1 << 10) /* accepted; carflow has no segment */
