@@ -103,42 +103,107 @@ class Merger {
     return static_cast<uint32_t>(out_.temps.size() - 1);
   }
 
-  // One SEND for the corresponding SENDs `ids`: each member's bytes are
-  // copied into a pack slot once the member's SEND would have been ready.
+  // One SEND for the corresponding SENDs `ids`. Its bytes are, in member
+  // order: a packed slot that a coalesced receive filled, when each member
+  // forwards exactly its part of it (a relay, e.g. a broadcast tree's inner
+  // image: nothing is copied); else a pack slot that COPY CARs fill from the
+  // members' sources once each member's SEND would have been ready, shared
+  // by every SEND of the same read-only user sources (a root sending to
+  // several children packs once).
   void coalesce_sends(uint32_t leader, const std::vector<CarId>& ids) {
     const Car first = out_.cars[ids[0]];
     uint64_t total = 0;
-    for (CarId id : ids) total += out_.cars[id].src.length;
     Car send;
     send.kind = CarKind::Send;
     send.peer = first.peer;
     send.tag = first.tag;
     send.member = leader;
+    for (CarId id : ids) {
+      total += out_.cars[id].src.length;
+      append_deps(&send.deps, out_.cars[id].deps);
+    }
     if (total > 0) {
-      const uint32_t slot = add_temp(total);
-      send.src = BufferRef{BufferSpace::Temp, slot, 0, total};
-      uint64_t offset = 0;
-      for (CarId id : ids) {
-        const Car& s = out_.cars[id];
-        if (s.src.length == 0) {
-          append_deps(&send.deps, s.deps);
-          continue;
-        }
-        Car pack;
-        pack.kind = CarKind::Copy;
-        pack.member = s.member;
-        pack.src = s.src;
-        pack.dst = BufferRef{BufferSpace::Temp, slot, offset, s.src.length};
-        pack.deps = s.deps;
-        offset += s.src.length;
-        const CarId packed = add(std::move(pack));
-        send.deps.push_back(Dep{packed, DepKind::Buffer});
+      BufferRef packed;
+      if (!forwarded_slot(ids, total, &packed) && !shared_pack(ids, total, &send.deps, &packed)) {
+        packed = pack(ids, total, &send.deps);
       }
-    } else {
-      for (CarId id : ids) append_deps(&send.deps, out_.cars[id].deps);
+      send.src = packed;
     }
     const CarId merged = add(std::move(send));
     for (CarId id : ids) redirect_[id] = merged;
+  }
+
+  // COPY CARs that pack the members' sources into a new slot; their ids
+  // join *deps (each waits for its member SEND's own predecessors).
+  BufferRef pack(const std::vector<CarId>& ids, uint64_t total, std::vector<Dep>* deps) {
+    const uint32_t slot = add_temp(total);
+    uint64_t offset = 0;
+    std::vector<CarId> copies;
+    for (CarId id : ids) {
+      const Car s = out_.cars[id];
+      if (s.src.length == 0) continue;
+      Car copy;
+      copy.kind = CarKind::Copy;
+      copy.member = s.member;
+      copy.src = s.src;
+      copy.dst = BufferRef{BufferSpace::Temp, slot, offset, s.src.length};
+      copy.deps = s.deps;
+      offset += s.src.length;
+      copies.push_back(add(std::move(copy)));
+      deps->push_back(Dep{copies.back(), DepKind::Buffer});
+    }
+    const BufferRef packed{BufferSpace::Temp, slot, 0, total};
+    if (all_user_src(ids)) packs_.push_back(Pack{sources(ids), packed, std::move(copies)});
+    return packed;
+  }
+
+  // A pack of exactly these sources made earlier; user sources are never
+  // written by a DAG, so its bytes are still the members' bytes.
+  bool shared_pack(const std::vector<CarId>& ids, uint64_t, std::vector<Dep>* deps, BufferRef* packed) {
+    if (!all_user_src(ids)) return false;
+    const std::vector<std::pair<uint32_t, BufferRef>> want = sources(ids);
+    for (const Pack& p : packs_) {
+      if (p.sources != want) continue;
+      for (CarId c : p.copies) deps->push_back(Dep{c, DepKind::Buffer});
+      *packed = p.slot;
+      return true;
+    }
+    return false;
+  }
+
+  bool all_user_src(const std::vector<CarId>& ids) const {
+    for (CarId id : ids) {
+      if (out_.cars[id].src.space != BufferSpace::UserSrc) return false;
+    }
+    return true;
+  }
+
+  std::vector<std::pair<uint32_t, BufferRef>> sources(const std::vector<CarId>& ids) const {
+    std::vector<std::pair<uint32_t, BufferRef>> list;
+    for (CarId id : ids) list.emplace_back(out_.cars[id].member, out_.cars[id].src);
+    return list;
+  }
+
+  // True (and *packed) when every member sends exactly the part of one
+  // coalesced receive's slot that was unpacked into its buffer, in order,
+  // covering the slot, and nothing else of the member writes those bytes:
+  // then the received slot goes out as it came in.
+  bool forwarded_slot(const std::vector<CarId>& ids, uint64_t total, BufferRef* packed) const {
+    const Unpacked* first = nullptr;
+    uint64_t offset = 0;
+    for (CarId id : ids) {
+      const Car& s = out_.cars[id];
+      const Unpacked* u = unpacked_into(s.member, s.src);
+      if (u == nullptr || (first != nullptr && u->from.slot != first->from.slot) ||
+          u->from.offset != offset || !only_writer(s.member, s.src, u->original)) {
+        return false;
+      }
+      if (first == nullptr) first = u;
+      offset += s.src.length;
+    }
+    if (first == nullptr || offset != total || out_.temps[first->from.slot] != total) return false;
+    *packed = BufferRef{BufferSpace::Temp, first->from.slot, 0, total};
+    return true;
   }
 
   // One receive for the corresponding receives `ids`, into a pack slot; each
@@ -182,6 +247,7 @@ class Merger {
       }
       unpack.deps = {Dep{merged, DepKind::Buffer}};
       redirect_[id] = add(std::move(unpack));
+      if (r.kind == CarKind::Recv) unpacked_.push_back(Unpacked{r.member, r.dst, incoming, id});
     }
   }
 
@@ -229,6 +295,44 @@ class Merger {
     return dag;
   }
 
+  // Packs of user sources (shared_pack) and what coalesced receives
+  // unpacked where (forwarded_slot).
+  struct Pack {
+    std::vector<std::pair<uint32_t, BufferRef>> sources;  // (member, source), in member order
+    BufferRef slot;
+    std::vector<CarId> copies;
+  };
+  struct Unpacked {
+    uint32_t member;
+    BufferRef to;     // the member's buffer range
+    BufferRef from;   // its part of the received slot
+    CarId original;   // the member's RECV that the unpack replaced
+  };
+  std::vector<Pack> packs_;
+  std::vector<Unpacked> unpacked_;
+
+  const Unpacked* unpacked_into(uint32_t member, const BufferRef& range) const {
+    for (const Unpacked& u : unpacked_) {
+      if (u.member == member && u.to == range) return &u;
+    }
+    return nullptr;
+  }
+
+  // True when `writer` is the only CAR of the member's own DAG that writes
+  // a byte of `range` (so the bytes a SEND reads there are the received ones).
+  bool only_writer(uint32_t member, const BufferRef& range, CarId writer) const {
+    const CarId begin = base_[member], end = begin + static_cast<CarId>(members_[member].dag.cars.size());
+    for (CarId c = begin; c < end; ++c) {  // the member's CARs, temp slots already renumbered
+      const Car& car = out_.cars[c];
+      const bool writes = car.kind != CarKind::Send && car.kind != CarKind::Join;
+      if (!writes || c == writer) continue;
+      const BufferRef& d = car.dst;
+      const bool overlaps = d.space == range.space && d.slot == range.slot &&
+                            d.offset < range.offset + range.length && range.offset < d.offset + d.length;
+      if (overlaps) return false;
+    }
+    return true;
+  }
   std::vector<AggregateMember>& members_;
   LocalDag out_;
   std::vector<CarId> base_;      // member -> id of its first CAR in out_

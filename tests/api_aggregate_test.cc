@@ -169,6 +169,77 @@ TEST_CASE("a mixed aggregate: broadcast, allreduce SUM and MAX, gather, scatter,
   }
 }
 
+// Members with equal arguments are coalesced: packed, relayed without
+// unpacking where an image forwards what it received, unpacked or combined.
+TEST_CASE("coalesced members of each kind give every member its own result") {
+  constexpr uint32_t kMembers = 4;
+  constexpr size_t kBlock = 40;
+  for (uint32_t P : {2u, 3u, 5u, 8u}) {
+    CAPTURE(P);
+    ImageLog log(P);
+    const uint32_t root = P / 2;
+    const int status = run_images(P, [&](cf_image_t me) {
+      std::vector<std::vector<uint8_t>> bsrc, bdst, asrc, adst, xsrc, xdst, ssrc, sdst;
+      std::vector<std::vector<int64_t>> rsrc, rdst;
+      for (uint32_t k = 0; k < kMembers; ++k) {
+        bsrc.push_back(pattern(10 + k, kBlock));
+        bdst.emplace_back(kBlock, 0);
+        asrc.push_back(pattern(100 + k * 16 + me, kBlock));
+        adst.emplace_back(P * kBlock, 0);
+        xsrc.push_back(pattern(1000 + k * 256 + me, P * kBlock));
+        xdst.emplace_back(P * kBlock, 0);
+        ssrc.push_back(pattern(5000 + k, P * kBlock));
+        sdst.emplace_back(kBlock, 0);
+        rsrc.emplace_back(3);
+        for (size_t j = 0; j < 3; ++j) rsrc[k][j] = contribution(me, k, j);
+        rdst.emplace_back(3, 0);
+      }
+      auto flags = [&](uint32_t k) { return kAllLocal | (k + 1 < kMembers ? CF_COLL_AGGREGATE : 0); };
+      cf_coll_handle_t h[5];
+      for (uint32_t k = 0; k < kMembers; ++k) {
+        h[0] = cf_coll_broadcast_nb(CF_TEAM_ALL, bdst[k].data(), root, bsrc[k].data(), kBlock, flags(k));
+      }
+      for (uint32_t k = 0; k < kMembers; ++k) {
+        h[1] = cf_coll_gather_all_nb(CF_TEAM_ALL, adst[k].data(), asrc[k].data(), kBlock, flags(k));
+      }
+      for (uint32_t k = 0; k < kMembers; ++k) {
+        h[2] = cf_coll_exchange_nb(CF_TEAM_ALL, xdst[k].data(), xsrc[k].data(), kBlock, flags(k));
+      }
+      for (uint32_t k = 0; k < kMembers; ++k) {
+        h[3] = cf_coll_scatter_nb(CF_TEAM_ALL, sdst[k].data(), root, ssrc[k].data(), kBlock, flags(k));
+      }
+      for (uint32_t k = 0; k < kMembers; ++k) {
+        h[4] = cf_coll_allreduce_nb(CF_TEAM_ALL, rdst[k].data(), rsrc[k].data(), 8, 3,
+                                    k % 2 ? kMaxI64 : kSumI64, 0, flags(k));
+      }
+      const int rc = cf_coll_wait_sync_all(h, 5);
+      log.expect(me, rc == CF_OK, [&] { return cat("wait_sync_all: ", cf_strerror(rc), " ", cf_last_error()); });
+      for (uint32_t k = 0; k < kMembers; ++k) {
+        log.expect(me, bdst[k] == bsrc[k], [&] { return cat("broadcast member ", k); });
+        log.expect(me, sdst[k] == std::vector<uint8_t>(ssrc[k].begin() + me * kBlock, ssrc[k].begin() + (me + 1) * kBlock),
+                   [&] { return cat("scatter member ", k); });
+        for (uint32_t i = 0; i < P; ++i) {
+          const auto a = pattern(100 + k * 16 + i, kBlock);
+          log.expect(me, std::memcmp(adst[k].data() + i * kBlock, a.data(), kBlock) == 0,
+                     [&] { return cat("gather_all member ", k, " block ", i); });
+          const auto x = pattern(1000 + k * 256 + i, P * kBlock);
+          log.expect(me, std::memcmp(xdst[k].data() + i * kBlock, x.data() + me * kBlock, kBlock) == 0,
+                     [&] { return cat("exchange member ", k, " block from ", i); });
+        }
+        for (size_t j = 0; j < 3; ++j) {
+          int64_t want = k % 2 ? INT64_MIN : 0;
+          for (uint32_t i = 0; i < P; ++i) {
+            want = k % 2 ? std::max(want, contribution(i, k, j)) : want + contribution(i, k, j);
+          }
+          log.expect(me, rdst[k][j] == want, [&] { return cat("allreduce member ", k, " [", j, "] = ", rdst[k][j], ", want ", want); });
+        }
+      }
+    });
+    REQUIRE(status == CF_OK);
+    log.report();
+  }
+}
+
 // Messages sent by all images while each runs `collective` once.
 template <typename Collective>
 uint64_t count_messages(uint32_t P, Collective collective, ImageLog& log) {
