@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "carflow/carflow.h"
 #include "engine/runtime.h"
@@ -21,10 +22,6 @@ ImageContext* current_image(const char* function);
 // The calling image's view of `team`, or nullptr when `team` is not a live
 // team of this image (freed, CF_TEAM_NULL, never made, another image's).
 Team* find_team(ImageContext& img, cf_team_t team);
-// The calling image's entry of an m form's list: lists are indexed by team
-// rank (nullptr for a NULL list or an invalid team, which the call's checks
-// then report).
-void* list_entry(void* const list[], cf_team_t team);
 // Team, flag groups, AGGREGATE and the LOCAL / SINGLE / ALL_THREADS rules
 // (multi_address: the rules of the m forms). *team_out: the team.
 bool check_common(ImageContext& img, cf_team_t team, int flags, bool blocking, std::string* error,
@@ -41,6 +38,27 @@ inline bool ranges_overlap(const void* a, size_t n, const void* b, size_t m) {
   return n > 0 && m > 0 && x < y + m && y < x + n;
 }
 void set_sync_modes(CollectiveCall* call, int flags);
+// The representative-thread mode (seed v1.7, "Collectives and threads"):
+// an m form called without CF_COLL_ALL_THREADS on a node of several
+// images; the calling thread calls for every image of its node.
+bool representative(const ImageContext& img, int flags, bool multi_address);
+// An image of this node that belongs to a team: its context, its own view
+// of the team, its team rank and its index among the node's members.
+struct LocalMember {
+  ImageContext* image;
+  Team* team;
+  uint32_t rank;
+  uint32_t local_index;
+};
+// The team's members on this node, in team rank order; false with *error
+// when one has no view of the team or the caller is not a member.
+bool local_members(ImageContext& img, Team& team, std::vector<LocalMember>* out, std::string* error);
+// A member's entry of an m form's list in the representative mode: LOCAL
+// lists hold this node's members (local index), SINGLE lists the whole team.
+void* represented_entry(void* const list[], int flags, const LocalMember& member);
+// Starts the parts under one handle of the caller (after fail() on an error).
+cf_coll_handle_t start_represented(ImageContext& caller,
+                                   const std::vector<carflow::Engine::RepresentedCall>& calls);
 // Blocking forms: false (after fail()) for CF_COLL_AGGREGATE on the call or
 // an aggregate open on `team`, which only a non-blocking call may end.
 bool blocking_allowed(cf_team_t team, int flags);

@@ -2,6 +2,7 @@
 // happens before anything starts, so a rejected call changes nothing.
 #include "carflow/carflow.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -70,12 +71,6 @@ Team* find_team(ImageContext& img, cf_team_t team) {
   return nullptr;
 }
 
-void* list_entry(void* const list[], cf_team_t team) {
-  if (list == nullptr || t_image == nullptr) return nullptr;
-  const Team* t = find_team(*t_image, team);
-  return t == nullptr ? nullptr : list[t->rank];
-}
-
 bool check_common(ImageContext& img, cf_team_t team, int flags, bool blocking, std::string* error,
                   bool multi_address, Team** team_out) {
   Team* t = find_team(img, team);
@@ -113,27 +108,19 @@ bool check_common(ImageContext& img, cf_team_t team, int flags, bool blocking, s
   const uint32_t images = img.engine->local_images();
   if (multi_address) {
     // Seed, "CURRENT PROPOSAL": LOCAL with ALL_THREADS is not permitted for
-    // the m forms (one address per caller: use the single-address form);
-    // LOCAL alone is the representative-thread mode.
-    if (flags & CF_COLL_LOCAL) {
-      *error = (flags & CF_COLL_ALL_THREADS)
-                   ? "flags: an m form with CF_COLL_LOCAL | CF_COLL_ALL_THREADS is not permitted "
-                     "(each caller has one address: use the single-address form)"
-                   : "flags: CF_COLL_LOCAL on an m form is the representative-thread mode, not "
-                     "supported in this release";
-      return false;
-    }
-    if (images > 1 && !(flags & CF_COLL_ALL_THREADS)) {
-      *error = "flags: this node has " + std::to_string(images) +
-               " images; every image thread must call with CF_COLL_ALL_THREADS";
+    // the m forms (one address per caller: use the single-address form).
+    // Without ALL_THREADS an m form is the representative-thread mode.
+    if ((flags & CF_COLL_LOCAL) && (flags & CF_COLL_ALL_THREADS)) {
+      *error = "flags: an m form with CF_COLL_LOCAL | CF_COLL_ALL_THREADS is not permitted "
+               "(each caller has one address: use the single-address form)";
       return false;
     }
     return true;
   }
   if (images > 1 && !(flags & CF_COLL_ALL_THREADS)) {
     *error = "flags: this node has " + std::to_string(images) +
-             " images; every image thread must call with CF_COLL_ALL_THREADS (the "
-             "representative-thread mode is not supported in this release)";
+             " images; a single-address call needs CF_COLL_ALL_THREADS (every image thread calls); "
+             "one thread calling for all images of the node must use an m form";
     return false;
   }
   if (images > 1 && (flags & CF_COLL_SINGLE)) {
@@ -142,6 +129,55 @@ bool check_common(ImageContext& img, cf_team_t team, int flags, bool blocking, s
     return false;
   }
   return true;
+}
+
+bool representative(const ImageContext& img, int flags, bool multi_address) {
+  return multi_address && !(flags & CF_COLL_ALL_THREADS) && img.engine->local_images() > 1;
+}
+
+bool local_members(ImageContext& img, Team& team, std::vector<LocalMember>* out, std::string* error) {
+  out->clear();
+  carflow::Engine& engine = *img.engine;
+  for (uint32_t rank = 0; rank < team.size(); ++rank) {
+    const uint32_t image = team.members[rank];
+    if (!engine.nodes().is_local(image)) continue;
+    ImageContext& other = engine.local_image(image);
+    Team* view = &other.all;
+    if (team.id != 0) {
+      view = nullptr;
+      for (const auto& t : other.teams) {
+        if (t->id == team.id && t->rank == rank) view = t.get();
+      }
+    }
+    if (view == nullptr) {
+      *error = "team: image " + std::to_string(image) + " of this node has no view of this team";
+      return false;
+    }
+    out->push_back(LocalMember{&other, view, rank, static_cast<uint32_t>(out->size())});
+  }
+  if (out->empty() || std::none_of(out->begin(), out->end(), [&](const LocalMember& m) { return m.image == &img; })) {
+    *error = "team: the representative must be a member of the team";
+    return false;
+  }
+  return true;
+}
+
+void* represented_entry(void* const list[], int flags, const LocalMember& member) {
+  if (list == nullptr) return nullptr;
+  return list[(flags & CF_COLL_LOCAL) ? member.local_index : member.rank];
+}
+
+cf_coll_handle_t start_represented(ImageContext& caller,
+                                   const std::vector<carflow::Engine::RepresentedCall>& calls) {
+  uint64_t handle = 0;
+  std::string error;
+  const int status = caller.engine->start_represented(caller, calls, &handle, &error);
+  if (status != CF_OK) {
+    fail(status, error);
+    return CF_COLL_INVALID_HANDLE;
+  }
+  succeed();
+  return static_cast<cf_coll_handle_t>(handle);
 }
 
 bool blocking_allowed(cf_team_t team, int flags) {

@@ -27,6 +27,11 @@ struct Computation {
   int flags;
   bool blocking = false;
   bool multi_address = false;
+  // m forms: the lists (indexed by team rank, or by local index for LOCAL in
+  // the representative mode) that dst / src come from.
+  void* const* dst_list = nullptr;
+  void* const* src_list = nullptr;
+  bool dst_from_list = false, src_from_list = false;
   bool rooted = false;
   cf_image_t root = 0;
   void* dst = nullptr;
@@ -59,6 +64,105 @@ bool in_place_allowed(CollKind kind) {
          kind == CollKind::ReduceScatter;
 }
 
+// Checks one image's part of the call (its rank in `team`, its addresses in
+// c.dst / c.src) and builds it; false after fail().
+bool build_computation(const Computation& c, ImageContext& img, carflow::Team* team, CollectiveCall* call) {
+  std::string error;
+  const uint32_t P = team->size();
+  const uint32_t me = team->rank;
+  if (c.rooted && c.root >= P) {
+    return fail(CF_ERR_BAD_ARG, "dstimage: " + str(c.root) + " is not a rank of the team (size " +
+                                    str(P) + ")"),
+           false;
+  }
+  if (c.elem_size == 0 || c.elem_size >= kMaxBytes) {
+    return fail(CF_ERR_BAD_ARG, "elem_size: must be at least 1 and below 2^48"), false;
+  }
+  CollectiveSpec spec;
+  spec.kind = c.kind;
+  spec.images = P;
+  spec.root = c.rooted ? c.root : 0;
+  spec.elem_size = static_cast<uint32_t>(c.elem_size);
+  spec.flags = (c.flags & CF_COLL_EXCLUSIVE) != 0 ? carflow::kExclusiveFlag : 0;
+  if (c.variable) {
+    if (c.counts == nullptr) return fail(CF_ERR_BAD_ARG, "counts: NULL"), false;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < P; ++i) {
+      if (c.counts[i] >= kMaxBytes / c.elem_size || (total += c.counts[i]) >= kMaxBytes / c.elem_size) {
+        return fail(CF_ERR_BAD_ARG, "counts[" + str(i) + "]: the blocks add up to 2^48 bytes or more"),
+               false;
+      }
+      spec.counts.push_back(c.counts[i] * c.elem_size);
+    }
+  } else {
+    if (c.elem_count == 0) return fail(CF_ERR_BAD_ARG, "elem_count: must be > 0"), false;
+    const uint64_t blocks = c.kind == CollKind::ReduceScatter ? P : 1;
+    if (c.elem_count >= kMaxBytes / c.elem_size / blocks) {
+      return fail(CF_ERR_BAD_ARG, "elem_size * elem_count: too large (limit 2^48 bytes)"),
+             false;
+    }
+    spec.nbytes = uint64_t{c.elem_count} * c.elem_size;
+  }
+  spec.src_blksz = c.src_blksz;
+  spec.src_offset = c.src_offset;
+  spec.dst_blksz = c.dst_blksz;
+  spec.dst_offset = c.dst_offset;
+  if (!carflow::check_layout(spec, &error)) return fail(CF_ERR_BAD_ARG, error), false;
+
+  if (!carflow::resolve_reduce_op(c.func, c.func_arg, c.elem_size, img.fn_table, &call->op, &error)) {
+    return fail(CF_ERR_BAD_ARG, error), false;
+  }
+  const uint64_t src_len = carflow::src_extent(spec, me);
+  const uint64_t dst_len = carflow::dst_extent(spec, me);
+  const char* list_note = c.multi_address ? " (its entry of the list)" : "";
+  if (src_len > 0 && c.src == nullptr) {
+    return fail(CF_ERR_BAD_ARG, std::string(c.multi_address ? "srclist" : "src") + ": NULL on image " +
+                                    str(me) + list_note + ", which contributes " + str(src_len) +
+                                    " bytes from it"),
+           false;
+  }
+  if (dst_len > 0 && c.dst == nullptr) {
+    return fail(CF_ERR_BAD_ARG, std::string(c.multi_address && c.kind == CollKind::PrefixReduce
+                                                ? "dstlist"
+                                                : "dst") +
+                                    ": NULL on image " + str(me) + list_note + ", which receives " +
+                                    str(dst_len) + " bytes into it"),
+           false;
+  }
+  const bool in_place = src_len > 0 && dst_len > 0 && c.src == c.dst;
+  if (in_place && !in_place_allowed(c.kind)) {
+    return fail(CF_ERR_BAD_ARG, std::string("src, dst: the same buffer (") + carflow::coll_kind_name(c.kind) +
+                                    " has no in-place form; the seed leaves overlap undefined)"),
+           false;
+  }
+  if (!in_place && ranges_overlap(c.src, src_len, c.dst, dst_len)) {
+    return fail(CF_ERR_BAD_ARG, "src, dst: the buffers overlap (in place means src == dst exactly)"),
+           false;
+  }
+  const uint64_t align = img.engine->config().data_alignment;
+  if ((src_len > 0 && !check_alignment(c.multi_address ? "srclist" : "src", c.src, c.elem_size, align, &error)) ||
+      (dst_len > 0 && !check_alignment("dst", c.dst, c.elem_size, align, &error))) {
+    return fail(CF_ERR_BAD_ARG, error), false;
+  }
+  call->kind = c.kind;
+  call->root = spec.root;
+  call->src = src_len > 0 ? const_cast<void*>(c.src) : unused_buffer();
+  call->dst = dst_len > 0 ? c.dst : unused_buffer();
+  call->nbytes = spec.nbytes;
+  call->elem_size = spec.elem_size;
+  call->counts = std::move(spec.counts);
+  call->in_place = in_place;
+  call->src_blksz = c.src_blksz;
+  call->src_offset = c.src_offset;
+  call->dst_blksz = c.dst_blksz;
+  call->dst_offset = c.dst_offset;
+  call->algorithm = img.algorithm[static_cast<int>(c.kind)];
+  call->team = team;
+  set_sync_modes(call, c.flags);
+  return true;
+}
+
+
 cf_coll_handle_t start_computation(const Computation& c) {
   ImageContext* img = current_image(c.function);
   if (img == nullptr) return CF_COLL_INVALID_HANDLE;
@@ -74,98 +178,31 @@ cf_coll_handle_t start_computation(const Computation& c) {
                     &team)) {
     return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
   }
-  const uint32_t P = team->size();
-  const uint32_t me = team->rank;
-  if (c.rooted && c.root >= P) {
-    return fail(CF_ERR_BAD_ARG, "dstimage: " + str(c.root) + " is not a rank of the team (size " +
-                                    str(P) + ")"),
-           CF_COLL_INVALID_HANDLE;
-  }
-  if (c.elem_size == 0 || c.elem_size >= kMaxBytes) {
-    return fail(CF_ERR_BAD_ARG, "elem_size: must be at least 1 and below 2^48"), CF_COLL_INVALID_HANDLE;
-  }
-  CollectiveSpec spec;
-  spec.kind = c.kind;
-  spec.images = P;
-  spec.root = c.rooted ? c.root : 0;
-  spec.elem_size = static_cast<uint32_t>(c.elem_size);
-  spec.flags = exclusive ? carflow::kExclusiveFlag : 0;
-  if (c.variable) {
-    if (c.counts == nullptr) return fail(CF_ERR_BAD_ARG, "counts: NULL"), CF_COLL_INVALID_HANDLE;
-    uint64_t total = 0;
-    for (uint32_t i = 0; i < P; ++i) {
-      if (c.counts[i] >= kMaxBytes / c.elem_size || (total += c.counts[i]) >= kMaxBytes / c.elem_size) {
-        return fail(CF_ERR_BAD_ARG, "counts[" + str(i) + "]: the blocks add up to 2^48 bytes or more"),
-               CF_COLL_INVALID_HANDLE;
+  auto with_entries = [&](Computation part, const LocalMember* member) {
+    if (c.dst_from_list) {
+      part.dst = member != nullptr ? represented_entry(c.dst_list, c.flags, *member)
+                                   : (c.dst_list == nullptr ? nullptr : c.dst_list[team->rank]);
+    }
+    if (c.src_from_list) {
+      part.src = member != nullptr ? represented_entry(c.src_list, c.flags, *member)
+                                   : (c.src_list == nullptr ? nullptr : c.src_list[team->rank]);
+    }
+    return part;
+  };
+  if (representative(*img, c.flags, c.multi_address)) {
+    std::vector<LocalMember> members;
+    if (!local_members(*img, *team, &members, &error)) return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
+    std::vector<carflow::Engine::RepresentedCall> calls;
+    for (const LocalMember& member : members) {
+      calls.push_back({member.image, {}});
+      if (!build_computation(with_entries(c, &member), *member.image, member.team, &calls.back().call)) {
+        return CF_COLL_INVALID_HANDLE;
       }
-      spec.counts.push_back(c.counts[i] * c.elem_size);
     }
-  } else {
-    if (c.elem_count == 0) return fail(CF_ERR_BAD_ARG, "elem_count: must be > 0"), CF_COLL_INVALID_HANDLE;
-    const uint64_t blocks = c.kind == CollKind::ReduceScatter ? P : 1;
-    if (c.elem_count >= kMaxBytes / c.elem_size / blocks) {
-      return fail(CF_ERR_BAD_ARG, "elem_size * elem_count: too large (limit 2^48 bytes)"),
-             CF_COLL_INVALID_HANDLE;
-    }
-    spec.nbytes = uint64_t{c.elem_count} * c.elem_size;
+    return start_represented(*img, calls);
   }
-  spec.src_blksz = c.src_blksz;
-  spec.src_offset = c.src_offset;
-  spec.dst_blksz = c.dst_blksz;
-  spec.dst_offset = c.dst_offset;
-  if (!carflow::check_layout(spec, &error)) return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
-
   CollectiveCall call;
-  if (!carflow::resolve_reduce_op(c.func, c.func_arg, c.elem_size, img->fn_table, &call.op, &error)) {
-    return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
-  }
-  const uint64_t src_len = carflow::src_extent(spec, me);
-  const uint64_t dst_len = carflow::dst_extent(spec, me);
-  const char* list_note = c.multi_address ? " (its entry of the list)" : "";
-  if (src_len > 0 && c.src == nullptr) {
-    return fail(CF_ERR_BAD_ARG, std::string(c.multi_address ? "srclist" : "src") + ": NULL on image " +
-                                    str(me) + list_note + ", which contributes " + str(src_len) +
-                                    " bytes from it"),
-           CF_COLL_INVALID_HANDLE;
-  }
-  if (dst_len > 0 && c.dst == nullptr) {
-    return fail(CF_ERR_BAD_ARG, std::string(c.multi_address && c.kind == CollKind::PrefixReduce
-                                                ? "dstlist"
-                                                : "dst") +
-                                    ": NULL on image " + str(me) + list_note + ", which receives " +
-                                    str(dst_len) + " bytes into it"),
-           CF_COLL_INVALID_HANDLE;
-  }
-  const bool in_place = src_len > 0 && dst_len > 0 && c.src == c.dst;
-  if (in_place && !in_place_allowed(c.kind)) {
-    return fail(CF_ERR_BAD_ARG, std::string("src, dst: the same buffer (") + carflow::coll_kind_name(c.kind) +
-                                    " has no in-place form; the seed leaves overlap undefined)"),
-           CF_COLL_INVALID_HANDLE;
-  }
-  if (!in_place && ranges_overlap(c.src, src_len, c.dst, dst_len)) {
-    return fail(CF_ERR_BAD_ARG, "src, dst: the buffers overlap (in place means src == dst exactly)"),
-           CF_COLL_INVALID_HANDLE;
-  }
-  const uint64_t align = img->engine->config().data_alignment;
-  if ((src_len > 0 && !check_alignment(c.multi_address ? "srclist" : "src", c.src, c.elem_size, align, &error)) ||
-      (dst_len > 0 && !check_alignment("dst", c.dst, c.elem_size, align, &error))) {
-    return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
-  }
-  call.kind = c.kind;
-  call.root = spec.root;
-  call.src = src_len > 0 ? const_cast<void*>(c.src) : unused_buffer();
-  call.dst = dst_len > 0 ? c.dst : unused_buffer();
-  call.nbytes = spec.nbytes;
-  call.elem_size = spec.elem_size;
-  call.counts = std::move(spec.counts);
-  call.in_place = in_place;
-  call.src_blksz = c.src_blksz;
-  call.src_offset = c.src_offset;
-  call.dst_blksz = c.dst_blksz;
-  call.dst_offset = c.dst_offset;
-  call.algorithm = img->algorithm[static_cast<int>(c.kind)];
-  call.team = team;
-  set_sync_modes(&call, c.flags);
+  if (!build_computation(with_entries(c, nullptr), *img, team, &call)) return CF_COLL_INVALID_HANDLE;
   return start(*img, call);
 }
 
@@ -286,8 +323,10 @@ Computation prefix_call(const char* function, cf_team_t team, void* dst, size_t 
 }
 Computation with_lists(Computation c, void* const dstlist[], void* const srclist[]) {
   c.multi_address = true;
-  if (dstlist != nullptr || c.kind == CollKind::PrefixReduce) c.dst = list_entry(dstlist, c.team);
-  c.src = list_entry(srclist, c.team);
+  c.dst_from_list = dstlist != nullptr || c.kind == CollKind::PrefixReduce;
+  c.src_from_list = true;
+  c.dst_list = dstlist;
+  c.src_list = srclist;
   return c;
 }
 }  // namespace

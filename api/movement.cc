@@ -24,7 +24,9 @@ struct Movement {
   cf_team_t team;
   int flags;
   bool blocking = false;
-  bool multi_address = false;   // an m form: dst / src came from a list
+  bool multi_address = false;   // an m form: dst and / or src come from a list
+  void* const* dst_list = nullptr;
+  void* const* src_list = nullptr;
   bool rooted = false;
   const char* root_name = "";   // "srcimage" or "dstimage"
   cf_image_t root = 0;
@@ -74,40 +76,36 @@ bool check_overlap(const Movement& m, const CollectiveSpec& spec, uint32_t me, u
   return false;
 }
 
-cf_coll_handle_t start_movement(Movement m) {
-  ImageContext* img = current_image(m.function);
-  if (img == nullptr) return CF_COLL_INVALID_HANDLE;
+// Checks one image's part of the call (its rank in `team`, its addresses in
+// m.dst / m.src) and builds it; false after fail().
+bool build_movement(const Movement& m, ImageContext& img, carflow::Team* team, CollectiveCall* call) {
   std::string error;
-  carflow::Team* team = nullptr;
-  if (!check_common(*img, m.team, m.flags, m.blocking, &error, m.multi_address, &team)) {
-    return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
-  }
   const uint32_t P = team->size();
   const uint32_t me = team->rank;
   if (m.rooted && m.root >= P) {
     return fail(CF_ERR_BAD_ARG, std::string(m.root_name) + ": " + str(m.root) +
                                     " is not a rank of the team (size " + str(P) + ")"),
-           CF_COLL_INVALID_HANDLE;
+           false;
   }
   CollectiveSpec spec;
   spec.kind = m.kind;
   spec.images = P;
   spec.root = m.rooted ? m.root : 0;
   if (m.variable) {
-    if (m.counts == nullptr) return fail(CF_ERR_BAD_ARG, "counts: NULL"), CF_COLL_INVALID_HANDLE;
+    if (m.counts == nullptr) return fail(CF_ERR_BAD_ARG, "counts: NULL"), false;
     const uint64_t n = m.kind == CollKind::Exchange ? uint64_t{P} * P : P;
     spec.counts.assign(m.counts, m.counts + n);
     if (m.displs != nullptr) spec.displs.assign(m.displs, m.displs + P);
   } else if (m.nbytes == 0) {
-    return fail(CF_ERR_BAD_ARG, "nbytes: must be > 0"), CF_COLL_INVALID_HANDLE;
+    return fail(CF_ERR_BAD_ARG, "nbytes: must be > 0"), false;
   } else {
     spec.nbytes = m.nbytes;
   }
   if (m.kind == CollKind::Permute) {
-    if (m.perm == nullptr) return fail(CF_ERR_BAD_ARG, "perm: NULL"), CF_COLL_INVALID_HANDLE;
+    if (m.perm == nullptr) return fail(CF_ERR_BAD_ARG, "perm: NULL"), false;
     spec.perm.assign(m.perm, m.perm + P);
   }
-  if (!carflow::check_layout(spec, &error)) return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
+  if (!carflow::check_layout(spec, &error)) return fail(CF_ERR_BAD_ARG, error), false;
   const uint64_t src_len = carflow::src_extent(spec, me);
   const uint64_t dst_len = carflow::dst_extent(spec, me);
   const char* list_note = m.multi_address ? " (its entry of the list)" : "";
@@ -118,36 +116,58 @@ cf_coll_handle_t start_movement(Movement m) {
                                                 : "src") +
                                     ": NULL on image " + str(me) + list_note + ", which sends " +
                                     str(src_len) + " bytes from it"),
-           CF_COLL_INVALID_HANDLE;
+           false;
   }
   if (dst_len > 0 && m.dst == nullptr) {
     return fail(CF_ERR_BAD_ARG, std::string(m.multi_address && m.kind != CollKind::Gather ? "dstlist" : "dst") +
                                     ": NULL on image " + str(me) + list_note + ", which receives " +
                                     str(dst_len) + " bytes into it"),
-           CF_COLL_INVALID_HANDLE;
+           false;
   }
   if (!check_overlap(m, spec, me, src_len, dst_len, &error)) {
-    return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
+    return fail(CF_ERR_BAD_ARG, error), false;
   }
-  CollectiveCall call;
-  call.kind = m.kind;
-  call.root = spec.root;
-  call.src = src_len > 0 ? m.src : unused_buffer();
-  call.dst = dst_len > 0 ? m.dst : unused_buffer();
-  call.nbytes = spec.nbytes;
-  call.counts = std::move(spec.counts);
-  call.displs = std::move(spec.displs);
-  call.perm = std::move(spec.perm);
-  call.algorithm = img->algorithm[static_cast<int>(m.kind)];
-  call.team = team;
-  set_sync_modes(&call, m.flags);
-  return start(*img, call);
+  call->kind = m.kind;
+  call->root = spec.root;
+  call->src = src_len > 0 ? m.src : unused_buffer();
+  call->dst = dst_len > 0 ? m.dst : unused_buffer();
+  call->nbytes = spec.nbytes;
+  call->counts = std::move(spec.counts);
+  call->displs = std::move(spec.displs);
+  call->perm = std::move(spec.perm);
+  call->algorithm = img.algorithm[static_cast<int>(m.kind)];
+  call->team = team;
+  set_sync_modes(call, m.flags);
+  return true;
 }
 
-// The calling image's entry of an m form's list; *ok: the list is not NULL.
-void* entry(void* const list[], cf_team_t team, bool* ok) {
-  *ok = list != nullptr;
-  return list_entry(list, team);
+
+cf_coll_handle_t start_movement(Movement m) {
+  ImageContext* img = current_image(m.function);
+  if (img == nullptr) return CF_COLL_INVALID_HANDLE;
+  std::string error;
+  carflow::Team* team = nullptr;
+  if (!check_common(*img, m.team, m.flags, m.blocking, &error, m.multi_address, &team)) {
+    return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
+  }
+  if (representative(*img, m.flags, m.multi_address)) {
+    std::vector<LocalMember> members;
+    if (!local_members(*img, *team, &members, &error)) return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
+    std::vector<carflow::Engine::RepresentedCall> calls;
+    for (const LocalMember& member : members) {
+      Movement part = m;
+      if (m.dst_list != nullptr) part.dst = represented_entry(m.dst_list, m.flags, member);
+      if (m.src_list != nullptr) part.src = represented_entry(m.src_list, m.flags, member);
+      calls.push_back({member.image, {}});
+      if (!build_movement(part, *member.image, member.team, &calls.back().call)) return CF_COLL_INVALID_HANDLE;
+    }
+    return start_represented(*img, calls);
+  }
+  if (m.dst_list != nullptr) m.dst = m.dst_list[team->rank];
+  if (m.src_list != nullptr) m.src = m.src_list[team->rank];
+  CollectiveCall call;
+  if (!build_movement(m, *img, team, &call)) return CF_COLL_INVALID_HANDLE;
+  return start(*img, call);
 }
 
 cf_coll_handle_t list_missing(const char* function, const char* list) {
@@ -244,58 +264,46 @@ cf_coll_handle_t cf_coll_exchangev_nb(cf_team_t team, void* dst, void* src, cons
 
 cf_coll_handle_t cf_coll_broadcastm_nb(cf_team_t team, void* const dstlist[], cf_image_t srcimage,
                                        void* src, size_t nbytes, int flags) {
-  bool ok;
-  void* dst = entry(dstlist, team, &ok);
-  if (!ok) return list_missing("cf_coll_broadcastm_nb", "dstlist");
+  if (dstlist == nullptr) return list_missing("cf_coll_broadcastm_nb", "dstlist");
   Movement m{"cf_coll_broadcastm_nb", CollKind::Broadcast, team, flags};
   m.multi_address = true, m.rooted = true, m.root_name = "srcimage", m.root = srcimage;
-  m.dst = dst, m.src = src, m.nbytes = nbytes;
+  m.dst_list = dstlist, m.src = src, m.nbytes = nbytes;
   return start_movement(m);
 }
 
 cf_coll_handle_t cf_coll_scatterm_nb(cf_team_t team, void* const dstlist[], cf_image_t srcimage,
                                      void* src, size_t nbytes, int flags) {
-  bool ok;
-  void* dst = entry(dstlist, team, &ok);
-  if (!ok) return list_missing("cf_coll_scatterm_nb", "dstlist");
+  if (dstlist == nullptr) return list_missing("cf_coll_scatterm_nb", "dstlist");
   Movement m{"cf_coll_scatterm_nb", CollKind::Scatter, team, flags};
   m.multi_address = true, m.rooted = true, m.root_name = "srcimage", m.root = srcimage;
-  m.dst = dst, m.src = src, m.nbytes = nbytes;
+  m.dst_list = dstlist, m.src = src, m.nbytes = nbytes;
   return start_movement(m);
 }
 
 cf_coll_handle_t cf_coll_gatherm_nb(cf_team_t team, cf_image_t dstimage, void* dst,
                                     void* const srclist[], size_t nbytes, int flags) {
-  bool ok;
-  void* src = entry(srclist, team, &ok);
-  if (!ok) return list_missing("cf_coll_gatherm_nb", "srclist");
+  if (srclist == nullptr) return list_missing("cf_coll_gatherm_nb", "srclist");
   Movement m{"cf_coll_gatherm_nb", CollKind::Gather, team, flags};
   m.multi_address = true, m.rooted = true, m.root_name = "dstimage", m.root = dstimage;
-  m.dst = dst, m.src = src, m.nbytes = nbytes;
+  m.dst = dst, m.src_list = srclist, m.nbytes = nbytes;
   return start_movement(m);
 }
 
 cf_coll_handle_t cf_coll_gather_allm_nb(cf_team_t team, void* const dstlist[],
                                         void* const srclist[], size_t nbytes, int flags) {
-  bool ok_dst, ok_src;
-  void* dst = entry(dstlist, team, &ok_dst);
-  void* src = entry(srclist, team, &ok_src);
-  if (!ok_dst) return list_missing("cf_coll_gather_allm_nb", "dstlist");
-  if (!ok_src) return list_missing("cf_coll_gather_allm_nb", "srclist");
+  if (dstlist == nullptr) return list_missing("cf_coll_gather_allm_nb", "dstlist");
+  if (srclist == nullptr) return list_missing("cf_coll_gather_allm_nb", "srclist");
   Movement m{"cf_coll_gather_allm_nb", CollKind::GatherAll, team, flags};
-  m.multi_address = true, m.dst = dst, m.src = src, m.nbytes = nbytes;
+  m.multi_address = true, m.dst_list = dstlist, m.src_list = srclist, m.nbytes = nbytes;
   return start_movement(m);
 }
 
 cf_coll_handle_t cf_coll_exchangem_nb(cf_team_t team, void* const dstlist[],
                                       void* const srclist[], size_t nbytes, int flags) {
-  bool ok_dst, ok_src;
-  void* dst = entry(dstlist, team, &ok_dst);
-  void* src = entry(srclist, team, &ok_src);
-  if (!ok_dst) return list_missing("cf_coll_exchangem_nb", "dstlist");
-  if (!ok_src) return list_missing("cf_coll_exchangem_nb", "srclist");
+  if (dstlist == nullptr) return list_missing("cf_coll_exchangem_nb", "dstlist");
+  if (srclist == nullptr) return list_missing("cf_coll_exchangem_nb", "srclist");
   Movement m{"cf_coll_exchangem_nb", CollKind::Exchange, team, flags};
-  m.multi_address = true, m.dst = dst, m.src = src, m.nbytes = nbytes;
+  m.multi_address = true, m.dst_list = dstlist, m.src_list = srclist, m.nbytes = nbytes;
   return start_movement(m);
 }
 

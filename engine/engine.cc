@@ -418,21 +418,8 @@ uint64_t Engine::start_schedule(ImageContext& img, Schedule* schedule, void* src
 }
 
 uint64_t Engine::launch(ImageContext& img, Instance* inst, Team& team, uint32_t seqs) {
-  Schedule* schedule = inst->schedule;
-  inst->image = &img;
-  inst->team = team.id;
-  inst->team_obj = &team;
-  inst->members = team.members.data();
-  inst->seq = team.next_seq;
-  team.next_seq += seqs;
+  number(img, inst, team, seqs);
   ++team.outstanding;
-  // The entry hook: wakes the progress thread when the first collective starts.
-  // Counted only for the progress thread: the shared counter costs every
-  // collective a contended cache line otherwise.
-  if (progress_thread_.joinable() && live_.fetch_add(1, std::memory_order_acq_rel) == 0) {
-    std::lock_guard<std::mutex> lock(progress_mutex_);
-    progress_cv_.notify_one();
-  }
   uint32_t slot;
   if (!img.free_slots.empty()) {
     slot = img.free_slots.back();
@@ -445,6 +432,29 @@ uint64_t Engine::launch(ImageContext& img, Instance* inst, Team& team, uint32_t 
   img.handle_slots[slot] = inst;
   inst->handle_slot = slot;
   const uint64_t handle = make_handle(img.handle_generation[slot], img.image, slot);
+  run_roots(img, inst);
+  return handle;
+}
+
+// Gives a bound instance its image, team and sequence numbers.
+void Engine::number(ImageContext& img, Instance* inst, Team& team, uint32_t seqs) {
+  inst->image = &img;
+  inst->waiter = &img;
+  inst->team = team.id;
+  inst->team_obj = &team;
+  inst->members = team.members.data();
+  inst->seq = team.next_seq;
+  team.next_seq += seqs;
+  // The entry hook: wakes the progress thread when the first collective starts.
+  // Counted only for the progress thread: the shared counter costs every
+  // collective a contended cache line otherwise.
+  if (progress_thread_.joinable() && live_.fetch_add(1, std::memory_order_acq_rel) == 0) {
+    std::lock_guard<std::mutex> lock(progress_mutex_);
+    progress_cv_.notify_one();
+  }
+}
+
+void Engine::run_roots(ImageContext& img, Instance* inst) {
   tls_on_app_thread = true;
   // While we post this call's CARs, peers may leave small messages for us in
   // our boxes (we look there before posting a receive); on the way out we
@@ -452,9 +462,51 @@ uint64_t Engine::launch(ImageContext& img, Instance* inst, Team& team, uint32_t 
   transport_->set_polling(img.image, true);
   // The instance may finish during this loop; roots() belongs to the
   // schedule, which outlives it, and each root is made ready exactly once.
-  for (uint32_t root : schedule->roots()) make_ready(&inst->cars[root]);
+  for (uint32_t root : inst->schedule->roots()) make_ready(&inst->cars[root]);
   transport_->set_polling(img.image, false);
-  return handle;
+}
+
+int Engine::start_represented(ImageContext& caller, const std::vector<RepresentedCall>& calls,
+                              uint64_t* handle, std::string* error) {
+  std::vector<Schedule*> schedules;
+  for (const RepresentedCall& rc : calls) {
+    if (rc.call.aggregate || !team_of(*rc.image, rc.call).aggregate.empty()) {
+      *error = "flags: CF_COLL_AGGREGATE is not supported in the representative-thread mode";
+      return kErrBadArg;
+    }
+    const GeneratorInfo* gen = nullptr;
+    if (!choose_algorithm(rc.call, &gen, error)) return kErrBadArg;
+    // Every part's schedule lives in the caller's cache (keyed by the
+    // part's rank), so only the caller's thread touches their pools.
+    Schedule* schedule = schedule_for(caller, rc.call, gen, error);
+    if (schedule == nullptr) return kErrBadArg;
+    schedules.push_back(schedule);
+  }
+  Instance* leader = nullptr;
+  std::vector<Instance*> parts;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    Instance* inst = schedules[k]->acquire();
+    inst->bind(0, calls[k].call.src, calls[k].call.dst, calls[k].call.op);
+    inst->represented.clear();
+    parts.push_back(inst);
+    if (calls[k].image == &caller) leader = inst;
+  }
+  for (size_t k = 0; k < calls.size(); ++k) {
+    if (parts[k] == leader) continue;
+    leader->represented.push_back(parts[k]);
+    number(*calls[k].image, parts[k], team_of(*calls[k].image, calls[k].call), 1);
+    parts[k]->waiter = &caller;
+  }
+  ++caller.representing;
+  // Numbered first, started together: every part's team advances its
+  // sequence as if its own thread had called.
+  for (size_t k = 0; k < calls.size(); ++k) {
+    if (parts[k] != leader) run_roots(*calls[k].image, parts[k]);
+  }
+  for (size_t k = 0; k < calls.size(); ++k) {
+    if (parts[k] == leader) *handle = launch(caller, leader, team_of(caller, calls[k].call), 1);
+  }
+  return kOk;
 }
 
 void Engine::make_ready(CarState* cs) {
@@ -630,7 +682,7 @@ void Engine::complete(CarState* cs, int status) {
 }
 
 void Engine::finish(Instance& inst) {
-  ImageContext* img = inst.image;
+  ImageContext* img = inst.waiter;
   if (config_.progress == ProgressMode::Thread) live_.fetch_sub(1, std::memory_order_acq_rel);
   inst.done.store(true, std::memory_order_seq_cst);
   // `inst` may be recycled by its owner from here on; touch only `img`.
@@ -661,6 +713,16 @@ void Engine::serve_vc(uint32_t image, uint32_t peer) {
 }
 
 bool Engine::poll(ImageContext& img) {
+  bool did = poll_image(img);
+  if (img.representing > 0) {  // a representative polls for the images it called for
+    for (auto& other : images_ctx_) {
+      if (other.get() != &img) did |= poll_image(*other);
+    }
+  }
+  return did;
+}
+
+bool Engine::poll_image(ImageContext& img) {
   tls_on_app_thread = true;
   bool did = false;
   if (img.app_only_pending.load(std::memory_order_acquire)) {
@@ -694,8 +756,18 @@ int Engine::release(ImageContext& img, uint32_t slot) {
   ++img.handle_generation[slot];
   img.free_slots.push_back(slot);
   --inst->team_obj->outstanding;
+  int first = status;
+  if (!inst->represented.empty()) {
+    for (Instance* part : inst->represented) {
+      const int s = part->status.load(std::memory_order_acquire);
+      if (first == 0) first = s;
+      part->schedule->release(part);
+    }
+    inst->represented.clear();
+    --img.representing;
+  }
   inst->schedule->release(inst);
-  return status;
+  return first;
 }
 
 int Engine::sync_done(ImageContext& img, Instance* inst) {
@@ -714,7 +786,9 @@ int Engine::abandon(ImageContext& img, Instance* inst) {
   {
     std::lock_guard<std::mutex> lock(abandoned_mutex_);
     abandoned_.push_back(inst);
+    for (Instance* part : inst->represented) abandoned_.push_back(part);
   }
+  if (!inst->represented.empty()) --img.representing;
   return lost_status();
 }
 
@@ -724,9 +798,9 @@ int Engine::try_sync(ImageContext& img, uint64_t handle, std::string* error) {
     *error = "handle: not a live handle of this image (already synced, or another thread's)";
     return kErrBadArg;
   }
-  if (!inst->done.load(std::memory_order_acquire)) {
+  if (!is_done(inst)) {
     poll(img);
-    if (!inst->done.load(std::memory_order_acquire)) {
+    if (!is_done(inst)) {
       return lost_status() != 0 ? abandon(img, inst) : kNotReady;
     }
   }

@@ -167,6 +167,7 @@ class ImageContext {
   std::vector<CarState*> app_only;
   std::atomic<bool> app_only_pending{false};
 
+  int representing = 0;  // live composite handles of this thread (representative mode): poll every image
   std::atomic<int> sleepers{0};
   std::mutex sleep_mutex;
   std::condition_variable sleep_cv;
@@ -219,7 +220,27 @@ class Engine final : public TransportHooks {
   // instance that is not done (a peer node was lost) is abandoned: its
   // handle dies and the lost status is returned.
   int sync_done(ImageContext& img, Instance* inst);
-  bool is_done(const Instance* inst) const { return inst->done.load(std::memory_order_acquire); }
+  bool is_done(const Instance* inst) const {
+    if (!inst->done.load(std::memory_order_acquire)) return false;
+    for (const Instance* f : inst->represented) {
+      if (!f->done.load(std::memory_order_acquire)) return false;
+    }
+    return true;
+  }
+  // The representative-thread mode (seed v1.7, "Collectives and threads":
+  // one thread per node calls for all its images): starts calls[k] for
+  // image calls[k].image, every local member of the team, the caller's own
+  // call among them, under one composite handle of the caller. The
+  // caller's thread owns every part (schedules from its cache) and polls
+  // for all of them while it waits.
+  struct RepresentedCall {
+    ImageContext* image;
+    CollectiveCall call;
+  };
+  int start_represented(ImageContext& caller, const std::vector<RepresentedCall>& calls,
+                        uint64_t* handle, std::string* error);
+  // This process's image `image` (a global image number of this node).
+  ImageContext& local_image(uint32_t image) { return *images_ctx_[image - base_]; }
   // Waits with backoff until done() is true or a peer node is lost (defined below).
   template <typename Done>
   void wait_until(ImageContext& img, Done done);
@@ -242,6 +263,9 @@ class Engine final : public TransportHooks {
   // Numbers, registers and starts a bound instance; `seqs` sequence numbers
   // are taken (one per aggregate member).
   uint64_t launch(ImageContext& img, Instance* inst, Team& team, uint32_t seqs);
+  void number(ImageContext& img, Instance* inst, Team& team, uint32_t seqs);
+  void run_roots(ImageContext& img, Instance* inst);
+  bool poll_image(ImageContext& img);
   void make_ready(CarState* cs);
   void run_worklist();
   void drain(ImageContext::Vc& vc);

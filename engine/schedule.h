@@ -101,6 +101,8 @@ struct Instance {
   std::atomic<bool> done{false};
   uint32_t handle_slot = 0;
   Instance* next_free = nullptr;
+  ImageContext* waiter = nullptr;      // woken when this instance finishes (its image, or a representative)
+  std::vector<Instance*> represented;  // representative-thread mode: the other images' instances
   char* user_one[2] = {};
   ReduceOp op_one;
   std::unique_ptr<char*[]> user_many;    // aggregates: 2 per member
