@@ -178,14 +178,17 @@ cf_coll_handle_t start_computation(const Computation& c) {
                     &team)) {
     return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
   }
+  // A LOCAL list holds this node's images (one, outside the representative
+  // mode); a SINGLE list every image of the team.
+  const uint32_t index = (c.flags & CF_COLL_LOCAL) ? 0 : team->rank;
   auto with_entries = [&](Computation part, const LocalMember* member) {
     if (c.dst_from_list) {
       part.dst = member != nullptr ? represented_entry(c.dst_list, c.flags, *member)
-                                   : (c.dst_list == nullptr ? nullptr : c.dst_list[team->rank]);
+                                   : (c.dst_list == nullptr ? nullptr : c.dst_list[index]);
     }
     if (c.src_from_list) {
       part.src = member != nullptr ? represented_entry(c.src_list, c.flags, *member)
-                                   : (c.src_list == nullptr ? nullptr : c.src_list[team->rank]);
+                                   : (c.src_list == nullptr ? nullptr : c.src_list[index]);
     }
     return part;
   };

@@ -163,8 +163,11 @@ cf_coll_handle_t start_movement(Movement m) {
     }
     return start_represented(*img, calls);
   }
-  if (m.dst_list != nullptr) m.dst = m.dst_list[team->rank];
-  if (m.src_list != nullptr) m.src = m.src_list[team->rank];
+  // A LOCAL list (no ALL_THREADS: LOCAL with it is refused) holds this
+  // node's one image; a SINGLE list every image of the team.
+  const uint32_t index = (m.flags & CF_COLL_LOCAL) ? 0 : team->rank;
+  if (m.dst_list != nullptr) m.dst = m.dst_list[index];
+  if (m.src_list != nullptr) m.src = m.src_list[index];
   CollectiveCall call;
   if (!build_movement(m, *img, team, &call)) return CF_COLL_INVALID_HANDLE;
   return start(*img, call);

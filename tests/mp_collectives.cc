@@ -90,6 +90,7 @@ struct Log {
   std::mutex mutex;
   std::atomic<uint64_t> checks{0};
   std::vector<std::string> failures;
+  std::atomic<bool> represented{false};  // this node's representative has initiated its call
   void fail(const std::string& what) {
     std::lock_guard<std::mutex> lock(mutex);
     if (failures.size() < 20) failures.push_back(what);
@@ -228,6 +229,56 @@ CollectiveSpec make(CollKind kind, uint32_t P, uint32_t root, uint64_t nbytes, c
   return s;
 }
 
+// An aggregate spanning nodes (three broadcasts from different roots and an
+// allreduce), then the representative-thread mode: the first image of each
+// node calls gather_allm for its node's images (a LOCAL list: this node's
+// images only) while the others wait until it has initiated, as the seed
+// requires; then every image thread calls a barrier, which matches only if
+// the representative numbered the collective for all of its images.
+void run_aggregate_and_representative(Log& log, cf_image_t me, uint32_t P) {
+  uint64_t b[3] = {}, src = 1000 + me;
+  int64_t sum = 0, one = 1;
+  for (uint32_t k = 0; k < 3; ++k) {
+    cf_coll_broadcast_nb(CF_TEAM_ALL, &b[k], (k * 2 + 1) % P, &src, 8, kLocal | CF_COLL_AGGREGATE);
+  }
+  const cf_coll_handle_t h = cf_coll_allreduce_nb(CF_TEAM_ALL, &sum, &one, 8, 1, kSumInt64, 0, kLocal);
+  log.checks++;
+  const int rc = cf_coll_wait_sync(h);
+  for (uint32_t k = 0; k < 3; ++k) {
+    if (rc != CF_OK || sum != static_cast<int64_t>(P) || b[k] != 1000 + (k * 2 + 1) % P) {
+      log.fail("aggregate: " + std::string(cf_strerror(rc)) + " " + cf_last_error() + " image " +
+               std::to_string(me));
+      break;
+    }
+  }
+  const uint32_t local = P / cf_nodes();  // every node runs the same number of images
+  log.checks++;
+  if (me % local == 0) {
+    std::vector<std::vector<uint64_t>> dst(local, std::vector<uint64_t>(P, 0));
+    std::vector<uint64_t> mine(local);
+    std::vector<void*> dl, sl;
+    for (uint32_t k = 0; k < local; ++k) {
+      mine[k] = 7000 + me + k;
+      dl.push_back(dst[k].data());
+      sl.push_back(&mine[k]);
+    }
+    const cf_coll_handle_t g = cf_coll_gather_allm_nb(
+        CF_TEAM_ALL, dl.data(), sl.data(), 8, CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_LOCAL);
+    log.represented.store(true);
+    log.represented.notify_all();
+    const int grc = cf_coll_wait_sync(g);
+    bool right = grc == CF_OK;
+    for (uint32_t k = 0; k < local; ++k) {
+      for (uint32_t j = 0; j < P; ++j) right = right && dst[k][j] == 7000 + j;
+    }
+    if (!right) log.fail("representative gather_allm on node " + std::to_string(cf_mynode()) + ": " + cf_last_error());
+  } else {
+    log.represented.wait(false);
+  }
+  log.checks++;
+  if (cf_coll_barrier(CF_TEAM_ALL, kLocal) != CF_OK) log.fail(std::string("barrier after: ") + cf_last_error());
+}
+
 void run_all(Log& log, cf_image_t me) {
   const uint32_t P = cf_images();
   const CollKind movement[] = {CollKind::Broadcast, CollKind::Scatter, CollKind::Gather,
@@ -320,6 +371,7 @@ void run_all(Log& log, cf_image_t me) {
     log.fail("allreduce on a split team: got " + std::to_string(sum) + ", want " + std::to_string(want));
   }
   cf_team_free(half);
+  run_aggregate_and_representative(log, me, P);
 }
 
 }  // namespace
