@@ -177,12 +177,23 @@ cf_coll_handle_t cf_coll_exchange_nb(cf_team_t team, void *dst, void *src, size_
                                      int flags);
 int cf_coll_exchange(cf_team_t team, void *dst, void *src, size_t nbytes, int flags);
 
-/* Multiple-address ("m") forms: dstlist / srclist hold one address per
-   image of the team, indexed by team rank, identical on every caller;
-   each image uses its own entry. They need CF_COLL_SINGLE (with
-   CF_COLL_ALL_THREADS when a node has several images); CF_COLL_LOCAL with
-   ALL_THREADS is not permitted (seed), LOCAL alone (one representative
-   thread per node) is not in this release. */
+/* Multiple-address ("m") forms (seed v1.7), by flags:
+   - CF_COLL_SINGLE | CF_COLL_ALL_THREADS: every image thread calls; the
+     lists hold one address per image of the team, indexed by team rank,
+     identical on every caller; each image uses its own entry.
+   - Without CF_COLL_ALL_THREADS, one representative thread per node (any
+     image thread of it) calls for every image of its node that is in the
+     team, and gets one handle that syncs them all. With CF_COLL_SINGLE the
+     lists hold every image of the team (by team rank); with CF_COLL_LOCAL
+     they hold this node's members of the team, in team rank order. The
+     node's other image threads must not start a collective while the
+     representative's call is being made (the seed's serialization rule);
+     they may compute or sync meanwhile. Not with CF_COLL_AGGREGATE.
+   - CF_COLL_LOCAL | CF_COLL_ALL_THREADS is not permitted (seed: one
+     address per caller; use the single-address form). A single-address
+     form without CF_COLL_ALL_THREADS on a node of several images is
+     CF_ERR_BAD_ARG too (there is no way to name the other images'
+     addresses). */
 cf_coll_handle_t cf_coll_broadcastm_nb(cf_team_t team, void *const dstlist[], cf_image_t srcimage,
                                        void *src, size_t nbytes, int flags);
 int cf_coll_broadcastm(cf_team_t team, void *const dstlist[], cf_image_t srcimage, void *src,
