@@ -138,15 +138,30 @@ TEST_CASE("a flood of 10,000 unexpected messages at one image completes under cr
     CHECK(r.status == 0);
     const auto lines = summaries(r.output);
     REQUIRE(lines.size() == 5);
-    uint64_t waits = 0;
+    const bool rings = std::string(env).find("CF_HOST_RINGS=0") == std::string::npos;
+    uint64_t waits = 0, ring_sends = 0, unexpected = 0;
     for (const auto& m : lines) {
-      CHECK(m[6].str() == "0");
-      if (m[2].str() == "0") CHECK(std::stoull(m[10].str()) >= 10000);
+      CHECK(m[6].str() == "0");  // every gathered value verified at image 0
+      if (m[2].str() == "0") unexpected = std::stoull(m[10].str());
       waits += std::stoull(m[11].str());
+      if (m[2].str() != "0") ring_sends += std::stoull(m[13].str());
     }
-    // Without rings, senders ran out of credits and waited instead of
-    // overrunning the receiver.
-    if (std::string(env).find("CF_HOST_RINGS=0") != std::string::npos) CHECK(waits > 0);
+    if (!rings) {
+      // Through libfabric alone every gather reaches image 0 before it posts
+      // (the side barrier's message follows them on each pair), and senders
+      // ran out of credits and waited instead of overrunning the receiver.
+      CHECK(unexpected >= 10000);
+      CHECK(waits > 0);
+    } else {
+      // With rings in front, a sender's side-barrier message can take a ring
+      // slot freed while its earlier gathers still queue on libfabric, so
+      // image 0 may post some receives before they land: the count of
+      // unexpected arrivals is not fixed. What is fixed: the rings carried
+      // part of the flood, image 0 took unexpected arrivals, and every value
+      // was verified above.
+      CHECK(ring_sends > 0);
+      CHECK(unexpected > 0);
+    }
   }
 }
 
