@@ -99,7 +99,9 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
   // outnumber cores, senders matching for descheduled receivers (the
   // mailbox path) keeps work moving and is faster (README, Performance).
   const uint64_t fastbox = on_host <= cores ? config.inproc_fastbox_bytes : 0;
-  transport_ = std::make_unique<InprocTransport>(local_, config.inproc_eager_bytes, fastbox, this, base_);
+  auto inproc = std::make_unique<InprocTransport>(local_, config.inproc_eager_bytes, fastbox, this, base_);
+  inproc->set_eager_credits(static_cast<uint32_t>(config.inproc_eager_credits));
+  transport_ = std::move(inproc);
   for (uint32_t i = 0; i < local_; ++i) {
     images_ctx_.push_back(std::make_unique<ImageContext>(this, base_ + i, images_));
     if (remote_ != nullptr) images_ctx_.back()->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -578,9 +580,12 @@ void Engine::execute(CarState* cs) {
       complete(cs, kOk);
       return;
     case CarKind::Copy: {
-      char* dst = inst.resolve(car.dst, car.member);
-      const char* src = inst.resolve(car.src, car.member);
-      if (dst != src && car.dst.length > 0) std::memcpy(dst, src, car.dst.length);
+      if (car.seg_count == 0) {
+        copy_range(inst, car.member, car.src, car.dst);
+      } else {
+        const CopySegment* seg = inst.schedule->segments(car);
+        for (uint32_t i = 0; i < car.seg_count; ++i) copy_range(inst, seg[i].member, seg[i].src, seg[i].dst);
+      }
       complete(cs, kOk);
       return;
     }
@@ -618,6 +623,12 @@ void Engine::execute(CarState* cs) {
     op.deliver = Deliver{&Engine::reduce_incoming, cs, !inst.op_of(car).amsafe};
   }
   transport_for(op.peer).recv(&op);
+}
+
+void Engine::copy_range(const Instance& inst, uint32_t member, const BufferRef& src, const BufferRef& dst) {
+  char* to = inst.resolve(dst, member);
+  const char* from = inst.resolve(src, member);
+  if (to != from && dst.length > 0) std::memcpy(to, from, dst.length);
 }
 
 // A Fold / Prefix REDUCE (graph/car.h, ReduceShape): one kernel call per

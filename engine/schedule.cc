@@ -2,34 +2,108 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <new>
 #include <utility>
 
 namespace carflow {
 
+namespace {
+
+// The compiled dependency structure: per CAR its distinct predecessors and
+// successors, and whether it still runs.
+struct Plan {
+  std::vector<std::vector<uint32_t>> preds, succs;
+  std::vector<bool> live;
+  std::vector<std::vector<uint32_t>> fused;  // a fused COPY's absorbed CARs, in index order
+};
+
+void insert_unique(std::vector<uint32_t>* v, uint32_t x) {
+  if (std::find(v->begin(), v->end(), x) == v->end()) v->push_back(x);
+}
+
+void erase_value(std::vector<uint32_t>* v, uint32_t x) { v->erase(std::remove(v->begin(), v->end(), x), v->end()); }
+
+Plan plan_dependencies(const LocalDag& dag) {
+  const size_t n = dag.cars.size();
+  Plan p;
+  p.preds.resize(n);
+  p.succs.resize(n);
+  p.live.assign(n, true);
+  p.fused.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    for (const Dep& d : dag.cars[i].deps) insert_unique(&p.preds[i], d.car);
+    std::sort(p.preds[i].begin(), p.preds[i].end());
+  }
+  // COPYs with equal predecessor sets: the first absorbs the others.
+  std::map<std::vector<uint32_t>, uint32_t> first_copy;
+  std::vector<uint32_t> leader(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    leader[i] = i;
+    if (dag.cars[i].kind != CarKind::Copy) continue;
+    auto [it, fresh] = first_copy.emplace(p.preds[i], i);
+    if (!fresh) {
+      leader[i] = it->second;
+      p.live[i] = false;
+      p.fused[it->second].push_back(i);
+    }
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    std::vector<uint32_t> mapped;
+    for (uint32_t d : p.preds[i]) insert_unique(&mapped, leader[d]);
+    p.preds[i] = p.live[i] ? std::move(mapped) : std::vector<uint32_t>{};
+    for (uint32_t d : p.preds[i]) p.succs[d].push_back(i);
+  }
+  // Bypass JOINs whose removal adds no edges.
+  for (uint32_t j = 0; j < n; ++j) {
+    if (j == dag.exit || !p.live[j] || dag.cars[j].kind != CarKind::Join) continue;
+    const std::vector<uint32_t> in = p.preds[j], out = p.succs[j];
+    if (in.size() > 1 && out.size() > 1) continue;
+    for (uint32_t s : out) {
+      erase_value(&p.preds[s], j);
+      for (uint32_t d : in) insert_unique(&p.preds[s], d);
+    }
+    for (uint32_t d : in) {
+      erase_value(&p.succs[d], j);
+      for (uint32_t s : out) insert_unique(&p.succs[d], s);
+    }
+    p.preds[j].clear();
+    p.succs[j].clear();
+    p.live[j] = false;
+  }
+  return p;
+}
+
+}  // namespace
+
 Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), dag_(std::move(dag)) {
   const size_t n = dag_.cars.size();
-  std::vector<uint32_t> out_degree(n, 0);
-  for (const Car& car : dag_.cars) {
-    for (const Dep& d : car.deps) ++out_degree[d.car];
-  }
+  const Plan plan = plan_dependencies(dag_);
   cars_.resize(n);
-  uint32_t next = 0;
   for (size_t i = 0; i < n; ++i) {
     const Car& car = dag_.cars[i];
-    cars_[i] = CompiledCar{car.kind,    car.incoming_left, car.shape, car.first_elems,
-                           car.chunk_elems, car.peer,       car.tag,   car.member,
-                           car.src,     car.src2,          car.dst,   next,
-                           0,           static_cast<int32_t>(car.deps.size())};
-    next += out_degree[i];
-    if (car.deps.empty()) roots_.push_back(static_cast<uint32_t>(i));
-  }
-  successors_.resize(next);
-  for (size_t i = 0; i < n; ++i) {
-    for (const Dep& d : dag_.cars[i].deps) {
-      CompiledCar& pred = cars_[d.car];
-      successors_[pred.succ_begin + pred.succ_count++] = static_cast<uint32_t>(i);
+    CompiledCar& c = cars_[i];
+    c = CompiledCar{car.kind,    car.incoming_left, car.shape, car.first_elems,
+                    car.chunk_elems, car.peer,       car.tag,   car.member,
+                    car.src,     car.src2,          car.dst,   static_cast<uint32_t>(successors_.size()),
+                    0,           static_cast<int32_t>(plan.preds[i].size())};
+    if (!plan.live[i]) {
+      c.deps = -1;  // never made ready
+      continue;
     }
+    ++live_;
+    for (uint32_t s : plan.succs[i]) successors_.push_back(s);
+    c.succ_count = static_cast<uint32_t>(plan.succs[i].size());
+    if (!plan.fused[i].empty()) {
+      c.seg_begin = static_cast<uint32_t>(segments_.size());
+      segments_.push_back(CopySegment{car.member, car.src, car.dst});
+      for (uint32_t f : plan.fused[i]) {
+        const Car& other = dag_.cars[f];
+        segments_.push_back(CopySegment{other.member, other.src, other.dst});
+      }
+      c.seg_count = static_cast<uint32_t>(segments_.size()) - c.seg_begin;
+    }
+    if (plan.preds[i].empty()) roots_.push_back(static_cast<uint32_t>(i));
   }
   members_ = std::max<uint32_t>(1, static_cast<uint32_t>(dag_.members.size()));
   for (uint64_t bytes : dag_.temps) {

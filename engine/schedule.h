@@ -5,6 +5,15 @@
 // arena. The schedule cache builds it once per key; each call then takes an
 // Instance from the schedule's pool, binds the user's pointers and resets
 // the counters: the hot path allocates nothing.
+//
+// Compiling also trims bookkeeping that the DAG keeps for readability (the
+// LocalDag itself, and its JSON, stay as generated):
+// - COPYs with the same predecessors run as one compiled CAR with a list of
+//   segments (an aggregate's pack and unpack copies);
+// - a JOIN other than the exit whose removal adds no edges (one predecessor
+//   or one successor) is bypassed: its predecessors release its successors.
+// Dependencies between the remaining CARs are exactly the transitive ones
+// of the DAG. Bypassed and absorbed CARs keep their index but never run.
 #pragma once
 
 #include <atomic>
@@ -34,6 +43,14 @@ struct CompiledCar {
   uint32_t succ_begin;   // into Schedule::successors
   uint32_t succ_count;
   int32_t deps;          // predecessor count
+  uint32_t seg_begin = 0;  // a fused COPY: its segments in Schedule::segments
+  uint32_t seg_count = 0;  // (0: the CAR's own src/dst)
+};
+
+// One copy of a fused COPY.
+struct CopySegment {
+  uint32_t member;
+  BufferRef src, dst;
 };
 
 // Per-call state of one CAR. The message op is embedded, so posting a SEND or
@@ -58,6 +75,9 @@ class Schedule {
   const std::vector<CompiledCar>& cars() const { return cars_; }
   const uint32_t* successors(const CompiledCar& c) const { return successors_.data() + c.succ_begin; }
   const std::vector<uint32_t>& roots() const { return roots_; }
+  const CopySegment* segments(const CompiledCar& c) const { return segments_.data() + c.seg_begin; }
+  // CARs that run per call after compiling (at most dag().cars.size()).
+  size_t live_cars() const { return live_; }
   // Aggregate members this schedule binds (1 outside aggregates).
   uint32_t members() const { return members_; }
   uint32_t exit() const { return dag_.exit; }
@@ -77,6 +97,8 @@ class Schedule {
   std::vector<CompiledCar> cars_;
   std::vector<uint32_t> successors_;
   std::vector<uint32_t> roots_;
+  std::vector<CopySegment> segments_;
+  size_t live_ = 0;
   std::vector<uint64_t> temp_offsets_;
   uint64_t temp_bytes_ = 0;
   uint32_t members_ = 1;

@@ -56,6 +56,40 @@ TEST_CASE("a CAR never runs before its predecessors (random reduce lattices)") {
   }
 }
 
+// Compiling fuses COPYs with equal predecessors into one CAR and bypasses
+// JOINs with one predecessor or one successor; every dependency survives
+// transitively, so the chain of REDUCEs still sees every copied value.
+TEST_CASE("compiling fuses sibling COPYs and bypasses pass-through JOINs, keeping every dependency") {
+  constexpr uint32_t kCopies = 8;
+  DagBuilder b(0, 8, 8 * (kCopies + 2));
+  const BufferRef acc = user_dst(8 * (kCopies + 1), 8);
+  const CarId seed = b.copy(user_dst(0, 8), user_src(0, 8));
+  std::vector<CarId> joins;
+  for (uint32_t k = 1; k <= kCopies; ++k) {
+    const CarId c = b.copy(user_dst(8 * k, 8), user_dst(0, 8), {after_buffer(seed)});
+    joins.push_back(b.join({after(c)}));
+  }
+  CarId sum = b.reduce(acc, user_dst(8, 8), user_dst(16, 8), {after(joins[0]), after(joins[1])});
+  for (uint32_t k = 3; k <= kCopies; ++k) {
+    sum = b.reduce(acc, acc, user_dst(8 * k, 8), {after_buffer(sum), after(joins[k - 1])});
+  }
+  LocalDag dag = b.finish();
+  const size_t total = dag.cars.size();
+  Engine engine(1, Config{});
+  ImageContext& img = engine.image(0);
+  Schedule schedule(CollectiveSpec{}, std::move(dag));
+  // 7 copies absorbed by the first, 8 single-predecessor JOINs bypassed.
+  CHECK(schedule.live_cars() == total - (kCopies - 1) - kCopies);
+  for (uint64_t round = 1; round <= 3; ++round) {
+    std::vector<uint64_t> out(kCopies + 2, 0);
+    std::string error;
+    const uint64_t h = engine.start_schedule(img, &schedule, &round, out.data(), sum_u64());
+    REQUIRE(engine.wait_sync(img, h, &error) == kOk);
+    for (uint32_t k = 0; k <= kCopies; ++k) CHECK(out[k] == round);
+    CHECK(out[kCopies + 1] == kCopies * round);
+  }
+}
+
 // Runs `body(engine, image)` on one thread per image.
 template <typename F>
 void on_images(Engine& engine, F body) {

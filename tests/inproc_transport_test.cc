@@ -1,7 +1,9 @@
-// The inproc transport on its own: fastbox handover and its fallbacks.
+// The inproc transport on its own: fastbox handover and its fallbacks, and
+// eager flow control.
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <deque>
 #include <vector>
 
 #include "transports/inproc/inproc_transport.h"
@@ -115,6 +117,46 @@ TEST_CASE("a byte-count mismatch completes both sides with an error instead of c
   CHECK(recv.status == -7);
   CHECK(send.status == -7);
   CHECK(got == 0);
+}
+
+
+TEST_CASE("a sender out of eager credits waits for the receive: the receiver's pool stays bounded") {
+  NoHooks hooks;
+  InprocTransport t(2, 8192, 0, &hooks);
+  t.set_eager_credits(4);
+  tls_on_app_thread = true;
+  constexpr uint32_t kMessages = 20;
+  std::vector<uint64_t> values(kMessages), got(kMessages, 0);
+  std::deque<Op> sends, recvs;  // stable addresses
+  for (uint32_t i = 0; i < kMessages; ++i) {
+    values[i] = 1000 + i;
+    sends.emplace_back(0, 1, i, &values[i], 8);
+    t.send(&sends.back().op);
+  }
+  // The first 4 went eager and completed; the other 16 wait as descriptors.
+  for (uint32_t i = 0; i < kMessages; ++i) CHECK(sends[i].completions == (i < 4 ? 1 : 0));
+  CHECK(t.unexpected_count(1) == kMessages);
+  CHECK(t.stats().eager == 4);
+  // Receiving in reverse order: each waiting SEND completes when its RECV
+  // copies from the sender's buffer, with the right data.
+  for (uint32_t i = kMessages; i-- > 0;) {
+    recvs.emplace_back(1, 0, i, &got[i], 8);
+    t.recv(&recvs.back().op);
+    CHECK(recvs.back().completions == 1);
+    CHECK(recvs.back().status == 0);
+    CHECK(sends[i].completions == 1);
+    CHECK(got[i] == values[i]);
+  }
+  CHECK(t.unexpected_count(1) == 0);
+  // Credits came back: the next small message is eager again.
+  uint64_t more = 7, more_got = 0;
+  Op s(0, 1, 99, &more, 8);
+  t.send(&s.op);
+  CHECK(s.completions == 1);
+  CHECK(t.stats().eager == 5);
+  Op r(1, 0, 99, &more_got, 8);
+  t.recv(&r.op);
+  CHECK(more_got == 7);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ InprocTransport::InprocTransport(uint32_t images, uint64_t eager_bytes, uint64_t
   for (uint32_t i = 0; i < images; ++i) {
     mailboxes_.push_back(std::make_unique<Mailbox>());
     mailboxes_.back()->pulls.resize(images);
+    mailboxes_.back()->eager_held.resize(images);
     mailboxes_.back()->boxes = std::make_unique<FastBox[]>(images);
   }
 }
@@ -52,6 +53,7 @@ InprocTransport::Unexpected* InprocTransport::take_block(Mailbox& mb, bool eager
 }
 
 void InprocTransport::free_block(Mailbox& mb, Unexpected* u) {
+  if (u->send == nullptr) --mb.eager_held[u->src - base_];
   Unexpected*& free_list = u->send == nullptr ? mb.free_eager : mb.free_headers;
   u->next = free_list;
   free_list = u;
@@ -115,17 +117,24 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
     return;
   }
   mb.stats.unexpected++;
-  if (small) mb.stats.eager++;
-  Unexpected* u = take_block(mb, small);
+  // Out of eager credits from this sender: its SEND waits for the RECV. A
+  // box copy (no send_op) has completed its SEND already and stays eager.
+  uint32_t& held = mb.eager_held[src - base_];
+  const bool eager = small && (held < eager_credits_ || send_op == nullptr);
+  if (eager) {
+    mb.stats.eager++;
+    ++held;
+  }
+  Unexpected* u = take_block(mb, eager);
   u->src = src;
   u->key = key;
   u->nbytes = nbytes;
-  u->send = small ? nullptr : send_op;
+  u->send = eager ? nullptr : send_op;
   u->status = status;
-  if (small && nbytes > 0) std::memcpy(u->data(), data, nbytes);
+  if (eager && nbytes > 0) std::memcpy(u->data(), data, nbytes);
   mb.unexpected.insert(u);
   mb.lock.unlock();
-  if (small && send_op != nullptr) send_op->on_complete(send_op, 0);
+  if (eager && send_op != nullptr) send_op->on_complete(send_op, 0);
 }
 
 bool InprocTransport::try_fastbox(MsgOp* op) {

@@ -11,6 +11,11 @@
 //  - not posted, large: single copy; a descriptor of the sender's buffer
 //    waits in the unexpected queue and the RECV copies straight from it, then
 //    completes both sides.
+//  - flow control: a receiver holds at most `eager_credits` eager blocks from
+//    one sender; past that a small unexpected message also goes single copy,
+//    so its SEND completes only when the RECV takes it. A sender that runs
+//    ahead of its receiver (OUT_MYSYNC loops, many outstanding calls) is
+//    held back instead of growing the receiver's pool without bound.
 //  - fastbox: while the receiver's thread is waiting (polling), a message of
 //    up to kFastboxBytes goes into a one-slot box per VC that the receiver
 //    polls and matches itself (MPICH Nemesis calls this a fastbox): one
@@ -49,6 +54,9 @@ class InprocTransport final : public Transport {
   static constexpr uint32_t kFastboxBytes = 108;
   TransportStats stats() const override;
   uint64_t eager_bytes() const { return eager_bytes_; }
+  // Eager blocks one receiver holds per sender before small messages go
+  // single copy (CF_INPROC_EAGER_CREDITS). Set before the first message.
+  void set_eager_credits(uint32_t credits) { eager_credits_ = credits; }
   // Messages waiting in `image`'s unexpected queue (tests, diagnostics).
   size_t unexpected_count(uint32_t image) const;
 
@@ -88,6 +96,7 @@ class InprocTransport final : public Transport {
       MsgOp* tail = nullptr;
     };
     std::vector<PullQueue> pulls;        // per source VC: matched receives still to copy
+    std::vector<uint32_t> eager_held;    // per source VC: eager blocks in `unexpected`
     std::atomic<uint32_t> pending_pulls{0};
     TransportStats stats;                // counted under `lock`, which senders hold anyway
     std::unique_ptr<FastBox[]> boxes;    // by sending image
@@ -113,6 +122,7 @@ class InprocTransport final : public Transport {
   const uint32_t base_;  // first image served
   const uint64_t eager_bytes_;
   const uint64_t fastbox_bytes_;  // 0 = boxes off
+  uint32_t eager_credits_ = 64;
   TransportHooks* const hooks_;
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;
 };
