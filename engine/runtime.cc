@@ -1,5 +1,9 @@
 #include "engine/runtime.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +14,7 @@
 #include "engine/status.h"
 #include "transports/bootstrap/bootstrap.h"
 #include "transports/bootstrap/pmix_store.h"
+#include "transports/liveness/liveness_mesh.h"
 #include "transports/ofi/ofi_transport.h"
 
 namespace carflow {
@@ -49,6 +54,27 @@ std::string host_identity() {
   struct stat st{};
   const unsigned long long ns = stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
   return to_hex(std::string(name) + "/" + std::to_string(ns));
+}
+
+// The first IPv4 address of an interface that is up and not loopback:
+// where other hosts reach this one when the job store has no socket to
+// tell (PMIx across hosts). Loopback when there is none.
+std::string first_ipv4() {
+  ifaddrs* list = nullptr;
+  std::string ip = "127.0.0.1";
+  if (getifaddrs(&list) != 0) return ip;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
+        (i->ifa_flags & IFF_LOOPBACK)) {
+      continue;
+    }
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+    ip = text;
+    break;
+  }
+  freeifaddrs(list);
+  return ip;
 }
 
 // Every node publishes `mine` under `name`; *all gets every node's value,
@@ -117,6 +143,7 @@ int Runtime::init(std::string* error) {
     if (nodes_ > 1) {
       const int status = connect_nodes(error);
       if (status != kOk) {
+        liveness_.reset();
         ofi_.reset();
         boot_.reset();
         return status;
@@ -180,8 +207,27 @@ int Runtime::connect_nodes(std::string* error) {
     usable &= std::find(oks.begin(), oks.end(), "0") == oks.end();
     if (usable) ofi_->set_host_rings(std::move(rings));
   }
+  if (!start_liveness(one_host, error)) return kErrTransport;
+  // Either path may report a loss first; peer_lost keeps the first reason.
   boot_->watch([this](uint32_t node, const std::string& how) { peer_lost(node, how); });
+  liveness_->watch([this](uint32_t node, const std::string& how) { peer_lost(node, how); });
   return kOk;
+}
+
+// The launcher tells of a lost process only when it sees it die (and when
+// it is asked to); the mesh also sees a cut network, an unreachable host,
+// or a launcher that says nothing.
+bool Runtime::start_liveness(bool one_host, std::string* error) {
+  std::string ip = boot_->local_ip();
+  if (ip.empty()) ip = one_host ? "127.0.0.1" : first_ipv4();
+  liveness_ = LivenessMesh::listen(node_, nodes_, ip, config_.peer_timeout_ms, error);
+  std::vector<std::string> addresses;
+  if (liveness_ == nullptr || !exchange(*boot_, node_, nodes_, "live", liveness_->address(), &addresses, error) ||
+      !liveness_->connect(addresses, kGetTimeoutMs, error)) {
+    *error = "cf_init: " + *error;
+    return false;
+  }
+  return true;
 }
 
 // The launcher says a node is gone (or the launcher itself is): fail every
@@ -230,6 +276,10 @@ int Runtime::finalize(std::string* error) {
       *error = "cf_finalize: the exit fence failed: " + *error;
       status = kErrTimeout;
     }
+    // Past the fence nobody's exit is a loss: BYE on every liveness link,
+    // and the peers' BYEs awaited before the links close (not after a loss:
+    // the survivors may be gone).
+    if (status == kOk && liveness_ != nullptr) liveness_->goodbye(lost ? 0 : timeout);
     if (status == kOk) boot_->bye(error);
   }
   {
@@ -237,6 +287,7 @@ int Runtime::finalize(std::string* error) {
     engine_.reset();
     ofi_.reset();
   }
+  liveness_.reset();  // joins its poll thread
   boot_.reset();  // joins the watcher thread
   attached_.clear();
   images_.store(0);

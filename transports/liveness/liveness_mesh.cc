@@ -100,8 +100,8 @@ std::string how_link_failed(int err, const KeepaliveTiming& timing) {
     return "no keepalive reply within " + std::to_string(timing.detect_s()) +
            " s: its host is unreachable or the network is cut";
   }
-  if (err == ECONNRESET) return "its liveness connection was reset";
-  if (err == 0) return "its liveness connection was closed without goodbye (the process ended)";
+  if (err == ECONNRESET) return "its liveness connection was reset: the process ended";
+  if (err == 0) return "its liveness connection closed without goodbye: the process ended";
   return std::string("its liveness connection failed: ") + std::strerror(err);
 }
 
