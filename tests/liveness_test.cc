@@ -106,11 +106,12 @@ int raw_hello(const std::string& address, uint32_t rank, uint64_t nonce) {
 
 }  // namespace
 
-TEST_CASE("keepalive timing fits CF_PEER_TIMEOUT in whole seconds, at least 2") {
-  for (uint64_t ms : {500u, 2000u, 2500u, 5000u, 9000u, 60000u, 240000u}) {
+TEST_CASE("keepalive timing fits CF_PEER_TIMEOUT in whole seconds, at least 2, with 250 ms to spare") {
+  for (uint64_t ms : {500u, 2000u, 2500u, 3000u, 3250u, 5000u, 9000u, 60000u, 240000u}) {
     CAPTURE(ms);
     const KeepaliveTiming t = KeepaliveTiming::from_peer_timeout(ms);
-    CHECK(t.detect_s() == static_cast<int>(std::max<uint64_t>(2, ms / 1000)));  // exact up to 240 s
+    CHECK(t.detect_s() == static_cast<int>(std::max<uint64_t>(2, (ms - std::min<uint64_t>(ms, 250)) / 1000)));
+    if (ms >= 2250) CHECK(uint64_t(t.detect_s()) * 1000 + 250 <= ms);
     CHECK(t.idle_s >= 1);
     CHECK(t.count >= 1);
     CHECK(t.user_timeout_ms == static_cast<unsigned>(t.detect_s()) * 1000);

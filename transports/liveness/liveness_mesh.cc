@@ -110,7 +110,9 @@ std::string how_link_failed(int err, const KeepaliveTiming& timing) {
 KeepaliveTiming KeepaliveTiming::from_peer_timeout(uint64_t peer_timeout_ms) {
   constexpr int kMaxProbes = 120;  // the kernel takes at most 127
   KeepaliveTiming t;
-  const int budget_s = static_cast<int>(std::clamp<uint64_t>(peer_timeout_ms / 1000, 2, 86400));
+  // The kernel's timers fire some ms late: keep 250 ms of the timeout for them.
+  const uint64_t usable_ms = peer_timeout_ms > 250 ? peer_timeout_ms - 250 : 0;
+  const int budget_s = static_cast<int>(std::clamp<uint64_t>(usable_ms / 1000, 2, 86400));
   t.idle_s = budget_s / 2;
   const int rest_s = budget_s - t.idle_s;
   // A probe a second, so the budget is met exactly (up to 2 x kMaxProbes s).

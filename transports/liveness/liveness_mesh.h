@@ -17,7 +17,7 @@
 //   - no reply within the peer timeout: TCP keepalive probes (TCP_KEEPIDLE,
 //     TCP_KEEPINTVL, TCP_KEEPCNT) on an idle link and TCP_USER_TIMEOUT on
 //     unacknowledged data, both derived from CF_PEER_TIMEOUT (whole seconds,
-//     at least 2) -> "no keepalive reply within S s".
+//     at least 2, 250 ms under it) -> "no keepalive reply within S s".
 // The kernel answers keepalives for a process that is slow, busy or stopped,
 // so only a dead process or an unreachable host is reported, never a slow one.
 // A node that finds a peer lost tells every other node (LOST), so a cut that
@@ -58,7 +58,8 @@ struct KeepaliveTiming {
   int count = 1;        // TCP_KEEPCNT: unanswered probes that end the link
   unsigned user_timeout_ms = 2000;  // TCP_USER_TIMEOUT: unacknowledged data
   int detect_s() const { return idle_s + interval_s * count; }
-  // Whole seconds (keepalive's unit), at least 2, at most peer_timeout_ms.
+  // Whole seconds (keepalive's unit), at least 2, otherwise at most
+  // peer_timeout_ms - 250 ms (the kernel's timer slack).
   static KeepaliveTiming from_peer_timeout(uint64_t peer_timeout_ms);
 };
 
