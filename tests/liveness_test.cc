@@ -143,15 +143,32 @@ TEST_CASE("a node whose links close without BYE is reported lost by every other 
   }
 }
 
-TEST_CASE("nodes that say BYE before closing are never reported lost") {
+TEST_CASE("a node that said BYE before closing is not lost; one that died after it is") {
   LostLog log;
   std::vector<std::string> addresses;
   Meshes meshes = listen_all(0, 3, &addresses);
   connect_all(meshes, addresses, &log);
+  meshes[0]->goodbye(0);  // node 0 finishes cleanly...
+  meshes[0].reset();
+  meshes[1].reset();      // ...then node 1 dies: node 2 reads both in this order
+  const std::vector<Report> reports = log.wait_for(1);
+  meshes[2]->goodbye(0);
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].observer == 2);
+  CHECK(reports[0].lost == 1);
+  CHECK(log.now().size() == 1);
+}
+
+TEST_CASE("goodbye waits for every peer's BYE, then no loss is reported") {
+  LostLog log;
+  std::vector<std::string> addresses;
+  Meshes meshes = listen_all(0, 3, &addresses);
+  connect_all(meshes, addresses, &log);
+  const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
-  for (auto& m : meshes) threads.emplace_back([&m] { m->goodbye(5000); });
+  for (auto& m : meshes) threads.emplace_back([&m] { m->goodbye(20000); });
   for (std::thread& t : threads) t.join();
-  // Close in an order where the first to go is gone before the others stop.
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));  // not the timeout
   for (auto& m : meshes) m.reset();
   CHECK(log.now().empty());
 }
