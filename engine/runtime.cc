@@ -230,10 +230,12 @@ bool Runtime::start_liveness(bool one_host, std::string* error) {
   return true;
 }
 
-// The launcher says a node is gone (or the launcher itself is): fail every
-// wait on this node (seed LAPI: a job with a dead process ends, it does not hang).
+// The launcher or the liveness mesh says a node is gone (or the launcher
+// itself is): fail every wait on this node (seed LAPI: a job with a dead
+// process ends, it does not hang).
 void Runtime::peer_lost(uint32_t node, const std::string& how) {
   std::lock_guard<std::mutex> lock(lost_mutex_);
+  if (exiting_) return;  // exit() is tearing the process down under us
   const std::string what = node == UINT32_MAX ? "the launcher (cfrun) went away: " + how
                                               : "node " + std::to_string(node) + " was lost (" + how + ")";
   if (lost_.empty()) lost_ = what;
@@ -247,7 +249,13 @@ void Runtime::peer_lost(uint32_t node, const std::string& how) {
 void Runtime::at_exit() {
   Runtime& rt = Runtime::get();
   if (!rt.initialized()) return;
-  if (rt.images() > 0) return;
+  if (rt.images() > 0) {
+    // The watcher threads live on through the static destructors that
+    // follow (TBB's, libfabric's): from here a loss touches nothing.
+    std::lock_guard<std::mutex> lock(rt.lost_mutex_);
+    rt.exiting_ = true;
+    return;
+  }
   std::string error;
   rt.finalize(&error);
 }

@@ -73,6 +73,7 @@ class Runtime {
   // engine_ and ofi_.
   std::mutex lost_mutex_;
   std::string lost_;  // why a node was lost, once one was
+  bool exiting_ = false;  // exit() with images running: losses are no longer reported
   bool launched_ = false;  // a launcher's job was joined (cf_init once per process then)
   Config config_;
   std::unique_ptr<Engine> engine_;
