@@ -198,7 +198,8 @@ std::vector<std::vector<std::string>> Config::describe() const {
   rows.push_back({"CF_HOST_RINGS", host_rings ? "1" : "0",
                   "between processes of one host: messages up to 16 KiB through shared-memory rings (0 = libfabric only)"});
   rows.push_back({"CF_PEER_TIMEOUT", std::to_string(peer_timeout_ms / 1000.0).substr(0, 5),
-                  "seconds: a lost peer fails every wait with CF_ERR_PEER_LOST within this time"});
+                  "seconds: a dead or unreachable peer fails every wait with CF_ERR_PEER_LOST within this time "
+                  "(liveness links with TCP keepalives; whole seconds, at least 2, for an unreachable host)"});
   rows.push_back({"CF_EXIT_TIMEOUT", std::to_string(exit_timeout_ms / 1000.0).substr(0, 5),
                   "seconds: cf_finalize's exit fence, and cfrun's grace before it ends the others"});
   rows.push_back({"CF_SPIN_COUNT", std::to_string(spin_count), "waits poll this many times, then yield"});

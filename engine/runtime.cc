@@ -1,5 +1,9 @@
 #include "engine/runtime.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +14,7 @@
 #include "engine/status.h"
 #include "transports/bootstrap/bootstrap.h"
 #include "transports/bootstrap/pmix_store.h"
+#include "transports/liveness/liveness_mesh.h"
 #include "transports/ofi/ofi_transport.h"
 
 namespace carflow {
@@ -51,6 +56,27 @@ std::string host_identity() {
   return to_hex(std::string(name) + "/" + std::to_string(ns));
 }
 
+// The first IPv4 address of an interface that is up and not loopback:
+// where other hosts reach this one when the job store has no socket to
+// tell (PMIx across hosts). Loopback when there is none.
+std::string first_ipv4() {
+  ifaddrs* list = nullptr;
+  std::string ip = "127.0.0.1";
+  if (getifaddrs(&list) != 0) return ip;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
+        (i->ifa_flags & IFF_LOOPBACK)) {
+      continue;
+    }
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+    ip = text;
+    break;
+  }
+  freeifaddrs(list);
+  return ip;
+}
+
 // Every node publishes `mine` under `name`; *all gets every node's value,
 // in node order.
 bool exchange(JobStore& store, uint32_t node, uint32_t nodes, const std::string& name,
@@ -65,8 +91,13 @@ bool exchange(JobStore& store, uint32_t node, uint32_t nodes, const std::string&
 
 }  // namespace
 
+// Never destroyed: a process that calls exit() (or whose peer's loss ends
+// it) runs static destructors while image threads, the bootstrap's reader
+// and the liveness thread may still use the runtime; destroying it then
+// crashed in the transports. The operating system reclaims it at exit;
+// cf_finalize is what tears things down in order.
 Runtime& Runtime::get() {
-  static Runtime runtime;
+  static Runtime& runtime = *new Runtime;
   return runtime;
 }
 
@@ -112,6 +143,7 @@ int Runtime::init(std::string* error) {
     if (nodes_ > 1) {
       const int status = connect_nodes(error);
       if (status != kOk) {
+        liveness_.reset();
         ofi_.reset();
         boot_.reset();
         return status;
@@ -175,14 +207,35 @@ int Runtime::connect_nodes(std::string* error) {
     usable &= std::find(oks.begin(), oks.end(), "0") == oks.end();
     if (usable) ofi_->set_host_rings(std::move(rings));
   }
+  if (!start_liveness(one_host, error)) return kErrTransport;
+  // Either path may report a loss first; peer_lost keeps the first reason.
   boot_->watch([this](uint32_t node, const std::string& how) { peer_lost(node, how); });
+  liveness_->watch([this](uint32_t node, const std::string& how) { peer_lost(node, how); });
   return kOk;
 }
 
-// The launcher says a node is gone (or the launcher itself is): fail every
-// wait on this node (seed LAPI: a job with a dead process ends, it does not hang).
+// The launcher tells of a lost process only when it sees it die (and when
+// it is asked to); the mesh also sees a cut network, an unreachable host,
+// or a launcher that says nothing.
+bool Runtime::start_liveness(bool one_host, std::string* error) {
+  std::string ip = boot_->local_ip();
+  if (ip.empty()) ip = one_host ? "127.0.0.1" : first_ipv4();
+  liveness_ = LivenessMesh::listen(node_, nodes_, ip, config_.peer_timeout_ms, error);
+  std::vector<std::string> addresses;
+  if (liveness_ == nullptr || !exchange(*boot_, node_, nodes_, "live", liveness_->address(), &addresses, error) ||
+      !liveness_->connect(addresses, kGetTimeoutMs, error)) {
+    *error = "cf_init: " + *error;
+    return false;
+  }
+  return true;
+}
+
+// The launcher or the liveness mesh says a node is gone (or the launcher
+// itself is): fail every wait on this node (seed LAPI: a job with a dead
+// process ends, it does not hang).
 void Runtime::peer_lost(uint32_t node, const std::string& how) {
   std::lock_guard<std::mutex> lock(lost_mutex_);
+  if (exiting_) return;  // exit() is tearing the process down under us
   const std::string what = node == UINT32_MAX ? "the launcher (cfrun) went away: " + how
                                               : "node " + std::to_string(node) + " was lost (" + how + ")";
   if (lost_.empty()) lost_ = what;
@@ -196,7 +249,13 @@ void Runtime::peer_lost(uint32_t node, const std::string& how) {
 void Runtime::at_exit() {
   Runtime& rt = Runtime::get();
   if (!rt.initialized()) return;
-  if (rt.images() > 0) return;
+  if (rt.images() > 0) {
+    // The watcher threads live on through the static destructors that
+    // follow (TBB's, libfabric's): from here a loss touches nothing.
+    std::lock_guard<std::mutex> lock(rt.lost_mutex_);
+    rt.exiting_ = true;
+    return;
+  }
   std::string error;
   rt.finalize(&error);
 }
@@ -225,6 +284,10 @@ int Runtime::finalize(std::string* error) {
       *error = "cf_finalize: the exit fence failed: " + *error;
       status = kErrTimeout;
     }
+    // Past the fence nobody's exit is a loss: BYE on every liveness link,
+    // and the peers' BYEs awaited before the links close (not after a loss:
+    // the survivors may be gone).
+    if (status == kOk && liveness_ != nullptr) liveness_->goodbye(lost ? 0 : timeout);
     if (status == kOk) boot_->bye(error);
   }
   {
@@ -232,6 +295,7 @@ int Runtime::finalize(std::string* error) {
     engine_.reset();
     ofi_.reset();
   }
+  liveness_.reset();  // joins its poll thread
   boot_.reset();  // joins the watcher thread
   attached_.clear();
   images_.store(0);

@@ -15,6 +15,7 @@
 namespace carflow {
 
 class JobStore;
+class LivenessMesh;
 class OfiTransport;
 
 class Runtime {
@@ -27,7 +28,8 @@ class Runtime {
   // store, opens the libfabric endpoint, and exchanges addresses with every node.
   int init(std::string* error);
   // Collective over nodes and quiet: waits for this node's sends to leave,
-  // meets every node at a fence (CF_EXIT_TIMEOUT), says goodbye to cfrun.
+  // meets every node at a fence (CF_EXIT_TIMEOUT), says goodbye to every
+  // node's liveness link and to cfrun.
   int finalize(std::string* error);
   uint32_t node() const { return node_; }
   uint32_t nodes() const { return nodes_; }
@@ -52,6 +54,7 @@ class Runtime {
 
  private:
   int connect_nodes(std::string* error);  // under mutex_
+  bool start_liveness(bool one_host, std::string* error);  // under mutex_
   void peer_lost(uint32_t node, const std::string& how);
   static void at_exit();
   std::unique_ptr<Engine> make_engine(const std::vector<uint32_t>& counts);  // under mutex_
@@ -60,6 +63,9 @@ class Runtime {
   std::atomic<bool> initialized_{false};
   std::unique_ptr<JobStore> boot_;  // cfrun's store, or PMIx; nullptr = one node
   std::unique_ptr<OfiTransport> ofi_;
+  // Finds lost peers without the launcher (transports/liveness); its poll
+  // thread calls peer_lost like the bootstrap's watcher does.
+  std::unique_ptr<LivenessMesh> liveness_;
   uint32_t node_ = 0, nodes_ = 1;
   std::vector<bool> same_host_;  // by node: on this host (same name and network namespace)
   // Taken after mutex_, and alone by the bootstrap's watcher thread (which
@@ -67,6 +73,7 @@ class Runtime {
   // engine_ and ofi_.
   std::mutex lost_mutex_;
   std::string lost_;  // why a node was lost, once one was
+  bool exiting_ = false;  // exit() with images running: losses are no longer reported
   bool launched_ = false;  // a launcher's job was joined (cf_init once per process then)
   Config config_;
   std::unique_ptr<Engine> engine_;

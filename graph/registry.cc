@@ -6,7 +6,9 @@ namespace carflow {
 
 GeneratorRegistry& GeneratorRegistry::instance() {
   // Filled once by static initializers before main; read-only afterwards.
-  static GeneratorRegistry registry;
+  // Never destroyed: image threads still building schedules while another
+  // thread calls exit() must not find it torn down by static destruction.
+  static GeneratorRegistry& registry = *new GeneratorRegistry;
   return registry;
 }
 

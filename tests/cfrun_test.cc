@@ -368,6 +368,22 @@ TEST_CASE("a lost rank (SIGKILL, exit 3) is reported once and the others see LOS
   }
 }
 
+TEST_CASE("--no-lost-notices: cfrun still reports a lost rank but tells the others nothing") {
+  const RunResult r = run_cfrun(with_child({"--no-lost-notices", "-n", "3", "--timeout", "30"}, "quiet"),
+                                {"CF_EXIT_TIMEOUT=20"});  // no SIGTERM while they listen
+  INFO(describe(r));
+  CHECK(r.status == 3);
+  CHECK(std::regex_search(r.err, std::regex(R"((^|\n)cfrun: rank 1 \(pid [0-9]+\) exited with status 3\n)")));
+  CHECK(r.out.find("[0] NO NOTICE\n") != std::string::npos);
+  CHECK(r.out.find("[2] NO NOTICE\n") != std::string::npos);
+  CHECK(r.out.find("LOST") == std::string::npos);
+  // The same run without the option does tell them.
+  const RunResult told = run_cfrun(with_child({"-n", "3", "--timeout", "30"}, "quiet"), {"CF_EXIT_TIMEOUT=20"});
+  INFO(describe(told));
+  CHECK(told.out.find("[0] LOST 1 exited with status 3\n") != std::string::npos);
+  CHECK(told.out.find("[2] LOST 1 exited with status 3\n") != std::string::npos);
+}
+
 TEST_CASE("a rank exiting 0 without bye is lost and cfrun exits 1") {
   const RunResult r = run_cfrun(with_child({"-n", "2", "--timeout", "30"}, "nobye"));
   INFO(describe(r));

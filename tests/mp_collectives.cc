@@ -10,6 +10,15 @@
 //   kill   node 1 kills itself (SIGKILL) while the others wait in a
 //          broadcast it never joins; they must see CF_ERR_PEER_LOST.
 //   exit3  node 1 calls exit(3) instead; the same is expected.
+//   cut IFACE  (one process per network namespace) node 1 takes its
+//          interface IFACE down, so its host stops answering while its
+//          process lives on; everyone must see CF_ERR_PEER_LOST (the others
+//          naming node 1) through keepalives alone.
+//   slow   node 1 is stopped (SIGSTOP) for twice CF_PEER_TIMEOUT, then
+//          continues: a slow peer is not lost, the broadcast succeeds.
+// kill and cut print "event at_ms=T" (the victim, just before) and each
+// process that saw the loss "lost at_ms=T" (wall clock, ms): the test
+// checks the detection delay.
 //   flood  every image but 0 starts 10000 / (P-1) small gathers to image 0
 //          before image 0 posts any (they arrive unexpected), then all sync.
 //   reruns 30 runs of images back to back, 50 allreduces each.
@@ -19,6 +28,8 @@
 #include <carflow/carflow.h>
 
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -374,6 +385,27 @@ void run_all(Log& log, cf_image_t me) {
   run_aggregate_and_representative(log, me, P);
 }
 
+// Wall-clock milliseconds: comparable between the processes of one machine.
+long long wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Stops this whole process for `ms` and lets a child wake it (a process
+// cannot continue itself); the child does only async-signal-safe work.
+void stop_for(long long ms) {
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child == 0) {
+    const timespec pause{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000};
+    nanosleep(&pause, nullptr);
+    kill(parent, SIGCONT);
+    _exit(0);
+  }
+  raise(SIGSTOP);
+  waitpid(child, nullptr, 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -390,6 +422,20 @@ int main(int argc, char** argv) {
   std::atomic<int> lost_seen{0};
   std::string lost_message;
   std::mutex lost_mutex;
+  std::atomic<long long> lost_at_ms{0};
+  auto note_lost = [&](int rc, const char* what) {
+    if (rc != CF_ERR_PEER_LOST) {
+      log.fail(std::string(what) + " with a lost peer returned " + std::to_string(rc));
+      return;
+    }
+    long long zero = 0;
+    lost_at_ms.compare_exchange_strong(zero, wall_ms());
+    lost_seen++;
+    std::lock_guard<std::mutex> lock(lost_mutex);
+    lost_message = cf_last_error();
+  };
+  const char* timeout_text = std::getenv("CF_PEER_TIMEOUT");
+  const double peer_timeout_s = timeout_text != nullptr ? std::atof(timeout_text) : 5.0;
   auto body = [&](cf_image_t me) {
     if (mode == "all") {
       run_all(log, me);
@@ -398,18 +444,37 @@ int main(int argc, char** argv) {
       const uint32_t root = images;  // the first image of node 1
       if (cf_mynode() == 1) {
         if (me == root) {
+          std::printf("event at_ms=%lld\n", wall_ms());
+          std::fflush(stdout);
           if (mode == "kill") raise(SIGKILL);
           std::exit(3);
         }
       }
       uint64_t x = me, y = 0;
-      const int rc = cf_coll_broadcast(CF_TEAM_ALL, &y, root, &x, 8, kLocal);
-      if (rc == CF_ERR_PEER_LOST) {
-        lost_seen++;
-        std::lock_guard<std::mutex> lock(lost_mutex);
-        lost_message = cf_last_error();
+      note_lost(cf_coll_broadcast(CF_TEAM_ALL, &y, root, &x, 8, kLocal), "broadcast");
+    } else if (mode == "cut") {
+      // Node 1 cuts its own link and waits in a barrier nobody can reach;
+      // the others wait for node 1's broadcast.
+      const uint32_t root = images;
+      uint64_t x = me, y = 0;
+      if (cf_mynode() == 1) {
+        const std::string down = "ip link set " + std::string(argc > 2 ? argv[2] : "eth0") + " down";
+        std::printf("event at_ms=%lld\n", wall_ms());
+        std::fflush(stdout);
+        if (std::system(down.c_str()) != 0) log.fail("cut: '" + down + "' failed");
+        note_lost(cf_coll_barrier(CF_TEAM_ALL, kLocal), "barrier");
       } else {
-        log.fail("broadcast with a lost root returned " + std::to_string(rc));
+        note_lost(cf_coll_broadcast(CF_TEAM_ALL, &y, root, &x, 8, kLocal), "broadcast");
+      }
+    } else if (mode == "slow") {
+      const uint32_t root = images;
+      uint64_t x = me, y = 0;
+      if (me == root) stop_for(static_cast<long long>(2000 * peer_timeout_s));
+      log.checks++;
+      const int rc = cf_coll_broadcast(CF_TEAM_ALL, &y, root, &x, 8, kLocal);
+      if (rc != CF_OK || y != root) {
+        log.fail("slow: broadcast returned " + std::to_string(rc) + " (" + cf_last_error() + "), y = " +
+                 std::to_string(y));
       }
     } else if (mode == "flood") {
       const uint32_t P = cf_images();
@@ -490,7 +555,10 @@ int main(int argc, char** argv) {
   const double cpu = usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
                      (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
   for (const std::string& f : log.failures) std::printf("FAIL %s\n", f.c_str());
-  if (lost_seen > 0) std::printf("lost: %d waits returned CF_ERR_PEER_LOST: %s\n", lost_seen.load(), lost_message.c_str());
+  if (lost_seen > 0) {
+    std::printf("lost: %d waits returned CF_ERR_PEER_LOST: %s\n", lost_seen.load(), lost_message.c_str());
+    std::printf("lost at_ms=%lld\n", lost_at_ms.load());
+  }
   cf_net_stats_t net{};
   cf_get_net_stats(&net);
   std::printf("mp %s: node %u of %u, %u images per node: %llu checks, %zu failures, %.2f s wall, %.2f s cpu, "
@@ -501,6 +569,9 @@ int main(int argc, char** argv) {
               (unsigned long long)net.host_ring);
   std::fflush(stdout);
   const bool lost = lost_seen > 0;
+  // The cut node's link to the launcher is cut too: its goodbye could only
+  // time out. It ends here; cfrun reports it.
+  if (mode == "cut" && cf_mynode() == 1) std::_Exit(log.failures.empty() ? 0 : 1);
   if (!lost && cf_finalize() != CF_OK) {
     std::fprintf(stderr, "cf_finalize: %s\n", cf_last_error());
     return 1;

@@ -3,8 +3,10 @@
 // and the launcher report: every collective verified over 2, 3 and 4
 // processes x 1 and 3 images, the tcp provider, CF_PROGRESS=block, a
 // killed peer, a peer calling exit(3), a 10,000-message unexpected flood,
-// a late peer that blocked waiters must not spin for, and three network
-// namespaces joined by a bridge (when this host lets us make them).
+// a late peer that blocked waiters must not spin for, three network
+// namespaces joined by a bridge (when this host lets us make them), and
+// lost peers found without the launcher's notices (a kill, a network cut
+// between namespaces) but no false loss for a stopped-and-resumed peer.
 // Every run has cfrun's --timeout, so nothing here can hang.
 //
 // Usage (tests/BUILD passes both): multiproc_test CFRUN MP_COLLECTIVES
@@ -199,29 +201,128 @@ TEST_CASE("under a PMI-1 launcher (MPICH's mpirun) cf_init refuses with a clear 
   CHECK(r.output.find("PMI-1/2 launcher") != std::string::npos);
 }
 
+// Network namespaces NAME_PREFIX ns0.. on a bridge PREFIXbr0 (SUBNET.254),
+// process i at SUBNET.(i+1) on eth0; removed again by the destructor.
+// ok() is false where this host does not let us make them.
+class Namespaces {
+ public:
+  Namespaces(std::string prefix, std::string subnet, int count)
+      : prefix_(std::move(prefix)), subnet_(std::move(subnet)), count_(count) {
+    teardown();
+    const std::string p = prefix_, bridge = p + "br0";
+    const std::string setup = "set -e\n ip link add " + bridge + " type bridge && ip addr add " + subnet_ +
+                              ".254/24 dev " + bridge + " && ip link set " + bridge + " up\n"
+                              " for i in $(seq 0 " + std::to_string(count_ - 1) + "); do\n"
+                              "  ip netns add " + p + "ns$i\n"
+                              "  ip link add " + p + "veth$i type veth peer name eth0 netns " + p + "ns$i\n"
+                              "  ip link set " + p + "veth$i master " + bridge + " && ip link set " + p + "veth$i up\n"
+                              "  ip -n " + p + "ns$i addr add " + subnet_ + ".$((i+1))/24 dev eth0\n"
+                              "  ip -n " + p + "ns$i link set eth0 up && ip -n " + p + "ns$i link set lo up\n"
+                              " done";
+    ok_ = std::system(("sh -c '" + setup + "' >/dev/null 2>&1").c_str()) == 0;
+    if (!ok_) teardown();
+  }
+  ~Namespaces() { teardown(); }
+  bool ok() const { return ok_; }
+  // cfrun's options that put process i in namespace i.
+  std::string cfrun_hosts() const {
+    std::string hosts;
+    for (int i = 0; i < count_; ++i) hosts += (i ? ",ns:" : "ns:") + prefix_ + "ns" + std::to_string(i);
+    return "--hosts " + hosts + " --kvs-host " + subnet_ + ".254";
+  }
+
+ private:
+  void teardown() const {
+    const std::string p = prefix_;
+    (void)!std::system(("for i in $(seq 0 " + std::to_string(count_ - 1) + "); do ip netns del " + p +
+                        "ns$i 2>/dev/null; ip link del " + p + "veth$i 2>/dev/null; done; ip link del " + p +
+                        "br0 2>/dev/null; true")
+                           .c_str());
+  }
+  std::string prefix_, subnet_;
+  int count_;
+  bool ok_ = false;
+};
+
 TEST_CASE("three network namespaces on a bridge: one process each over tcp;ofi_rxm") {
-  const char* setup = R"(set -e
-    ip link add cfbr0 type bridge && ip addr add 10.99.0.254/24 dev cfbr0 && ip link set cfbr0 up
-    for i in 0 1 2; do
-      ip netns add cfns$i
-      ip link add cfveth$i type veth peer name eth0 netns cfns$i
-      ip link set cfveth$i master cfbr0 && ip link set cfveth$i up
-      ip -n cfns$i addr add 10.99.0.$((i+1))/24 dev eth0
-      ip -n cfns$i link set eth0 up && ip -n cfns$i link set lo up
-    done)";
-  const char* teardown =
-      "for i in 0 1 2; do ip netns del cfns$i 2>/dev/null; ip link del cfveth$i 2>/dev/null; done; "
-      "ip link del cfbr0 2>/dev/null; true";
-  (void)!std::system(teardown);
-  if (std::system((std::string("sh -c '") + setup + "' >/dev/null 2>&1").c_str()) != 0) {
-    (void)!std::system(teardown);
+  Namespaces ns("cf", "10.99.0", 3);
+  if (!ns.ok()) {
     MESSAGE("skipped: cannot create network namespaces here (needs root and iproute2)");
     return;
   }
-  const Run r = run("CF_OFI_PROVIDER='tcp;ofi_rxm' FI_TCP_IFACE=eth0",
-                    "-n 3 --hosts ns:cfns0,ns:cfns1,ns:cfns2 --kvs-host 10.99.0.254 " + g_program + " all");
-  (void)!std::system(teardown);
+  const Run r = run("CF_OFI_PROVIDER='tcp;ofi_rxm' FI_TCP_IFACE=eth0", "-n 3 " + ns.cfrun_hosts() + " " + g_program + " all");
   expect_all_verified(r, 3, 150);
+}
+
+// Lost-peer detection without the launcher (cfrun --no-lost-notices):
+// the time from the victim's "event at_ms" to each process's "lost at_ms".
+constexpr double kPeerTimeoutS = 2;
+constexpr double kDetectMarginS = 1.5;  // scheduling on 2 busy cores
+const char kNoNoticesEnv[] = "CF_PEER_TIMEOUT=2 CF_EXIT_TIMEOUT=10";
+
+struct Detection {
+  std::string rank, message;
+  double delay_s;
+};
+
+std::vector<Detection> detections(const std::string& output) {
+  std::smatch event;
+  REQUIRE(std::regex_search(output, event, std::regex(R"(\[1\] event at_ms=(\d+))")));
+  const long long event_ms = std::stoll(event[1].str());
+  static const std::regex lost(R"(\[(\d+)\] lost: \d+ waits returned CF_ERR_PEER_LOST: ([^\n]*)\n\[\1\] lost at_ms=(\d+))");
+  std::vector<Detection> out;
+  for (std::sregex_iterator it(output.begin(), output.end(), lost), end; it != end; ++it) {
+    out.push_back({(*it)[1].str(), (*it)[2].str(), (std::stoll((*it)[3].str()) - event_ms) / 1000.0});
+    MESSAGE("node ", out.back().rank, " detected the loss after ", out.back().delay_s, " s");
+  }
+  return out;
+}
+
+TEST_CASE("without launcher notices, a killed peer is found by the liveness links within CF_PEER_TIMEOUT, named") {
+  const Run r = run(kNoNoticesEnv, "--no-lost-notices -n 3 --images 2 " + g_program + " kill");
+  INFO(r.output);
+  CHECK(r.status == 128 + 9);
+  const std::vector<Detection> found = detections(r.output);
+  CHECK(found.size() == 2);
+  for (const Detection& d : found) {
+    CHECK(d.rank != "1");
+    CHECK(d.message.find("node 1 was lost (its liveness connection") != std::string::npos);
+    CHECK(d.message.find("killed by signal") == std::string::npos);  // cfrun said nothing
+    CHECK(d.delay_s < kPeerTimeoutS + kDetectMarginS);
+  }
+}
+
+TEST_CASE("without launcher notices, a peer whose host stops answering (a network cut) is found by keepalives") {
+  Namespaces ns("cflv", "10.98.0", 3);
+  if (!ns.ok()) {
+    MESSAGE("skipped: cannot create network namespaces here (needs root and iproute2)");
+    return;
+  }
+  const Run r = run(std::string(kNoNoticesEnv) + " CF_OFI_PROVIDER='tcp;ofi_rxm' FI_TCP_IFACE=eth0",
+                    "--no-lost-notices -n 3 " + ns.cfrun_hosts() + " " + g_program + " cut eth0");
+  INFO(r.output);
+  const std::vector<Detection> found = detections(r.output);
+  CHECK(found.size() == 3);  // the cut node finds the others gone too
+  for (const Detection& d : found) {
+    CHECK(d.message.find("no keepalive reply within 2 s") != std::string::npos);
+    if (d.rank != "1") CHECK(d.message.find("node 1 was lost") != std::string::npos);
+    CHECK(d.delay_s < kPeerTimeoutS + kDetectMarginS);
+  }
+  CHECK(r.output.find("FAIL") == std::string::npos);
+}
+
+TEST_CASE("a slow peer (stopped for twice CF_PEER_TIMEOUT) is not reported lost: the broadcast succeeds") {
+  const Run r = run(kNoNoticesEnv, "--no-lost-notices -n 3 " + g_program + " slow");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("CF_ERR_PEER_LOST") == std::string::npos);
+  const auto lines = summaries(r.output);
+  CHECK(lines.size() == 3);
+  for (const auto& m : lines) {
+    CHECK(m[5].str() == "1");
+    CHECK(m[6].str() == "0");
+    CHECK(std::stod(m[7].str()) >= 2 * kPeerTimeoutS);  // it really was stopped that long
+  }
 }
 
 int main(int argc, char** argv) {

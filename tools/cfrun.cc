@@ -4,7 +4,7 @@
 // when one of them is lost.
 //
 //   cfrun -n N [--images K] [--hosts H1,H2,...] [--kvs-host IP]
-//         [--timeout SECONDS] PROGRAM ARGS...
+//         [--timeout SECONDS] [--no-lost-notices] PROGRAM ARGS...
 //
 // One thread, one poll(2) over: the store's listening socket, one socket per
 // process, each process's stdout and stderr pipe, and a signalfd for
@@ -13,7 +13,8 @@
 //
 // A process is lost when it dies by a signal, exits non-zero, or exits 0
 // without BYE. Then cfrun prints one line "cfrun: rank R (pid P) <how>",
-// sends LOST to the other connected processes, fails every GET or FENCE that
+// sends LOST to the other connected processes (not with --no-lost-notices:
+// then they must find out by themselves, transports/liveness), fails every GET or FENCE that
 // can no longer be answered, and gives the rest CF_EXIT_TIMEOUT seconds
 // (default 5) before SIGTERM, then SIGKILL 1 s later.
 //
@@ -64,13 +65,16 @@ constexpr size_t kMaxForwardedLine = 64 * 1024;  // longer output lines are cut 
 
 const char kUsage[] =
     "usage: cfrun -n N [--images K] [--hosts H1,H2,...] [--kvs-host IP] [--timeout SECONDS]\n"
-    "             PROGRAM ARGS...\n"
+    "             [--no-lost-notices] PROGRAM ARGS...\n"
     "  -n N              processes to start (1..1024); each gets CF_RANK, CF_NODES, CF_KVS\n"
     "  --images K        images per process, passed as CF_IMAGES\n"
     "  --hosts H,...     one entry per process: local, localhost, or ns:NAME (run inside\n"
     "                    network namespace NAME via 'ip netns exec')\n"
     "  --kvs-host IP     address the processes reach the store at (default 127.0.0.1)\n"
     "  --timeout S       wall-clock limit; on expiry kill everything and exit 124\n"
+    "  --no-lost-notices do not tell the other processes when one is lost; they still\n"
+    "                    find out within CF_PEER_TIMEOUT through their own liveness\n"
+    "                    links (for testing that detection needs no launcher)\n"
     "environment: CF_EXIT_TIMEOUT (seconds, default 5): how long the others may run on\n"
     "after a process is lost before they are terminated\n";
 
@@ -110,6 +114,7 @@ struct LaunchOptions {
   bool listen_on_all = false;       // namespaces or --kvs-host: other addresses must reach us
   double timeout_s = 0;             // 0 = none
   double exit_timeout_s = 5;
+  bool lost_notices = true;         // --no-lost-notices: false
   std::vector<std::string> command;
   bool help = false;
 };
@@ -225,6 +230,10 @@ bool parse_args(int argc, char** argv, LaunchOptions* o, std::string* error) {
     if (arg == "-h" || arg == "--help") {
       o->help = true;
       return true;
+    }
+    if (arg == "--no-lost-notices") {  // the one option without a value
+      o->lost_notices = false;
+      continue;
     }
     bool inline_value = false;
     if (arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos) {
@@ -841,6 +850,7 @@ void Launcher::child_exited(Child& c, int status) {
   const std::string notice = "LOST " + std::to_string(c.rank) + " " +
                              bootstrap_protocol::encode_words(how);
   for (const auto& [serial, conn] : connections_) {
+    if (!o_.lost_notices) break;
     if (conn.rank >= 0 && static_cast<uint32_t>(conn.rank) != c.rank) out.push_back({serial, notice});
   }
   store_.fail_waiters("rank " + std::to_string(c.rank) + " was lost: " + how, &out);

@@ -1,5 +1,6 @@
 #include "transports/bootstrap/bootstrap.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -283,6 +284,15 @@ bool Bootstrap::get(const std::string& key, std::string* value, int timeout_ms,
 bool Bootstrap::fence(int timeout_ms, std::string* error) {
   Reply reply;
   return request("FENCE", "", timeout_ms, "bootstrap fence", &reply, error);
+}
+
+std::string Bootstrap::local_ip() const {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  char text[INET6_ADDRSTRLEN] = {};
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0 || addr.ss_family != AF_INET) return "";
+  ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&addr)->sin_addr, text, sizeof text);
+  return text;
 }
 
 bool Bootstrap::bye(std::string* error) {

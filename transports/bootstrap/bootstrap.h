@@ -107,6 +107,7 @@ class Bootstrap final : public JobStore {
   // the reader thread right after. on_lost must not call this Bootstrap's
   // methods that wait (put/get/fence/bye) nor destroy it. Call once.
   void watch(LostCallback on_lost) override;
+  std::string local_ip() const override;  // of the launcher connection (getsockname)
 
  private:
   struct Reply {

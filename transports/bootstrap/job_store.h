@@ -25,6 +25,9 @@ class JobStore {
   virtual bool fence(int timeout_ms, std::string* error) = 0;  // all ranks
   virtual bool bye(std::string* error) = 0;                    // the job may end cleanly
   virtual void watch(LostCallback on_lost) = 0;
+  // The IPv4 address this process reaches the launcher from (other nodes
+  // can reach it there too); "" when the store has no socket (PMIx).
+  virtual std::string local_ip() const { return ""; }
 };
 
 }  // namespace carflow

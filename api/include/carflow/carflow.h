@@ -41,9 +41,17 @@ typedef uintptr_t cf_coll_handle_t;
 #define CF_ERR_NO_MEM (-3)
 #define CF_ERR_TRANSPORT (-4)
 #define CF_ERR_PEER_LOST (-5) /* a peer process died or became unreachable: every
-                                 pending and later sync returns it; the buffers of a
-                                 collective that failed so may still be read or written
-                                 by this node until cf_finalize (do not free them) */
+                                 pending and later sync returns it within
+                                 CF_PEER_TIMEOUT seconds (default 5), with or without
+                                 the launcher's notice: a process that died is seen
+                                 at once, an unreachable host or a cut network within
+                                 the timeout (at least 2 s). cf_last_error() names
+                                 the lost node and how ("node 1 was lost (no
+                                 keepalive reply within 4 s: ...)"). A slow or
+                                 stopped peer is not lost. The buffers of a
+                                 collective that failed so may still be read or
+                                 written by this node until cf_finalize (do not free
+                                 them) */
 #define CF_ERR_TIMEOUT (-6)
 #define CF_ERR_MISMATCH (-7)  /* images disagree on single-valued arguments */
 
