@@ -109,6 +109,21 @@ TEST_CASE("runs of images back to back: messages of a node that starts the next 
   }
 }
 
+TEST_CASE("CF_CHECK=1 across processes: disagreeing nbytes or op fails every image with CF_ERR_MISMATCH naming it") {
+  for (const char* env : {"CF_CHECK=1", "CF_CHECK=1 CF_HOST_RINGS=0"}) {  // rings, and the libfabric header
+    CAPTURE(env);
+    const Run r = run(env, "-n 3 --images 2 " + g_program + " check");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    const auto lines = summaries(r.output);
+    CHECK(lines.size() == 3);
+    for (const auto& m : lines) {
+      CHECK(m[6].str() == "0");
+      CHECK(m[5].str() == "10");  // 2 images x (2 broadcasts + 2 mismatches + 1 allreduce)
+    }
+  }
+}
+
 TEST_CASE("a killed peer: every other process's wait returns CF_ERR_PEER_LOST naming it, and cfrun says how it died") {
   const Run r = run("CF_EXIT_TIMEOUT=3", "-n 3 --images 2 " + g_program + " kill");
   INFO(r.output);
