@@ -383,6 +383,7 @@ std::string failure_message(ImageContext& img, int status) {
            (what.empty() ? std::string("a peer node was lost (the failure reached this image through the collective)")
                          : what);
   }
+  if (status == CF_ERR_MISMATCH && !img.mismatch_message.empty()) return img.mismatch_message;
   return "the collective failed: images disagree on sizes";
 }
 }  // namespace

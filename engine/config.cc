@@ -91,10 +91,11 @@ bool Config::from_env(Config* out, std::string* error) {
   }
   if (!read_progress(&c.progress, error)) return false;
   if (const char* p = std::getenv("CF_OFI_PROVIDER"); p != nullptr) c.ofi_provider = p;
-  uint64_t credits = c.ofi_credits, rings = c.host_rings ? 1 : 0;
+  uint64_t credits = c.ofi_credits, rings = c.host_rings ? 1 : 0, check = c.check ? 1 : 0;
   if (!read_uint("CF_EAGER_BYTES", 0, 1 << 20, &c.eager_bytes, error) ||
       !read_uint("CF_OFI_CREDITS", 1, 4096, &credits, error) ||
       !read_uint("CF_HOST_RINGS", 0, 1, &rings, error) ||
+      !read_uint("CF_CHECK", 0, 1, &check, error) ||
       !read_uint("CF_OFI_UNEXPECTED_BYTES", 0, uint64_t{1} << 40, &c.ofi_unexpected_bytes, error) ||
       !read_seconds("CF_PEER_TIMEOUT", &c.peer_timeout_ms, error) ||
       !read_seconds("CF_EXIT_TIMEOUT", &c.exit_timeout_ms, error)) {
@@ -102,6 +103,7 @@ bool Config::from_env(Config* out, std::string* error) {
   }
   c.ofi_credits = static_cast<uint32_t>(credits);
   c.host_rings = rings != 0;
+  c.check = check != 0;
   if (!read_uint("CF_INPROC_EAGER_BYTES", 0, 1 << 20, &c.inproc_eager_bytes, error) ||
       !read_uint("CF_INPROC_FASTBOX_BYTES", 0, 108, &c.inproc_fastbox_bytes, error) ||
       !read_uint("CF_INPROC_EAGER_CREDITS", 1, 1 << 20, &c.inproc_eager_credits, error) ||
@@ -202,6 +204,9 @@ std::vector<std::vector<std::string>> Config::describe() const {
                   "(liveness links with TCP keepalives; whole seconds, at least 2, for an unreachable host)"});
   rows.push_back({"CF_EXIT_TIMEOUT", std::to_string(exit_timeout_ms / 1000.0).substr(0, 5),
                   "seconds: cf_finalize's exit fence, and cfrun's grace before it ends the others"});
+  rows.push_back({"CF_CHECK", check ? "1" : "0",
+                  "debug: images check that single-valued arguments (kind, root, nbytes, flags, op, counts) "
+                  "agree, CF_ERR_MISMATCH naming the argument; forces IN_ALLSYNC. Same value in every process"});
   rows.push_back({"CF_SPIN_COUNT", std::to_string(spin_count), "waits poll this many times, then yield"});
   rows.push_back({"CF_YIELD_COUNT", std::to_string(yield_count), "then yield this many times, then block"});
   return rows;

@@ -54,6 +54,10 @@ struct Config {
   uint64_t exit_timeout_ms = 5000;          // CF_EXIT_TIMEOUT (seconds in the environment)
   uint32_t spin_count = 4000;               // CF_SPIN_COUNT: polls before yielding
   uint32_t yield_count = 200;               // CF_YIELD_COUNT: yields before blocking
+  // CF_CHECK (seed v1.7, "Argument conventions": an explanatory error "if
+  // debugging is enabled"): images compare digests of their single-valued
+  // arguments on the entry barrier's messages (engine/arg_check.h).
+  bool check = false;
 
   // Reads the environment; false with *error naming the variable and rule.
   static bool from_env(Config* out, std::string* error);

@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "engine/arg_check.h"
 #include "engine/status.h"
 #include "engine/tsan_annotations.h"
 #include "graph/aggregate.h"
@@ -220,8 +221,10 @@ bool Engine::choose_algorithm(const CollectiveCall& call, const GeneratorInfo** 
 }
 
 Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
-                               const GeneratorInfo* gen, std::string* error) {
+                               const GeneratorInfo* gen, std::string* error, bool check_barrier) {
   const Team& team = team_of(img, call);
+  // CF_CHECK: every image hears its peers' digests before touching data.
+  const bool in_allsync = call.in_allsync || (config_.check && check_barrier);
   const uint64_t segment = gen->segmented ? config_.segment_bytes : 0;
   const bool logp = (gen->params & kUsesLogp) != 0;
   ScheduleKey key{call.kind,
@@ -232,7 +235,7 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
                   call.elem_size,
                   call.nbytes,
                   segment,
-                  call.in_allsync,
+                  in_allsync,
                   call.out_allsync,
                   (gen->params & kUsesRadix) ? config_.tree_radix : 0,
                   (gen->params & kUsesWindow) ? config_.exchange_window : 0,
@@ -264,7 +267,7 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   spec.nbytes = call.nbytes;
   spec.elem_size = call.elem_size;
   spec.segment_bytes = segment;
-  spec.flags = (call.in_allsync ? kSpecInAllSync : 0) | (call.out_allsync ? kSpecOutAllSync : 0) |
+  spec.flags = (in_allsync ? kSpecInAllSync : 0) | (call.out_allsync ? kSpecOutAllSync : 0) |
                (key.exclusive ? kExclusiveFlag : 0);
   spec.src_blksz = key.src_blksz;
   spec.src_offset = key.src_offset;
@@ -304,7 +307,10 @@ int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handl
   }
   Schedule* schedule = schedule_for(img, call, gen, error);
   if (schedule == nullptr) return kErrBadArg;
-  *handle = start_schedule(img, schedule, call.src, call.dst, call.op, call.team);
+  Instance* inst = schedule->acquire();
+  inst->bind(0, call.src, call.dst, call.op);
+  if (config_.check) inst->digest = arg_digest(call, *gen);
+  *handle = launch(img, inst, team_of(img, call), 1);
   return kOk;
 }
 
@@ -363,10 +369,11 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, const 
   }
   CollectiveCall member = call;  // generated without a sync transform: the aggregate has one
   member.in_allsync = member.out_allsync = false;
-  Schedule* schedule = schedule_for(img, member, gen, error);
+  Schedule* schedule = schedule_for(img, member, gen, error, false);
   if (schedule == nullptr) return kErrBadArg;
-  team.aggregate.push_back(
-      AggregatePart{schedule, call.src, call.dst, call.op, call.in_allsync, call.out_allsync});
+  team.aggregate.push_back(AggregatePart{schedule, call.src, call.dst, call.op, call.in_allsync,
+                                         call.out_allsync,
+                                         config_.check ? arg_digest(call, *gen) : 0});
   if (call.aggregate) {
     *handle = 0;  // the seed leaves it undefined; the API returns CF_COLL_INVALID_HANDLE
     return kOk;
@@ -380,6 +387,7 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, const 
   for (uint32_t m = 0; m < team.aggregate.size(); ++m) {
     const AggregatePart& part = team.aggregate[m];
     inst->bind(m, part.src, part.dst, part.op);
+    if (config_.check) inst->digest = combine_digests(inst->digest, part.digest);
   }
   const uint32_t members = static_cast<uint32_t>(team.aggregate.size());
   team.aggregate.clear();
@@ -390,7 +398,8 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, const 
 Schedule* Engine::aggregate_schedule(ImageContext& img, const Team& team, std::string* error) {
   AggregateKey& key = img.aggregate_key;
   key.parts.clear();
-  key.in_allsync = key.out_allsync = false;
+  key.in_allsync = config_.check;  // CF_CHECK: the digests ride on the entry barrier
+  key.out_allsync = false;
   for (const AggregatePart& part : team.aggregate) {
     key.parts.push_back(part.schedule);
     key.in_allsync |= part.in_allsync;
@@ -471,6 +480,7 @@ void Engine::run_roots(ImageContext& img, Instance* inst) {
 int Engine::start_represented(ImageContext& caller, const std::vector<RepresentedCall>& calls,
                               uint64_t* handle, std::string* error) {
   std::vector<Schedule*> schedules;
+  std::vector<uint64_t> digests;
   for (const RepresentedCall& rc : calls) {
     if (rc.call.aggregate || !team_of(*rc.image, rc.call).aggregate.empty()) {
       *error = "flags: CF_COLL_AGGREGATE is not supported in the representative-thread mode";
@@ -483,12 +493,14 @@ int Engine::start_represented(ImageContext& caller, const std::vector<Represente
     Schedule* schedule = schedule_for(caller, rc.call, gen, error);
     if (schedule == nullptr) return kErrBadArg;
     schedules.push_back(schedule);
+    digests.push_back(config_.check ? arg_digest(rc.call, *gen) : 0);
   }
   Instance* leader = nullptr;
   std::vector<Instance*> parts;
   for (size_t k = 0; k < calls.size(); ++k) {
     Instance* inst = schedules[k]->acquire();
     inst->bind(0, calls[k].call.src, calls[k].call.dst, calls[k].call.op);
+    inst->digest = digests[k];
     inst->represented.clear();
     parts.push_back(inst);
     if (calls[k].image == &caller) leader = inst;
@@ -575,6 +587,13 @@ void Engine::drain(ImageContext::Vc& vc) {
 void Engine::execute(CarState* cs) {
   Instance& inst = *cs->instance;
   const CompiledCar& car = inst.schedule->cars()[cs->index];
+  // CF_CHECK found disagreeing arguments: past the entry barrier nothing
+  // runs (no effect on user buffers; peers, which fail alike, skip theirs).
+  if (inst.digest != 0 && !is_entry_sync_tag(car.tag) &&
+      inst.status.load(std::memory_order_acquire) == kErrMismatch) {
+    complete(cs, kOk);
+    return;
+  }
   switch (car.kind) {
     case CarKind::Join:
       complete(cs, kOk);
@@ -613,6 +632,9 @@ void Engine::execute(CarState* cs) {
     op.buf = inst.resolve(car.src, car.member);
     op.nbytes = car.src.length;
     op.status = inst.status.load(std::memory_order_acquire);
+    op.digest = inst.digest;
+    // A checking image that found a mismatch passes its report on instead.
+    if (op.status == kErrMismatch && op.digest != 0) op.digest = inst.report.load(std::memory_order_acquire);
     transport_for(op.peer).send(&op);
     return;
   }
@@ -668,7 +690,9 @@ void Engine::reduce_incoming(void* ctx, void* dst, const void* incoming, size_t 
 
 void Engine::on_message_complete(MsgOp* op, int status) {
   auto* cs = static_cast<CarState*>(op->owner);
-  cs->instance->image->engine->complete(cs, status);
+  Instance& inst = *cs->instance;
+  if (inst.digest != 0) status = check_arrival(inst, inst.schedule->cars()[cs->index], *op, status);
+  inst.image->engine->complete(cs, status);
 }
 
 void Engine::complete(CarState* cs, int status) {
@@ -768,16 +792,19 @@ int Engine::release(ImageContext& img, uint32_t slot) {
   img.free_slots.push_back(slot);
   --inst->team_obj->outstanding;
   int first = status;
+  uint64_t report = inst->report.load(std::memory_order_acquire);
   if (!inst->represented.empty()) {
     for (Instance* part : inst->represented) {
       const int s = part->status.load(std::memory_order_acquire);
       if (first == 0) first = s;
+      if (report == 0) report = part->report.load(std::memory_order_acquire);
       part->schedule->release(part);
     }
     inst->represented.clear();
     --img.representing;
   }
   inst->schedule->release(inst);
+  if (first == kErrMismatch) img.mismatch_message = describe_mismatch(report);
   return first;
 }
 

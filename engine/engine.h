@@ -122,6 +122,7 @@ struct AggregatePart {
   void* dst = nullptr;
   ReduceOp op;
   bool in_allsync = false, out_allsync = false;
+  uint64_t digest = 0;  // CF_CHECK: the member's argument digest (engine/arg_check.h)
 };
 
 // What shapes an aggregate's merged schedule: the members' schedules in
@@ -172,6 +173,9 @@ class ImageContext {
   std::mutex sleep_mutex;
   std::condition_variable sleep_cv;
   int wake_fd = -1;  // eventfd, when there is a transport between nodes to sleep on
+  // CF_CHECK: what the last collective this thread synced with
+  // CF_ERR_MISMATCH found (engine/arg_check.h), for cf_last_error.
+  std::string mismatch_message;
 };
 
 class Engine final : public TransportHooks {
@@ -255,8 +259,10 @@ class Engine final : public TransportHooks {
   void deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) override;
 
  private:
+  // check_barrier: under CF_CHECK, add the entry barrier the digests ride
+  // on (aggregate members get it once, on the merged DAG).
   Schedule* schedule_for(ImageContext& img, const CollectiveCall& call,
-                         const GeneratorInfo* gen, std::string* error);
+                         const GeneratorInfo* gen, std::string* error, bool check_barrier = true);
   int join_aggregate(ImageContext& img, const CollectiveCall& call, const GeneratorInfo* gen,
                      uint64_t* handle, std::string* error);
   Schedule* aggregate_schedule(ImageContext& img, const Team& team, std::string* error);

@@ -219,6 +219,7 @@ bool resolve_reduce_op(int func, int func_arg, size_t elem_size,
                        std::string* error) {
   ReduceOp op;
   op.elem_size = static_cast<uint32_t>(elem_size);
+  op.func = func;
   op.arg = func_arg;
   if (func >= 0) {
     if (static_cast<size_t>(func) >= table.size() || table[func].fn == nullptr) {

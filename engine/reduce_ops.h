@@ -43,6 +43,7 @@ struct ReduceOp {
   ChunkKernel prefix_kernel = nullptr;
   ClientReduceFn* client = nullptr;
   int client_flags = 0;
+  int func = 0;  // the call's func: a table index or a CF_BUILTIN code (CF_CHECK compares it)
   int arg = 0;
   uint32_t elem_size = 1;
   bool commutative = true;

@@ -156,6 +156,8 @@ Instance* Schedule::acquire() {
   }
   inst->status.store(0, std::memory_order_relaxed);
   inst->done.store(false, std::memory_order_relaxed);
+  inst->digest = 0;
+  inst->report.store(0, std::memory_order_relaxed);
   inst->next_free = nullptr;
   return inst;
 }

@@ -121,6 +121,10 @@ struct Instance {
   char* temp = nullptr;            // arena, 64-byte aligned
   std::atomic<int> status{0};
   std::atomic<bool> done{false};
+  // CF_CHECK (engine/arg_check.h): this call's argument digest (0 = not
+  // checking), and the mismatch found or heard of (0 = none).
+  uint64_t digest = 0;
+  std::atomic<uint64_t> report{0};
   uint32_t handle_slot = 0;
   Instance* next_free = nullptr;
   ImageContext* waiter = nullptr;      // woken when this instance finishes (its image, or a representative)

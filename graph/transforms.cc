@@ -115,14 +115,16 @@ CarId append_signal_gather(LocalDag& dag, uint32_t images, uint32_t root, uint32
 
 LocalDag apply_sync_mode(LocalDag dag, uint32_t images, bool in_allsync, bool out_allsync,
                          int32_t done_root, int32_t fan_in_root) {
+  CarId entry = kNoCar;
   if (in_allsync) {
     const size_t original = dag.cars.size();
-    CarId entry = append_barrier(dag, images, kTransformTagBase, {});
+    entry = append_barrier(dag, images, kTransformTagBase, {});
     for (size_t id = 0; id < original; ++id) {
       if (dag.cars[id].deps.empty()) dag.cars[id].deps.push_back(after(entry));
     }
   }
   if (out_allsync) {
+    const size_t before_exit_sync = dag.cars.size();
     CarId done;
     if (done_root >= 0) {
       done = append_signal_broadcast(dag, images, static_cast<uint32_t>(done_root),
@@ -133,6 +135,11 @@ LocalDag apply_sync_mode(LocalDag dag, uint32_t images, bool in_allsync, bool ou
       done = append_signal_broadcast(dag, images, root, kTransformTagBase + 0x200, heard);
     } else {
       done = append_barrier(dag, images, kTransformTagBase + 0x100, {after(dag.exit)});
+    }
+    // The exit synchronization's receives have no other predecessor: they
+    // too wait for the entry barrier.
+    for (size_t id = before_exit_sync; entry != kNoCar && id < dag.cars.size(); ++id) {
+      if (dag.cars[id].deps.empty()) dag.cars[id].deps.push_back(after(entry));
     }
     Car exit;
     exit.kind = CarKind::Join;

@@ -13,12 +13,20 @@ inline constexpr int kSpecOutAllSync = 1 << 5;
 
 // Tags at and above this value belong to transforms, never to generators.
 inline constexpr uint32_t kTransformTagBase = 0x40000000u;
+// The entry barrier's messages (in_allsync) use [kTransformTagBase, + 0x100):
+// the same on every image of a team whatever the other arguments are.
+inline bool is_entry_sync_tag(uint32_t tag) {
+  return tag >= kTransformTagBase && tag < kTransformTagBase + 0x100;
+}
 
 // Seed v1.7, "Synchronization modes". IN_NOSYNC and IN_MYSYNC need nothing:
 // an image's CARs start only once it has entered, eager data waits in
 // internal buffers, and a receive into a user buffer is posted only by its
 // owner. OUT_MYSYNC and OUT_NOSYNC are met when the local DAG is done.
-// in_allsync: every CAR waits for an entry dissemination barrier.
+// in_allsync: every CAR waits for an entry dissemination barrier, the exit
+//   synchronization's too (out_allsync): nothing of the call but the entry
+//   barrier runs before every image has entered (CF_CHECK relies on it:
+//   engine/arg_check.h).
 // out_allsync: the exit waits for an exit dissemination barrier after all
 //   data CARs, so any image's sync implies every image's buffers are done;
 //   or, with done_root >= 0 (a collective where the root finishing implies

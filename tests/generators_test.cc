@@ -179,6 +179,28 @@ TEST_CASE("no image leaves a barrier, or an ALLSYNC collective, before every ima
   }
 }
 
+TEST_CASE("with IN_ALLSYNC every CAR but the entry barrier's own waits for it, OUT_ALLSYNC's exit signals included") {
+  // CF_CHECK relies on it (engine/arg_check.h): an image that finds a
+  // mismatch on the entry barrier must not have posted anything else.
+  for (const GeneratorInfo* gen : GeneratorRegistry::instance().all()) {
+    for (uint32_t P : {2u, 3u, 5u, 8u}) {
+      CollectiveSpec spec = spec_for(*gen, P, P / 2, 64);
+      spec.flags = kSpecInAllSync | kSpecOutAllSync;
+      GlobalDag dag;
+      std::string error;
+      REQUIRE(generate_global(spec, &dag, &error));
+      for (const LocalDag& local : dag.images) {
+        for (const Car& car : local.cars) {
+          if (!car.deps.empty()) continue;
+          INFO(gen->name, " P=", P, " image ", local.image, ": a CAR of kind ", car_kind_name(car.kind),
+               " tag ", car.tag, " starts before the entry barrier");
+          CHECK(((car.kind == CarKind::Send || car.kind == CarKind::Recv) && is_entry_sync_tag(car.tag)));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("binomial broadcast reaches every image in ceil(log2 P) message hops") {
   for (uint32_t P = 1; P <= 33; ++P) {
     CollectiveSpec spec;

@@ -25,6 +25,10 @@
 //   late   node 1 computes for a while before its broadcast; the waiting
 //          nodes must block (CPU time well below wall time under
 //          CF_PROGRESS=block) — checked by the test with getrusage.
+//   check  under CF_CHECK=1: agreeing calls deliver (eager and rendezvous
+//          sizes); calls where node 1's images pass another nbytes, or
+//          another op, fail with CF_ERR_MISMATCH naming it on every image
+//          of every node, destinations untouched; the team works after.
 #include <carflow/carflow.h>
 
 #include <sys/resource.h>
@@ -408,6 +412,42 @@ void stop_for(long long ms) {
 
 }  // namespace
 
+// Mode "check" (CF_CHECK=1): one image's part.
+void run_check(Log& log, cf_image_t me) {
+  const uint32_t P = cf_images();
+  const bool odd = cf_mynode() == 1;  // every image of node 1 disagrees
+  auto expect = [&](bool ok, const std::string& what) {
+    log.checks++;
+    if (!ok) log.fail("check: image " + std::to_string(me) + ": " + what + " (" + cf_last_error() + ")");
+  };
+  auto untouched = [](const Bytes& b) {
+    for (uint8_t x : b) {
+      if (x != 0xAB) return false;
+    }
+    return true;
+  };
+  for (size_t nbytes : {size_t{8}, size_t{96 * 1024}}) {  // eager, rendezvous
+    Bytes src(nbytes), dst(nbytes, 0);
+    for (size_t i = 0; i < nbytes; ++i) src[i] = static_cast<uint8_t>(i * 7 + nbytes);
+    const int rc = cf_coll_broadcast(CF_TEAM_ALL, dst.data(), P - 1, src.data(), nbytes, kLocal);
+    expect(rc == CF_OK && dst == src, "agreeing broadcast of " + std::to_string(nbytes) + " bytes");
+  }
+  Bytes src(64, 1), dst(64, 0xAB);
+  int rc = cf_coll_broadcast(CF_TEAM_ALL, dst.data(), 0, src.data(), odd ? 16 : 8, kLocal);
+  expect(rc == CF_ERR_MISMATCH && std::strstr(cf_last_error(), "argument nbytes") != nullptr && untouched(dst),
+         "nbytes mismatch returned " + std::to_string(rc));
+  int64_t mine = me, out[8];
+  std::memset(out, 0xAB, sizeof out);
+  rc = cf_coll_allreduce(CF_TEAM_ALL, out, &mine, 8, 1, odd ? CF_BUILTIN(CF_OP_MAX, CF_DT_INT64) : kSumInt64, 0,
+                         kLocal);
+  expect(rc == CF_ERR_MISMATCH && std::strstr(cf_last_error(), "argument op") != nullptr &&
+             untouched(Bytes(reinterpret_cast<uint8_t*>(out), reinterpret_cast<uint8_t*>(out + 8))),
+         "op mismatch returned " + std::to_string(rc));
+  int64_t sum = 0;
+  rc = cf_coll_allreduce(CF_TEAM_ALL, &sum, &mine, 8, 1, kSumInt64, 0, kLocal);
+  expect(rc == CF_OK && sum == int64_t{P} * (P - 1) / 2, "allreduce after the mismatches");
+}
+
 int main(int argc, char** argv) {
   if (cf_init(&argc, &argv) != CF_OK) {
     std::fprintf(stderr, "cf_init: %s\n", cf_last_error());
@@ -509,6 +549,8 @@ int main(int argc, char** argv) {
         }
       }
       cf_team_free(side);
+    } else if (mode == "check") {
+      run_check(log, me);
     } else if (mode == "late") {
       // Node 1 spins (CPU) for a while before joining; the others wait.
       uint64_t x = me, y = 0;

@@ -71,6 +71,18 @@ void expect_all_verified(const Run& r, int nodes, uint64_t min_checks_per_image)
   CHECK(rendezvous > 0);  // the large sizes took the rendezvous path
 }
 
+// Every node reports exactly `checks` checks and no failure.
+void expect_each_node(const Run& r, size_t nodes, const std::string& checks) {
+  INFO(r.output);
+  CHECK(r.status == 0);
+  const auto lines = summaries(r.output);
+  CHECK(lines.size() == nodes);
+  for (const auto& m : lines) {
+    CHECK(m[6].str() == "0");
+    CHECK(m[5].str() == checks);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("every collective over 2, 3 and 4 processes x 1 and 3 images matches the reference (shm)") {
@@ -99,15 +111,16 @@ TEST_CASE("the same over tcp;ofi_rxm and over libfabric shm alone, and with CF_P
 TEST_CASE("runs of images back to back: messages of a node that starts the next run early are kept") {
   for (const char* env : {"CF_HOST_RINGS=0", ""}) {
     CAPTURE(env);
-    const Run r = run(env, "-n 4 " + g_program + " reruns");
-    INFO(r.output);
-    CHECK(r.status == 0);
-    const auto lines = summaries(r.output);
-    CHECK(lines.size() == 4);
-    for (const auto& m : lines) {
-      CHECK(m[6].str() == "0");
-      CHECK(m[5].str() == "1530");  // 30 runs x (50 allreduces + 1 barrier)
-    }
+    // 30 runs x (50 allreduces + 1 barrier)
+    expect_each_node(run(env, "-n 4 " + g_program + " reruns"), 4, "1530");
+  }
+}
+
+TEST_CASE("CF_CHECK=1 across processes: disagreeing nbytes or op fails every image with CF_ERR_MISMATCH naming it") {
+  for (const char* env : {"CF_CHECK=1", "CF_CHECK=1 CF_HOST_RINGS=0"}) {  // rings, and the libfabric header
+    CAPTURE(env);
+    // 2 images x (2 broadcasts + 2 mismatches + 1 allreduce)
+    expect_each_node(run(env, "-n 3 --images 2 " + g_program + " check"), 3, "10");
   }
 }
 

@@ -76,6 +76,11 @@ struct MsgOp {
   // lost peer upstream); the receive completes with it instead of data, so
   // a failure travels along the DAG's message edges like data does.
   int status = 0;
+  // Carried beside the data like `status` (engine/arg_check.h): sends fill it
+  // with the collective's argument digest (or, with a failed status, the
+  // mismatch report); a receive finds the sender's there when it completes.
+  // 0 = none (CF_CHECK off).
+  uint64_t digest = 0;
 
   // Transport-private state (intrusive queues, matched partner).
   MsgOp* next = nullptr;

@@ -59,6 +59,16 @@ void InprocTransport::free_block(Mailbox& mb, Unexpected* u) {
   free_list = u;
 }
 
+namespace {
+
+// Completes a receive, handing it the sender's digest (MsgOp::digest).
+void finish_recv(MsgOp* recv_op, int status, uint64_t digest) {
+  recv_op->digest = digest;
+  recv_op->on_complete(recv_op, status);
+}
+
+}  // namespace
+
 void InprocTransport::deliver(MsgOp* recv_op, const void* src) {
   if (recv_op->nbytes == 0) return;
   if (recv_op->deliver.fn != nullptr) {
@@ -89,7 +99,7 @@ void InprocTransport::push_pull(uint32_t image, MsgOp* recv_op) {
 }
 
 void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, const void* data,
-                             uint64_t nbytes, MsgOp* send_op, int status) {
+                             uint64_t nbytes, MsgOp* send_op, int status, uint64_t digest) {
   Mailbox& mb = mailbox(image);
   const bool small = nbytes <= eager_bytes_;
   mb.lock.lock();
@@ -104,11 +114,11 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
     if (posted->nbytes == nbytes) (direct ? mb.stats.direct : mb.stats.single_copy)++;
     mb.lock.unlock();
     if (posted->nbytes != nbytes) {
-      posted->on_complete(posted, kMismatch);
+      finish_recv(posted, kMismatch, digest);
       if (send_op != nullptr) send_op->on_complete(send_op, kMismatch);
     } else if (direct || status != 0) {
       if (status == 0) deliver(posted, data);
-      posted->on_complete(posted, status);
+      finish_recv(posted, status, digest);
       if (send_op != nullptr) send_op->on_complete(send_op, 0);
     } else {
       posted->matched = send_op;
@@ -131,6 +141,7 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
   u->nbytes = nbytes;
   u->send = eager ? nullptr : send_op;
   u->status = status;
+  u->digest = digest;
   if (eager && nbytes > 0) std::memcpy(u->data(), data, nbytes);
   mb.unexpected.insert(u);
   mb.lock.unlock();
@@ -145,6 +156,7 @@ bool InprocTransport::try_fastbox(MsgOp* op) {
   if (box.state.load(std::memory_order_acquire) != FastBox::kEmpty) return false;
   box.nbytes = static_cast<uint32_t>(op->nbytes);
   box.status = op->status;
+  box.digest = op->digest;
   box.key = op->key;
   if (op->nbytes > 0) std::memcpy(box.data, op->buf, op->nbytes);
   box.state.store(FastBox::kFull, std::memory_order_seq_cst);
@@ -173,16 +185,17 @@ bool InprocTransport::take_fastbox(uint32_t image, uint32_t src) {
   char data[kFastboxBytes];
   const uint32_t nbytes = box.nbytes;
   const int status = box.status;
+  const uint64_t digest = box.digest;
   const MsgKey key = box.key;
   if (nbytes > 0) std::memcpy(data, box.data, nbytes);
   box.state.store(FastBox::kEmpty, std::memory_order_release);
-  arrive(image, src, key, data, nbytes, nullptr, status);
+  arrive(image, src, key, data, nbytes, nullptr, status, digest);
   return true;
 }
 
 void InprocTransport::send(MsgOp* op) {
   if (fastbox_bytes_ > 0 && try_fastbox(op)) return;
-  arrive(op->peer, op->self, op->key, op->buf, op->nbytes, op, op->status);
+  arrive(op->peer, op->self, op->key, op->buf, op->nbytes, op, op->status, op->digest);
 }
 
 void InprocTransport::set_polling(uint32_t image, bool on) {
@@ -211,7 +224,7 @@ void InprocTransport::recv(MsgOp* op) {
     free_block(mb, u);
     mb.lock.unlock();
     if (sender->nbytes != op->nbytes) {
-      op->on_complete(op, kMismatch);
+      finish_recv(op, kMismatch, sender->digest);
       sender->on_complete(sender, kMismatch);
       return;
     }
@@ -222,7 +235,7 @@ void InprocTransport::recv(MsgOp* op) {
     }
     const int failed = sender->status;
     if (failed == 0) deliver(op, sender->buf);
-    op->on_complete(op, failed);
+    finish_recv(op, failed, sender->digest);
     sender->on_complete(sender, 0);
     return;
   }
@@ -230,10 +243,11 @@ void InprocTransport::recv(MsgOp* op) {
   // Eager data: the block is ours until we return it to the pool.
   const int status = u->status != 0 ? u->status : u->nbytes == op->nbytes ? 0 : kMismatch;
   if (status == 0) deliver(op, u->data());
+  const uint64_t digest = u->digest;
   mb.lock.lock();
   free_block(mb, u);
   mb.lock.unlock();
-  op->on_complete(op, status);
+  finish_recv(op, status, digest);
 }
 
 bool InprocTransport::progress(uint32_t image, uint32_t peer, bool on_app_thread) {
@@ -256,7 +270,7 @@ bool InprocTransport::progress(uint32_t image, uint32_t peer, bool on_app_thread
     op->matched = nullptr;
     const int failed = sender->status;
     if (failed == 0) deliver(op, sender->buf);
-    op->on_complete(op, failed);
+    finish_recv(op, failed, sender->digest);
     sender->on_complete(sender, 0);
     did = true;
   }

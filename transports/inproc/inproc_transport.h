@@ -67,6 +67,7 @@ class InprocTransport final : public Transport {
     uint64_t nbytes = 0;
     MsgOp* send = nullptr;      // single-copy descriptor; nullptr = eager data follows
     int status = 0;             // the sender's failure, passed on (MsgOp::status)
+    uint64_t digest = 0;        // MsgOp::digest, passed on
     Unexpected* next = nullptr;
     char* data() { return reinterpret_cast<char*>(this + 1); }
   };
@@ -81,6 +82,7 @@ class InprocTransport final : public Transport {
     std::atomic<uint32_t> state{kEmpty};
     uint32_t nbytes = 0;
     int32_t status = 0;  // the sender's failure, passed on (MsgOp::status)
+    uint64_t digest = 0;  // MsgOp::digest, passed on
     MsgKey key;
     char data[kFastboxBytes];
     std::atomic<uint64_t> handed{0};  // written by the one sender only
@@ -112,7 +114,7 @@ class InprocTransport final : public Transport {
   // completed already and `data` is a copy). Returns after calling every
   // completion it owes.
   void arrive(uint32_t image, uint32_t src, const MsgKey& key, const void* data, uint64_t nbytes,
-              MsgOp* send_op, int status);
+              MsgOp* send_op, int status, uint64_t digest);
   bool try_fastbox(MsgOp* op);
   bool take_fastbox(uint32_t image, uint32_t src);
 

@@ -99,7 +99,7 @@ void HostRings::unlink() {
 }
 
 bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key,
-                     const void* data, uint64_t nbytes, int status) {
+                     const void* data, uint64_t nbytes, int status, uint64_t digest) {
   if (nbytes > kMaxBytes || segments_[dst_node] == nullptr) return false;
   const uint32_t chunks = nbytes == 0 ? 1 : static_cast<uint32_t>((nbytes + kPayload - 1) / kPayload);
   Producer& p = producers_[dst_node];
@@ -117,6 +117,7 @@ bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey
   first.dst = dst;
   first.key = key;
   first.status = status;
+  first.digest = digest;
   first.chunks = chunks;
   const char* bytes = static_cast<const char*>(data);
   for (uint32_t i = 0; i < chunks; ++i) {
@@ -187,6 +188,7 @@ uint32_t HostRings::poll(Message* out, uint32_t max) {
       m.dst = slot.dst;
       m.key = slot.key;
       m.status = slot.status;
+      m.digest = slot.digest;
       m.nbytes = std::min<uint32_t>(slot.nbytes, chunks * kPayload);
       for (uint32_t i = 0; i < chunks; ++i) {
         Slot& part = slots[(pos + i) % kSlots];

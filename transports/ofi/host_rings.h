@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -42,6 +43,7 @@ class HostRings {
     MsgKey key;
     uint32_t nbytes = 0;
     int32_t status = 0;  // the sender's failure (MsgOp::status)
+    uint64_t digest = 0;  // MsgOp::digest
     alignas(64) char data[kMaxBytes];  // aligned: reduction kernels read it as elements
   };
 
@@ -56,7 +58,7 @@ class HostRings {
 
   // Queues a message for `dst_node`; false when it does not fit or the ring is full.
   bool push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key, const void* data,
-            uint64_t nbytes, int status);
+            uint64_t nbytes, int status, uint64_t digest);
   // Takes up to `max` waiting messages into out[]; returns how many.
   uint32_t poll(Message* out, uint32_t max);
   // Sleeps until a message is pushed to this node, wake() is called, or
@@ -74,10 +76,13 @@ class HostRings {
     MsgKey key;
     int32_t status;
     uint32_t chunks;  // slots this message takes (first slot only)
-    char pad[28];
+    char pad[4];
+    uint64_t digest;  // MsgOp::digest (first slot only)
+    char pad2[16];
     char data[kPayload];
   };
   static_assert(sizeof(Slot) % 64 == 0, "slots are whole cache lines");
+  static_assert(offsetof(Slot, data) == 64, "the header is one cache line, the data aligned");
   // After the rings: the node's doorbell (a futex word) and its sleepers.
   struct alignas(64) Control {
     std::atomic<uint32_t> doorbell;

@@ -42,7 +42,9 @@ struct OfiCtx {
   CtxKind kind;
 };
 
-struct OfiTransport::Header {
+// 80 bytes: a multiple of 16, so eager payloads after it stay 16-byte
+// aligned for reduction kernels.
+struct alignas(16) OfiTransport::Header {
   uint8_t type = 0;
   int8_t status = 0;  // eager / RTS: the sender's failure, passed on (MsgOp::status)
   uint8_t pad[2] = {};
@@ -54,8 +56,9 @@ struct OfiTransport::Header {
   uint64_t addr = 0;    // RTS: remote address; FIN: status
   uint64_t rkey = 0;    // RTS: registration key
   uint64_t cookie = 0;  // RTS / FIN: the sender's MsgOp
+  uint64_t digest = 0;  // eager / RTS: MsgOp::digest (engine/arg_check.h)
 };
-static_assert(sizeof(OfiTransport::Header) == 64, "the wire header is one cache line");
+static_assert(sizeof(OfiTransport::Header) == 80, "the wire header: one cache line and the digest");
 
 struct OfiTransport::RxBuf : OfiCtx {
   std::vector<char> data;
@@ -389,6 +392,7 @@ void OfiTransport::start_send(MsgOp* op, PeerNode& node, Actions* actions) {
   h.key = op->key;
   h.nbytes = op->nbytes;
   h.status = static_cast<int8_t>(op->status);
+  h.digest = op->digest;
   stats_.messages++;
   stats_.bytes += op->nbytes;
   if (op->nbytes <= options_.eager_bytes) {
@@ -427,7 +431,8 @@ void OfiTransport::send(MsgOp* op) {
     // before the slower libfabric path takes the message.
     const uint32_t dst_node = map_.node_of(op->peer);
     for (int attempt = 0; attempt < kRingRetries; ++attempt) {
-      if (rings_->push(dst_node, op->self, op->peer, op->key, op->buf, op->nbytes, op->status)) {
+      if (rings_->push(dst_node, op->self, op->peer, op->key, op->buf, op->nbytes, op->status,
+                        op->digest)) {
         ring_sent_.fetch_add(1, std::memory_order_relaxed);
         op->on_complete(op, 0);
         return;
@@ -477,6 +482,7 @@ void OfiTransport::recv(MsgOp* op) {
 // the read.
 void OfiTransport::match(MsgOp* op, const Header& h, const void* data, Unexpected* block, RxBuf* rx,
                          Actions* actions) {
+  op->digest = h.digest;  // the receive owns op until it completes
   if (h.nbytes != op->nbytes || h.status != 0) {
     // A mismatch, or the sender's collective failed: no data, the status.
     const int status = h.status != 0 ? h.status : kMismatch;
@@ -615,10 +621,12 @@ void OfiTransport::arrive_from_ring(const HostRings::Message& m, Actions* action
     h.key = m.key;
     h.nbytes = m.nbytes;
     h.status = static_cast<int8_t>(m.status);
+    h.digest = m.digest;
     store_unexpected(h, m.data, m.nbytes);
     return;
   }
   stats_.direct++;
+  posted->digest = m.digest;
   const int status = m.status != 0 ? m.status : posted->nbytes == m.nbytes ? 0 : kMismatch;
   actions->deliveries.push_back({posted, status == 0 ? m.data : nullptr, nullptr, nullptr, status, nullptr});
 }

@@ -5,7 +5,7 @@
 // CF_OFI_PROVIDER. Collective keys (team, sequence, edge) are matched in
 // software against per-image posted and unexpected tables, exactly as the
 // inproc transport does; libfabric moves headers and bytes. Every wire
-// message is a tagged send of a 64-byte Header, followed by data for eager
+// message is a tagged send of an 80-byte Header, followed by data for eager
 // messages. Protocols (seed MPT section 2, MPICH notes):
 //  - eager (nbytes <= CF_EAGER_BYTES): header and payload in one message.
 //    Payloads that fit the provider's inject size go with fi_tinject (no

@@ -54,6 +54,17 @@ typedef uintptr_t cf_coll_handle_t;
                                  them) */
 #define CF_ERR_TIMEOUT (-6)
 #define CF_ERR_MISMATCH (-7)  /* images disagree on single-valued arguments */
+/* CF_ERR_MISMATCH comes from a sync call (or a blocking call). Without
+   CF_CHECK it is reported only when a message's size differs from what its
+   receiver expected. With the environment variable CF_CHECK=1 (a debugging
+   mode; every process must use the same value) images compare digests of
+   their single-valued arguments (kind, root, nbytes, flags, op = func and
+   func_arg, counts, layout = displs / blksz / offsets / perm, algorithm) on
+   an entry barrier added to every call: a call where they differ fails
+   with CF_ERR_MISMATCH on every image of the team, changes no destination
+   buffer, and cf_last_error() names the argument and two images that
+   disagree ("CF_CHECK: argument nbytes differs between images: image 3 and
+   image 4 passed different values"). README, "Argument checking". */
 
 /* The name of a status code ("CF_ERR_BAD_ARG"); never NULL. */
 const char *cf_strerror(int status);
@@ -373,7 +384,8 @@ enum { CF_DT_INT8, CF_DT_UINT8, CF_DT_INT32, CF_DT_UINT32, CF_DT_INT64,
 /* ---- sync (not collective; any order; a handle dies when synced) --------
    Errors: CF_ERR_BAD_ARG (a handle that is not live on this image thread:
    synced already, never valid, or another thread's), or the collective's
-   own failure (CF_ERR_MISMATCH when images disagreed on sizes). */
+   own failure (CF_ERR_MISMATCH when images disagreed on sizes, or with
+   CF_CHECK=1 on any single-valued argument: see CF_ERR_MISMATCH). */
 int cf_coll_wait_sync(cf_coll_handle_t handle);  /* CF_OK or error */
 int cf_coll_try_sync(cf_coll_handle_t handle);   /* CF_OK, CF_NOT_READY, error */
 /* _all: every entry (INVALID entries are skipped); try_ returns CF_NOT_READY
