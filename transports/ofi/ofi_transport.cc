@@ -585,6 +585,16 @@ OfiTransport::Unexpected* OfiTransport::store_unexpected(const Header& h, const 
                                                          uint64_t data_bytes) {
   stats_.unexpected++;
   ofi_stats_.unexpected++;
+  Unexpected* u = take_block(data_bytes);
+  u->h = h;
+  u->credit_held = false;
+  if (data_bytes > 0) std::memcpy(u->data(), data, data_bytes);
+  unexpected_held_ += sizeof(Unexpected) + u->capacity;
+  queues(h.dst).unexpected.insert(u);
+  return u;
+}
+
+OfiTransport::Unexpected* OfiTransport::take_block(uint64_t data_bytes) {
   Unexpected* u = nullptr;
   std::vector<Unexpected*>& pool = data_bytes <= kSmallBlock ? free_blocks_ : free_large_blocks_;
   if (data_bytes <= std::max(kSmallBlock, options_.eager_bytes) && !pool.empty()) {
@@ -598,11 +608,6 @@ OfiTransport::Unexpected* OfiTransport::store_unexpected(const Header& h, const 
     u = new (raw) Unexpected();
     u->capacity = capacity;
   }
-  u->h = h;
-  u->credit_held = false;
-  if (data_bytes > 0) std::memcpy(u->data(), data, data_bytes);
-  unexpected_held_ += sizeof(Unexpected) + u->capacity;
-  queues(h.dst).unexpected.insert(u);
   return u;
 }
 
@@ -705,6 +710,17 @@ void OfiTransport::run(Actions& actions) {
     MsgOp* op = d.op;
     if (op != nullptr && d.status == 0 && op->deliver.app_thread_only && !tls_on_app_thread) {
       std::lock_guard<std::mutex> guard(lock_);
+      if (d.block == nullptr && d.rx == nullptr && d.read == nullptr && d.data != nullptr && d.data != op->buf) {
+        // A host-ring message points into the polling thread's batch, which
+        // the next poll overwrites: the parked delivery keeps its own copy
+        // in a pooled block, returned like an unexpected one afterwards.
+        Unexpected* copy = take_block(op->nbytes);
+        copy->credit_held = false;
+        std::memcpy(copy->data(), d.data, op->nbytes);
+        unexpected_held_ += sizeof(Unexpected) + copy->capacity;
+        d.data = copy->data();
+        d.block = copy;
+      }
       ImageQueues& q = queues(op->self);
       q.app_only.push_back(d);
       q.app_only_pending.store(true, std::memory_order_release);

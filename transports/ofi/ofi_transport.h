@@ -155,6 +155,7 @@ class OfiTransport final : public Transport {
   bool poll_rings();                               // without lock_
   void arrive_from_ring(const HostRings::Message& m, Actions* actions);  // under lock_
   Unexpected* store_unexpected(const Header& h, const void* data, uint64_t data_bytes);  // under lock_
+  Unexpected* take_block(uint64_t data_bytes);  // under lock_: a pooled block of at least data_bytes
   void handle_arrival(RxBuf* rx, Actions* actions);  // under lock_
   void start_send(MsgOp* op, PeerNode& node, Actions* actions);  // under lock_, spends a credit
   void match(MsgOp* op, const Header& h, const void* data, Unexpected* block, RxBuf* rx,
