@@ -493,14 +493,14 @@ int Engine::start_represented(ImageContext& caller, const std::vector<Represente
     Schedule* schedule = schedule_for(caller, rc.call, gen, error);
     if (schedule == nullptr) return kErrBadArg;
     schedules.push_back(schedule);
-    digests.push_back(config_.check ? arg_digest(rc.call, *gen) : 0);
+    if (config_.check) digests.push_back(arg_digest(rc.call, *gen));  // nothing to keep otherwise
   }
   Instance* leader = nullptr;
   std::vector<Instance*> parts;
   for (size_t k = 0; k < calls.size(); ++k) {
     Instance* inst = schedules[k]->acquire();
     inst->bind(0, calls[k].call.src, calls[k].call.dst, calls[k].call.op);
-    inst->digest = digests[k];
+    inst->digest = config_.check ? digests[k] : 0;
     inst->represented.clear();
     parts.push_back(inst);
     if (calls[k].image == &caller) leader = inst;
