@@ -64,6 +64,20 @@ cf_coll_handle_t start_represented(ImageContext& caller,
 bool blocking_allowed(cf_team_t team, int flags);
 // Starts the call; the handle, or CF_COLL_INVALID_HANDLE after fail().
 cf_coll_handle_t start(ImageContext& img, const CollectiveCall& call);
+// The memoized path (engine/engine.h, CallMemo). A call whose arguments
+// are all scalars packs them into a signature (unused words zero); when
+// the image's memo of that kind holds the same signature for the current
+// epoch, memo_hit returns it and the caller checks only the addresses.
+// Word 2 of every signature holds the flags in its low 32 bits.
+using Signature = uint64_t[CallMemo::kWords];
+CallMemo* memo_hit(ImageContext& img, CollKind kind, const Signature& sig);
+// Starts the memo's call with these addresses (call.src / call.dst as the
+// checked path would bind them); the memo is dropped if the start fails.
+cf_coll_handle_t start_memo(ImageContext& img, CallMemo& memo, void* src, void* dst);
+// Starts a call the checked path built and, when it starts, remembers it
+// under `sig` with the byte counts of src and dst the image uses.
+cf_coll_handle_t start_remembered(ImageContext& img, const CollectiveCall& call, const Signature& sig,
+                                  uint64_t src_len, uint64_t dst_len);
 // Blocking forms: waits for a started handle (or returns the start's error).
 int finish_blocking(cf_coll_handle_t handle);
 

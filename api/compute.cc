@@ -10,6 +10,7 @@
 #include "api/api_internal.h"
 #include "graph/layout.h"
 
+using carflow::CallMemo;
 using carflow::CollectiveCall;
 using carflow::CollectiveSpec;
 using carflow::CollKind;
@@ -66,7 +67,8 @@ bool in_place_allowed(CollKind kind) {
 
 // Checks one image's part of the call (its rank in `team`, its addresses in
 // c.dst / c.src) and builds it; false after fail().
-bool build_computation(const Computation& c, ImageContext& img, carflow::Team* team, CollectiveCall* call) {
+bool build_computation(const Computation& c, ImageContext& img, carflow::Team* team, CollectiveCall* call,
+                       uint64_t* src_len_out = nullptr, uint64_t* dst_len_out = nullptr) {
   std::string error;
   const uint32_t P = team->size();
   const uint32_t me = team->rank;
@@ -144,6 +146,8 @@ bool build_computation(const Computation& c, ImageContext& img, carflow::Team* t
       (dst_len > 0 && !check_alignment("dst", c.dst, c.elem_size, align, &error))) {
     return fail(CF_ERR_BAD_ARG, error), false;
   }
+  if (src_len_out != nullptr) *src_len_out = src_len;
+  if (dst_len_out != nullptr) *dst_len_out = dst_len;
   call->kind = c.kind;
   call->root = spec.root;
   call->src = src_len > 0 ? const_cast<void*>(c.src) : unused_buffer();
@@ -163,9 +167,46 @@ bool build_computation(const Computation& c, ImageContext& img, carflow::Team* t
 }
 
 
+// A single-address call with scalar arguments only: the ones the memo keeps.
+bool memoizable(const Computation& c) { return !c.multi_address && !c.variable; }
+
+// In place (src == dst) is part of the signature: it changes the schedule.
+void signature_of(const Computation& c, Signature& sig) {
+  sig[0] = static_cast<uint64_t>(c.kind) | uint64_t{c.blocking} << 8 | uint64_t{c.src == c.dst} << 9;
+  sig[1] = reinterpret_cast<uint64_t>(c.team);
+  sig[2] = static_cast<uint32_t>(c.flags) | uint64_t{c.rooted ? c.root : 0} << 32;
+  sig[3] = c.elem_size;
+  sig[4] = c.elem_count;
+  sig[5] = c.src_blksz;
+  sig[6] = c.src_offset;
+  sig[7] = c.dst_blksz;
+  sig[8] = c.dst_offset;
+  sig[9] = static_cast<uint32_t>(c.func) | uint64_t{static_cast<uint32_t>(c.func_arg)} << 32;
+  for (int w = 10; w < CallMemo::kWords; ++w) sig[w] = 0;
+}
+
+// The address checks of build_computation on a memo hit: true when they
+// all pass (anything else takes the checked path, which reports it).
+bool addresses_ok(const Computation& c, const CallMemo& memo, uint64_t align) {
+  if ((memo.src_len > 0 && c.src == nullptr) || (memo.dst_len > 0 && c.dst == nullptr)) return false;
+  if (!memo.call.in_place && ranges_overlap(c.src, memo.src_len, c.dst, memo.dst_len)) return false;
+  const uint64_t want = std::min<uint64_t>(c.elem_size & (~c.elem_size + 1), align);
+  return (memo.src_len == 0 || reinterpret_cast<uintptr_t>(c.src) % want == 0) &&
+         (memo.dst_len == 0 || reinterpret_cast<uintptr_t>(c.dst) % want == 0);
+}
+
 cf_coll_handle_t start_computation(const Computation& c) {
   ImageContext* img = current_image(c.function);
   if (img == nullptr) return CF_COLL_INVALID_HANDLE;
+  Signature sig;
+  const bool memo_path = memoizable(c);
+  if (memo_path) {
+    signature_of(c, sig);
+    CallMemo* memo = memo_hit(*img, c.kind, sig);
+    if (memo != nullptr && addresses_ok(c, *memo, img->engine->config().data_alignment)) {
+      return start_memo(*img, *memo, const_cast<void*>(c.src), c.dst);
+    }
+  }
   std::string error;
   // CF_COLL_EXCLUSIVE is scan's own flag; the common check knows the rest.
   const bool exclusive = (c.flags & CF_COLL_EXCLUSIVE) != 0;
@@ -205,7 +246,11 @@ cf_coll_handle_t start_computation(const Computation& c) {
     return start_represented(*img, calls);
   }
   CollectiveCall call;
-  if (!build_computation(with_entries(c, nullptr), *img, team, &call)) return CF_COLL_INVALID_HANDLE;
+  uint64_t src_len = 0, dst_len = 0;
+  if (!build_computation(with_entries(c, nullptr), *img, team, &call, &src_len, &dst_len)) {
+    return CF_COLL_INVALID_HANDLE;
+  }
+  if (memo_path) return start_remembered(*img, call, sig, src_len, dst_len);
   return start(*img, call);
 }
 

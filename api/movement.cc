@@ -9,6 +9,7 @@
 #include "api/api_internal.h"
 #include "graph/layout.h"
 
+using carflow::CallMemo;
 using carflow::CollectiveCall;
 using carflow::CollectiveSpec;
 using carflow::CollKind;
@@ -78,7 +79,8 @@ bool check_overlap(const Movement& m, const CollectiveSpec& spec, uint32_t me, u
 
 // Checks one image's part of the call (its rank in `team`, its addresses in
 // m.dst / m.src) and builds it; false after fail().
-bool build_movement(const Movement& m, ImageContext& img, carflow::Team* team, CollectiveCall* call) {
+bool build_movement(const Movement& m, ImageContext& img, carflow::Team* team, CollectiveCall* call,
+                    uint64_t* src_len_out = nullptr, uint64_t* dst_len_out = nullptr) {
   std::string error;
   const uint32_t P = team->size();
   const uint32_t me = team->rank;
@@ -127,6 +129,8 @@ bool build_movement(const Movement& m, ImageContext& img, carflow::Team* team, C
   if (!check_overlap(m, spec, me, src_len, dst_len, &error)) {
     return fail(CF_ERR_BAD_ARG, error), false;
   }
+  if (src_len_out != nullptr) *src_len_out = src_len;
+  if (dst_len_out != nullptr) *dst_len_out = dst_len;
   call->kind = m.kind;
   call->root = spec.root;
   call->src = src_len > 0 ? m.src : unused_buffer();
@@ -142,9 +146,35 @@ bool build_movement(const Movement& m, ImageContext& img, carflow::Team* team, C
 }
 
 
-cf_coll_handle_t start_movement(Movement m) {
+// A single-address call with scalar arguments only: the ones the memo keeps.
+bool memoizable(const Movement& m) {
+  return !m.multi_address && !m.variable && m.kind != CollKind::Permute;
+}
+
+void signature_of(const Movement& m, Signature& sig) {
+  sig[0] = static_cast<uint64_t>(m.kind) | uint64_t{m.blocking} << 8;
+  sig[1] = reinterpret_cast<uint64_t>(m.team);
+  sig[2] = static_cast<uint32_t>(m.flags) | uint64_t{m.root} << 32;
+  sig[3] = m.nbytes;
+  for (int w = 4; w < CallMemo::kWords; ++w) sig[w] = 0;
+}
+
+cf_coll_handle_t start_movement(const Movement& m) {
   ImageContext* img = current_image(m.function);
   if (img == nullptr) return CF_COLL_INVALID_HANDLE;
+  Signature sig;
+  const bool memo_path = memoizable(m);
+  if (memo_path) {
+    signature_of(m, sig);
+    if (CallMemo* memo = memo_hit(*img, m.kind, sig)) {
+      // The address checks of build_movement; anything unusual (NULL, an
+      // overlap, even a permitted one) takes the checked path.
+      if ((memo->src_len == 0 || m.src != nullptr) && (memo->dst_len == 0 || m.dst != nullptr) &&
+          !ranges_overlap(m.src, memo->src_len, m.dst, memo->dst_len)) {
+        return start_memo(*img, *memo, m.src, m.dst);
+      }
+    }
+  }
   std::string error;
   carflow::Team* team = nullptr;
   if (!check_common(*img, m.team, m.flags, m.blocking, &error, m.multi_address, &team)) {
@@ -166,10 +196,13 @@ cf_coll_handle_t start_movement(Movement m) {
   // A LOCAL list (no ALL_THREADS: LOCAL with it is refused) holds this
   // node's one image; a SINGLE list every image of the team.
   const uint32_t index = (m.flags & CF_COLL_LOCAL) ? 0 : team->rank;
-  if (m.dst_list != nullptr) m.dst = m.dst_list[index];
-  if (m.src_list != nullptr) m.src = m.src_list[index];
+  Movement mine = m;
+  if (m.dst_list != nullptr) mine.dst = m.dst_list[index];
+  if (m.src_list != nullptr) mine.src = m.src_list[index];
   CollectiveCall call;
-  if (!build_movement(m, *img, team, &call)) return CF_COLL_INVALID_HANDLE;
+  uint64_t src_len = 0, dst_len = 0;
+  if (!build_movement(mine, *img, team, &call, &src_len, &dst_len)) return CF_COLL_INVALID_HANDLE;
+  if (memo_path) return start_remembered(*img, call, sig, src_len, dst_len);
   return start(*img, call);
 }
 

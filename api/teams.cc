@@ -83,6 +83,7 @@ int cf_team_split(cf_team_t parent, int color, int key, cf_team_t* newteam) {
   team->images_per_node = carflow::team_images_per_node(img->engine->nodes(), team->members);
   *newteam = reinterpret_cast<cf_team_t>(team.get());
   img->teams.push_back(std::move(team));
+  ++img->epoch;
   return succeed();
 }
 
@@ -102,6 +103,7 @@ int cf_team_free(cf_team_t team) {
   }
   img->teams.erase(std::find_if(img->teams.begin(), img->teams.end(),
                                 [&](const std::unique_ptr<Team>& x) { return x.get() == t; }));
+  ++img->epoch;  // a memo may name the freed team's handle
   return succeed();
 }
 

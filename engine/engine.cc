@@ -299,17 +299,22 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
 }
 
 int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handle,
-                  std::string* error) {
-  const GeneratorInfo* gen = nullptr;
-  if (!choose_algorithm(call, &gen, error)) return kErrBadArg;
-  if (call.aggregate || !team_of(img, call).aggregate.empty()) {
-    return join_aggregate(img, call, gen, handle, error);
+                  std::string* error, PreparedCall* prepared) {
+  PreparedCall once;
+  PreparedCall& p = prepared != nullptr ? *prepared : once;
+  if (p.gen == nullptr && !choose_algorithm(call, &p.gen, error)) return kErrBadArg;
+  if (config_.check && !p.has_digest) {
+    p.digest = arg_digest(call, *p.gen);
+    p.has_digest = true;
   }
-  Schedule* schedule = schedule_for(img, call, gen, error);
-  if (schedule == nullptr) return kErrBadArg;
-  Instance* inst = schedule->acquire();
+  if (call.aggregate || !team_of(img, call).aggregate.empty()) {
+    return join_aggregate(img, call, p, handle, error);
+  }
+  if (p.schedule == nullptr) p.schedule = schedule_for(img, call, p.gen, error);
+  if (p.schedule == nullptr) return kErrBadArg;
+  Instance* inst = p.schedule->acquire();
   inst->bind(0, call.src, call.dst, call.op);
-  if (config_.check) inst->digest = arg_digest(call, *gen);
+  if (config_.check) inst->digest = p.digest;
   *handle = launch(img, inst, team_of(img, call), 1);
   return kOk;
 }
@@ -359,7 +364,7 @@ LocalDag merged_dag(const std::vector<const Schedule*>& parts, uint32_t image, b
 // when it is called, so a bad call fails at once and joins nothing; data
 // moves when the last member (a call without the flag) starts the merged
 // DAG under one handle. Buffers are bound at each member's call.
-int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, const GeneratorInfo* gen,
+int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, PreparedCall& prepared,
                            uint64_t* handle, std::string* error) {
   Team& team = team_of(img, call);
   if (team.aggregate.size() + 1 >= kMaxAggregateMembers && call.aggregate) {
@@ -367,13 +372,20 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, const 
              " calls; end it with a call without CF_COLL_AGGREGATE";
     return kErrBadArg;
   }
-  CollectiveCall member = call;  // generated without a sync transform: the aggregate has one
-  member.in_allsync = member.out_allsync = false;
-  Schedule* schedule = schedule_for(img, member, gen, error, false);
-  if (schedule == nullptr) return kErrBadArg;
-  team.aggregate.push_back(AggregatePart{schedule, call.src, call.dst, call.op, call.in_allsync,
-                                         call.out_allsync,
-                                         config_.check ? arg_digest(call, *gen) : 0});
+  if (prepared.member == nullptr) {
+    CollectiveCall member = call;  // generated without a sync transform: the aggregate has one
+    member.in_allsync = member.out_allsync = false;
+    prepared.member = schedule_for(img, member, prepared.gen, error, false);
+    if (prepared.member == nullptr) return kErrBadArg;
+  }
+  AggregatePart& part = team.aggregate.emplace_back();  // filled in place: no temporary to copy
+  part.schedule = prepared.member;
+  part.src = call.src;
+  part.dst = call.dst;
+  part.op = call.op;
+  part.in_allsync = call.in_allsync;
+  part.out_allsync = call.out_allsync;
+  part.digest = config_.check ? prepared.digest : 0;
   if (call.aggregate) {
     *handle = 0;  // the seed leaves it undefined; the API returns CF_COLL_INVALID_HANDLE
     return kOk;

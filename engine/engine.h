@@ -125,6 +125,34 @@ struct AggregatePart {
   uint64_t digest = 0;  // CF_CHECK: the member's argument digest (engine/arg_check.h)
 };
 
+// What the engine decided for one call, kept by a caller that repeats the
+// same call (the C API's per-kind memo, CallMemo): the algorithm, the
+// schedule of a whole call and of an aggregate member, and the CF_CHECK
+// digest. Empty fields are filled on first use; valid only for calls equal
+// to the one they were made for, apart from the buffer addresses.
+struct PreparedCall {
+  const GeneratorInfo* gen = nullptr;
+  Schedule* schedule = nullptr;  // started alone
+  Schedule* member = nullptr;    // joining an aggregate (no sync transform)
+  uint64_t digest = 0;
+  bool has_digest = false;
+};
+
+// The C API's memo of the last single-address call of one kind whose
+// arguments are all scalars (api/memo.h defines the signature): a call
+// with an equal signature and the same ImageContext::epoch reuses `call`
+// (the checked call, addresses unbound) and `prepared`, and checks only
+// its buffer addresses.
+struct CallMemo {
+  static constexpr int kWords = 12;
+  bool valid = false;
+  uint32_t epoch = 0;
+  uint64_t signature[kWords] = {};
+  uint64_t src_len = 0, dst_len = 0;  // bytes of src / dst the image uses
+  CollectiveCall call;
+  PreparedCall prepared;
+};
+
 // What shapes an aggregate's merged schedule: the members' schedules in
 // order and the merged sync modes.
 struct AggregateKey {
@@ -161,6 +189,13 @@ class ImageContext {
   ScheduleKey last_key{};
   std::map<AggregateKey, std::unique_ptr<Schedule>> aggregates;  // merged schedules
   AggregateKey aggregate_key;  // reused to look the current aggregate up without allocating
+  // The C API's last scalar call of each kind, without and with
+  // CF_COLL_AGGREGATE (an aggregate's members and its last call alternate).
+  CallMemo memo[kCollKinds][2];
+  // Bumped by whatever changes what equal arguments mean on this image
+  // (cf_coll_set_algorithm, cf_team_split, cf_team_free): memos of an
+  // older epoch are stale.
+  uint32_t epoch = 1;
 
   // REDUCE CARs of non-AMSAFE client functions made ready on a helper
   // thread, waiting for this image's thread (Engine::poll).
@@ -207,7 +242,10 @@ class Engine final : public TransportHooks {
 
   // Starts a collective on `img`; returns kOk and *handle, or an error with
   // *error naming the argument and rule (nothing started).
-  int start(ImageContext& img, const CollectiveCall& call, uint64_t* handle, std::string* error);
+  // prepared: what an earlier start of an equal call decided (filled here
+  // where empty), or nullptr.
+  int start(ImageContext& img, const CollectiveCall& call, uint64_t* handle, std::string* error,
+            PreparedCall* prepared = nullptr);
   // Starts an already-built schedule (tests and the engine benchmark).
   // team: nullptr = CF_TEAM_ALL.
   uint64_t start_schedule(ImageContext& img, Schedule* schedule, void* src, void* dst,
@@ -263,7 +301,7 @@ class Engine final : public TransportHooks {
   // on (aggregate members get it once, on the merged DAG).
   Schedule* schedule_for(ImageContext& img, const CollectiveCall& call,
                          const GeneratorInfo* gen, std::string* error, bool check_barrier = true);
-  int join_aggregate(ImageContext& img, const CollectiveCall& call, const GeneratorInfo* gen,
+  int join_aggregate(ImageContext& img, const CollectiveCall& call, PreparedCall& prepared,
                      uint64_t* handle, std::string* error);
   Schedule* aggregate_schedule(ImageContext& img, const Team& team, std::string* error);
   // Numbers, registers and starts a bound instance; `seqs` sequence numbers

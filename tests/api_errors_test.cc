@@ -12,7 +12,10 @@
 
 #include <climits>
 #include <cstring>
+#include <cstdio>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -186,9 +189,13 @@ std::vector<BadCall<BarrierArgs>> barrier_mistakes() { return flag_mistakes<Barr
 // Makes every bad call of `cases` in both forms on P images; `rejections`
 // gets the checks of the rejections, `afterwards` those of the valid broadcast
 // that follows each of them.
+// warm: every image first makes the valid call in the same form, so the
+// bad one reaches the API's memo of it (api/carflow.cc, memo_hit): a call
+// equal to the last one apart from its addresses skips the argument
+// checks but not the address checks.
 template <typename Args>
 void run_bad_calls(uint32_t P, const std::vector<BadCall<Args>>& cases, ImageLog& rejections,
-                   ImageLog& afterwards) {
+                   ImageLog& afterwards, bool warm = false) {
   const int status = run_images(
       P,
       [&](cf_image_t me) {
@@ -199,7 +206,14 @@ void run_bad_calls(uint32_t P, const std::vector<BadCall<Args>>& cases, ImageLog
           if (P < c.min_images) continue;
           for (const bool blocking : {false, true}) {
             if (c.blocking_only && !blocking) continue;
-            auto params = [&] { return cat(c.what, blocking ? " (blocking form)" : " (_nb form)"); };
+            auto params = [&] {
+              return cat(c.what, blocking ? " (blocking form)" : " (_nb form)", warm ? ", after a valid call" : "");
+            };
+            if (warm) {
+              const Args valid = Args::valid(buffers);
+              const int rc = blocking ? valid.run() : cf_coll_wait_sync(valid.start());
+              rejections.expect(me, rc == CF_OK, [&] { return cat(params(), ": the valid call: ", cf_last_error()); });
+            }
             if (!c.root_only || me == 0) {
               Args args = Args::valid(buffers);
               c.spoil(args, P);
@@ -241,10 +255,11 @@ void run_bad_calls(uint32_t P, const std::vector<BadCall<Args>>& cases, ImageLog
 }
 
 template <typename Args>
-size_t rejection_checks(uint32_t P, const std::vector<BadCall<Args>>& cases) {
+size_t rejection_checks(uint32_t P, const std::vector<BadCall<Args>>& cases, bool warm) {
   size_t n = 1;  // cf_run_images
   for (const auto& c : cases) {
-    if (P >= c.min_images) n += (c.blocking_only ? 1 : 2) * 2 * (c.root_only ? 1 : P);
+    if (P < c.min_images) continue;
+    n += (c.blocking_only ? 1 : 2) * (2 * (c.root_only ? 1 : P) + (warm ? P : 0));
   }
   return n;
 }
@@ -257,13 +272,13 @@ size_t applicable(uint32_t P, const std::vector<BadCall<Args>>& cases) {
 }
 
 template <typename Args>
-void check_rejections(const std::vector<BadCall<Args>>& cases) {
+void check_rejections(const std::vector<BadCall<Args>>& cases, bool warm = false) {
   for (uint32_t P : {1u, 4u}) {
     CAPTURE(P);
     ImageLog rejections(P), afterwards(P);
-    run_bad_calls(P, cases, rejections, afterwards);
+    run_bad_calls(P, cases, rejections, afterwards, warm);
     rejections.report();
-    CHECK(rejections.checks() == rejection_checks(P, cases));
+    CHECK(rejections.checks() == rejection_checks(P, cases, warm));
   }
 }
 
@@ -294,6 +309,52 @@ TEST_CASE("an allreduce with a bad argument returns CF_ERR_BAD_ARG naming the ar
 
 TEST_CASE("a rejected allreduce starts nothing: the next collective gives correct data on every image") {
   check_nothing_started(allreduce_mistakes());
+}
+
+TEST_CASE("right after a valid identical call, a broadcast or allreduce with one bad argument is still rejected") {
+  SUBCASE("broadcast") { check_rejections(broadcast_mistakes(), true); }
+  SUBCASE("allreduce") { check_rejections(allreduce_mistakes(), true); }
+  SUBCASE("barrier") { check_rejections(barrier_mistakes(), true); }
+}
+
+TEST_CASE("a repeated call follows cf_coll_set_algorithm and cf_team_free made between the two calls") {
+  ImageLog log(4);
+  const int status = run_images(4, [&](cf_image_t me) {
+    alignas(8) int64_t src[4] = {1, 2, 3, int64_t{me}}, dst[4] = {};
+    const int func = CF_BUILTIN(CF_OP_SUM, CF_DT_INT64);
+    // The algorithm each of three equal calls ran, read from its graph.
+    for (const char* algo : {"recursive_doubling", "ring", "recursive_doubling"}) {
+      log.expect(me, cf_coll_set_algorithm(CF_KIND_ALLREDUCE, algo) == CF_OK, [&] { return cf_last_error(); });
+      const cf_coll_handle_t h = cf_coll_allreduce_nb(CF_TEAM_ALL, dst, src, 8, 4, func, 0, kAllLocal);
+      const std::string path = carflow_test::temp_path(cat("carflow_memo_", me, "_", algo));
+      log.expect(me, cf_graph_dump_json(h, path.c_str()) == CF_OK, [&] { return cf_last_error(); });
+      log.expect(me, cf_coll_wait_sync(h) == CF_OK && dst[0] == 4 && dst[3] == 6,
+                 [&] { return cat(algo, ": status ", cf_last_error(), ", dst[3] = ", dst[3]); });
+      std::ifstream in(path);
+      const std::string graph{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+      std::remove(path.c_str());
+      log.expect(me, contains(graph, cat("\"algorithm\": \"", algo, "\"")) ||
+                         contains(graph, cat("\"algorithm\":\"", algo, "\"")),
+                 [&] { return cat("the call after choosing '", algo, "' ran another algorithm"); });
+    }
+    cf_coll_set_algorithm(CF_KIND_ALLREDUCE, nullptr);
+    cf_team_t half = CF_TEAM_NULL;
+    log.expect(me, cf_team_split(CF_TEAM_ALL, static_cast<int>(me % 2), 0, &half) == CF_OK,
+               [&] { return cf_last_error(); });
+    alignas(8) unsigned char b[16] = {};
+    for (int round = 0; round < 2; ++round) {
+      log.expect(me, cf_coll_broadcast(half, b, 0, b, sizeof b, kAllLocal) == CF_OK,
+                 [&] { return cat("broadcast on the new team: ", cf_last_error()); });
+    }
+    log.expect(me, cf_team_free(half) == CF_OK, [&] { return cf_last_error(); });
+    const int rc = cf_coll_broadcast(half, b, 0, b, sizeof b, kAllLocal);
+    log.expect(me, rc == CF_ERR_BAD_ARG && contains(cf_last_error(), "team"), [&] {
+      return cat("the same broadcast on the freed team returned ", cf_strerror(rc), " (", cf_last_error(), ")");
+    });
+  });
+  REQUIRE(status == CF_OK);
+  log.report();
+  CHECK(log.checks() == 4 * (3 * 4 + 1 + 2 + 1 + 1));
 }
 
 TEST_CASE("a barrier with bad flags or team returns CF_ERR_BAD_ARG naming the argument") {

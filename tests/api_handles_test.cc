@@ -34,6 +34,7 @@ using carflow_test::ImageLog;
 using carflow_test::kAllLocal;
 using carflow_test::pattern;
 using carflow_test::run_images;
+using carflow_test::temp_path;
 
 
 // An image that must not enter a collective yet waits here.
@@ -62,11 +63,6 @@ int poll_until_ready(Try try_sync, long* polls = nullptr) {
   }
   if (polls != nullptr) *polls = n;
   return status;
-}
-
-std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return cat(dir != nullptr && *dir != '\0' ? dir : "/tmp", "/", name, "_", getpid(), ".json");
 }
 
 // ---- outstanding collectives -----------------------------------------------------

@@ -4,7 +4,10 @@
 #include <carflow/carflow.h>
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -97,6 +100,12 @@ inline std::ostream& operator<<(std::ostream& out, const Mat2& m) {
 }
 inline Mat2 matrix_operand(uint32_t image, size_t j) {
   return {1 + (image + j) % 3, image + 1 + j % 4, (image * (j + 1)) % 5, 1 + image % 2};
+}
+
+// A file name in the test's scratch directory, unique to this process.
+inline std::string temp_path(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return cat(dir != nullptr && *dir != '\0' ? dir : "/tmp", "/", name, "_", getpid(), ".json");
 }
 
 }  // namespace carflow_test
