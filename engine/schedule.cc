@@ -92,7 +92,7 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
       continue;
     }
     ++live_;
-    for (uint32_t s : plan.succs[i]) successors_.push_back(s);
+    for (uint32_t s : posting_first(plan.succs[i])) successors_.push_back(s);
     c.succ_count = static_cast<uint32_t>(plan.succs[i].size());
     if (!plan.fused[i].empty()) {
       c.seg_begin = static_cast<uint32_t>(segments_.size());
@@ -105,11 +105,25 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
     }
     if (plan.preds[i].empty()) roots_.push_back(static_cast<uint32_t>(i));
   }
+  roots_ = posting_first(roots_);
   members_ = std::max<uint32_t>(1, static_cast<uint32_t>(dag_.members.size()));
   for (uint64_t bytes : dag_.temps) {
     temp_offsets_.push_back(temp_bytes_);
     temp_bytes_ += (bytes + 63) / 64 * 64;
   }
+}
+
+// CARs made ready together run in list order, local work (COPY, REDUCE)
+// inline in the thread that readies it: messages go first, so peers can
+// start on them while this image copies or computes (a root's 4 MiB
+// own-copy ahead of its SENDs kept the receiver of a 2-image broadcast
+// idle for the whole copy).
+std::vector<uint32_t> Schedule::posting_first(std::vector<uint32_t> ids) const {
+  std::stable_partition(ids.begin(), ids.end(), [&](uint32_t id) {
+    const CarKind kind = dag_.cars[id].kind;
+    return kind == CarKind::Send || kind == CarKind::Recv || kind == CarKind::RecvReduce;
+  });
+  return ids;
 }
 
 Schedule::~Schedule() {

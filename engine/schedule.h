@@ -97,6 +97,7 @@ class Schedule {
   std::vector<CompiledCar> cars_;
   std::vector<uint32_t> successors_;
   std::vector<uint32_t> roots_;
+  std::vector<uint32_t> posting_first(std::vector<uint32_t> ids) const;
   std::vector<CopySegment> segments_;
   size_t live_ = 0;
   std::vector<uint64_t> temp_offsets_;

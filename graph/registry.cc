@@ -17,7 +17,7 @@ bool GeneratorRegistry::add(GeneratorInfo info) {
   return true;
 }
 
-const GeneratorInfo* GeneratorRegistry::find(CollKind kind, const std::string& name) const {
+const GeneratorInfo* GeneratorRegistry::find(CollKind kind, std::string_view name) const {
   for (const GeneratorInfo& g : generators_) {
     if (g.kind == kind && g.name == name) return &g;
   }

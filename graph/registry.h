@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/car.h"
@@ -37,7 +38,7 @@ class GeneratorRegistry {
   static GeneratorRegistry& instance();
   // Registration happens from static initializers in graph/generators/*.cc.
   bool add(GeneratorInfo info);
-  const GeneratorInfo* find(CollKind kind, const std::string& name) const;
+  const GeneratorInfo* find(CollKind kind, std::string_view name) const;  // no allocation
   std::vector<const GeneratorInfo*> list(CollKind kind) const;
   std::vector<const GeneratorInfo*> all() const;
   // "a, b, c": the valid names for `kind`, for error messages.

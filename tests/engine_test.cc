@@ -90,6 +90,26 @@ TEST_CASE("compiling fuses sibling COPYs and bypasses pass-through JOINs, keepin
   }
 }
 
+TEST_CASE("a schedule readies message CARs before local copies, among its roots and among a CAR's successors") {
+  // Image 0 of 2: a root COPY listed before two root SENDs, and a RECV whose
+  // successors are a COPY listed before a SEND (forwarding).
+  DagBuilder b(0, 2, 64);
+  const CarId own = b.copy(user_dst(0, 16), user_src(0, 16));
+  const CarId s1 = b.send(1, 1, user_src(0, 8));
+  const CarId s2 = b.send(1, 2, user_src(8, 8));
+  const CarId r = b.recv(1, 3, user_dst(16, 8));
+  const CarId fwd_copy = b.copy(user_dst(24, 8), user_dst(16, 8), {after_buffer(r)});
+  const CarId fwd_send = b.send(1, 4, user_dst(16, 8), {after_buffer(r)});
+  b.join({after(own), after(s1), after(s2), after(fwd_copy), after(fwd_send)});
+  Schedule schedule(CollectiveSpec{}, b.finish());
+  const std::vector<uint32_t> want_roots = {s1, s2, r, own};
+  CHECK(schedule.roots() == want_roots);
+  const CompiledCar& recv = schedule.cars()[r];
+  REQUIRE(recv.succ_count == 2);
+  CHECK(schedule.successors(recv)[0] == fwd_send);
+  CHECK(schedule.successors(recv)[1] == fwd_copy);
+}
+
 // Runs `body(engine, image)` on one thread per image.
 template <typename F>
 void on_images(Engine& engine, F body) {
