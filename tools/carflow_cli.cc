@@ -4,6 +4,7 @@
 #include <carflow/carflow.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -310,8 +311,8 @@ int cmd_compare(const Args& args) {
   if (!carflow_bench::parse_sizes(args.count("sizes") ? args.at("sizes") : "8,1M", &sizes, &error)) {
     return fail(error);
   }
-  std::printf("%-10s %10s %-28s %10s %8s   (median of %llu rounds)\n", "coll", "bytes", "algorithm",
-              "avg_us", "vs_best", static_cast<unsigned long long>(rounds));
+  std::printf("%-10s %10s %-28s %10s %8s %10s %8s   (%llu rounds)\n", "coll", "bytes", "algorithm",
+              "mean_us", "stderr", "median_us", "vs_best", static_cast<unsigned long long>(rounds));
   bool all_ok = true;
   for (const std::string& coll : colls) {
     carflow::CollKind kind;
@@ -322,7 +323,11 @@ int cmd_compare(const Args& args) {
       std::vector<std::vector<double>> samples(algos.size());
       std::string default_algo;
       for (uint64_t round = 0; round < rounds; ++round) {
-        for (size_t a = 0; a < algos.size(); ++a) {
+        // Each round starts one algorithm later: whichever runs first in a
+        // round runs slower (measured: the default, always first, 1.4-1.8x
+        // its own algorithm measured later in the same round).
+        for (size_t step = 0; step < algos.size(); ++step) {
+          const size_t a = (step + round) % algos.size();
           carflow_bench::LatencyOptions opt;
           opt.coll = coll;
           opt.images = static_cast<uint32_t>(images);
@@ -338,17 +343,29 @@ int cmd_compare(const Args& args) {
           samples[a].push_back(results[0].avg_us);
         }
       }
-      std::vector<double> median(algos.size());
+      // With more image threads than cores a run's time is bimodal (which
+      // threads share a core is settled when they start), so one
+      // algorithm's median jumps between the modes from run to run: the
+      // mean over the rounds is the steadier figure, shown with its
+      // standard error.
+      std::vector<double> mean(algos.size()), stderr_of(algos.size()), median(algos.size());
       for (size_t a = 0; a < algos.size(); ++a) {
-        std::sort(samples[a].begin(), samples[a].end());
-        median[a] = samples[a][samples[a].size() / 2];
+        const std::vector<double>& x = samples[a];
+        double sum = 0, sq = 0;
+        for (double v : x) sum += v;
+        mean[a] = sum / x.size();
+        for (double v : x) sq += (v - mean[a]) * (v - mean[a]);
+        stderr_of[a] = x.size() > 1 ? std::sqrt(sq / (x.size() - 1) / x.size()) : 0;
+        std::vector<double> sorted = x;
+        std::sort(sorted.begin(), sorted.end());
+        median[a] = sorted[sorted.size() / 2];
       }
-      const double best = *std::min_element(median.begin() + 1, median.end());
+      const double best = *std::min_element(mean.begin() + 1, mean.end());
       for (size_t a = 0; a < algos.size(); ++a) {
         const std::string name = algos[a].empty() ? "default (" + default_algo + ")" : algos[a];
-        std::printf("%-10s %10s %-28s %10.2f %8.2f\n", coll.c_str(),
-                    carflow_bench::format_bytes(bytes).c_str(), name.c_str(), median[a],
-                    median[a] / best);
+        std::printf("%-10s %10s %-28s %10.2f %8.2f %10.2f %8.2f\n", coll.c_str(),
+                    carflow_bench::format_bytes(bytes).c_str(), name.c_str(), mean[a], stderr_of[a],
+                    median[a], mean[a] / best);
       }
       std::fflush(stdout);
     }
