@@ -240,17 +240,55 @@ int cmd_bench(const Args& args) {
   if (args.count("algo")) opt.algo = args.at("algo");
   std::vector<carflow_bench::LatencyResult> results;
   // --aggregate K also runs one call and K separate calls in the same run:
-  // the references of the aggregation targets.
+  // the references of the aggregation targets. --rounds R repeats the three,
+  // interleaved, and reports the mean of each over the rounds (runs with
+  // more image threads than cores are bimodal: one run says little).
+  uint64_t rounds = 1;
+  if (!get_uint(args, "rounds", 1, 1000, &rounds, &error)) return fail(error);
+  if (rounds > 1 && !opt.aggregate) return fail("--rounds: only with --aggregate");
   if (opt.aggregate) {
     carflow_bench::LatencyOptions single = opt, separate = opt;
     single.calls = 1;
     single.aggregate = separate.aggregate = false;
-    if (!carflow_bench::run_latency(single, &results, &error) ||
-        !carflow_bench::run_latency(separate, &results, &error)) {
-      return fail(error);
+    std::vector<carflow_bench::LatencyResult> round_results;
+    std::vector<std::vector<double>> times(3);  // one call, separate, aggregated (first size)
+    for (uint64_t r = 0; r < rounds; ++r) {
+      round_results.clear();
+      if (!carflow_bench::run_latency(single, &round_results, &error) ||
+          !carflow_bench::run_latency(separate, &round_results, &error) ||
+          !carflow_bench::run_latency(opt, &round_results, &error)) {
+        return fail(error);
+      }
+      const size_t n = round_results.size() / 3;
+      for (size_t v = 0; v < 3 && n > 0; ++v) times[v].push_back(round_results[v * n].avg_us);
+      if (r + 1 < rounds) {
+        for (const auto& x : round_results) {
+          if (!x.verified) return fail("round " + std::to_string(r) + ": wrong data");
+        }
+      }
     }
+    results = round_results;
+    if (rounds > 1) {
+      auto mean_se = [](const std::vector<double>& x, double* se) {
+        double sum = 0, sq = 0;
+        for (double v : x) sum += v;
+        const double mean = sum / x.size();
+        for (double v : x) sq += (v - mean) * (v - mean);
+        *se = std::sqrt(sq / (x.size() - 1) / x.size());
+        return mean;
+      };
+      double se[3], mean[3];
+      for (int v = 0; v < 3; ++v) mean[v] = mean_se(times[v], &se[v]);
+      std::printf("%s %s, %llu rounds (mean +- standard error): one call %.2f +- %.2f us, %u separate "
+                  "%.2f +- %.2f us, %u aggregated %.2f +- %.2f us; aggregated / one call = %.2f, "
+                  "aggregated / separate = %.2f\n",
+                  opt.coll.c_str(), carflow_bench::format_bytes(results[0].bytes).c_str(),
+                  static_cast<unsigned long long>(rounds), mean[0], se[0], opt.calls, mean[1], se[1],
+                  opt.calls, mean[2], se[2], mean[2] / mean[0], mean[2] / mean[1]);
+    }
+  } else if (!carflow_bench::run_latency(opt, &results, &error)) {
+    return fail(error);
   }
-  if (!carflow_bench::run_latency(opt, &results, &error)) return fail(error);
   const bool json = args.count("json") > 0;
   if (!json) print_table_header();
   bool all_ok = true;
