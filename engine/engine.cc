@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 
@@ -95,7 +96,8 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
   const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
   const uint32_t on_host = std::max(host_images, local_);
   spin_count_ = on_host > cores ? config.spin_count / 64 : config.spin_count;
-  yield_count_ = on_host > cores && remote_ != nullptr ? config.yield_count * 25 : config.yield_count;
+  yield_count_ = static_cast<uint32_t>(std::min<uint64_t>(
+      uint64_t{config.yield_count} * (remote_ != nullptr ? 50 : 1), UINT32_MAX));
   // Boxes pay off when every image has a core to poll on; when image threads
   // outnumber cores, senders matching for descheduled receivers (the
   // mailbox path) keeps work moving and is faster (README, Performance).

@@ -337,10 +337,13 @@ class Engine final : public TransportHooks {
   // Polls before yielding: CF_SPIN_COUNT, cut to 1/64 when image threads
   // outnumber the cores (a spinning thread then steals a peer's core).
   uint32_t spin_count_ = 0;
-  // Yields before sleeping: CF_YIELD_COUNT, times 25 when processes of this
-  // host outnumber its cores (measured: 4 processes on 2 cores, 8-byte
-  // allreduce 97 -> 34 us, 1 KiB 2.4 ms -> 63 us; a sleeping process
-  // misses its turn).
+  // Yields before sleeping: CF_YIELD_COUNT, times 50 when there are other
+  // processes. A waiter that sleeps then blocks on the libfabric wait
+  // object, and waking from it costs more than the yields save. Measured
+  // on 2 processes (2026-11-25): 4 MiB gather_all 1877 -> 1050 us,
+  // allreduce 2146 -> 1220 us, reduce_vec 1566 -> 934 us with 10000 yields
+  // instead of 200; with 4 processes on 2 cores (times 25 then) a sleeping
+  // process missed its turn: 8-byte allreduce 97 -> 34 us.
   uint32_t yield_count_ = 0;
   std::unique_ptr<InprocTransport> transport_;
   Transport* const remote_;
