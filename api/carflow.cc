@@ -509,7 +509,7 @@ size_t sync_some(ImageContext& img, cf_coll_handle_t* handles,
 int cf_coll_wait_sync_all(cf_coll_handle_t* handles, size_t n) {
   ImageContext* img = current_image("cf_coll_wait_sync_all");
   if (img == nullptr) return t_status;
-  std::vector<carflow::Instance*> live;
+  std::vector<carflow::Instance*>& live = img->sync_scratch;
   if (!lookup_all(*img, handles, n, &live, "cf_coll_wait_sync_all")) return t_status;
   img->engine->wait_until(*img, [&] {
     for (auto* inst : live) {
@@ -523,7 +523,7 @@ int cf_coll_wait_sync_all(cf_coll_handle_t* handles, size_t n) {
 int cf_coll_try_sync_all(cf_coll_handle_t* handles, size_t n) {
   ImageContext* img = current_image("cf_coll_try_sync_all");
   if (img == nullptr) return t_status;
-  std::vector<carflow::Instance*> live;
+  std::vector<carflow::Instance*>& live = img->sync_scratch;
   if (!lookup_all(*img, handles, n, &live, "cf_coll_try_sync_all")) return t_status;
   img->engine->poll(*img);
   for (auto* inst : live) {
@@ -535,7 +535,7 @@ int cf_coll_try_sync_all(cf_coll_handle_t* handles, size_t n) {
 int cf_coll_wait_sync_some(cf_coll_handle_t* handles, size_t n) {
   ImageContext* img = current_image("cf_coll_wait_sync_some");
   if (img == nullptr) return t_status;
-  std::vector<carflow::Instance*> live;
+  std::vector<carflow::Instance*>& live = img->sync_scratch;
   if (!lookup_all(*img, handles, n, &live, "cf_coll_wait_sync_some")) return t_status;
   bool any_live = false;
   for (auto* inst : live) any_live |= inst != nullptr;
@@ -555,7 +555,7 @@ int cf_coll_wait_sync_some(cf_coll_handle_t* handles, size_t n) {
 int cf_coll_try_sync_some(cf_coll_handle_t* handles, size_t n) {
   ImageContext* img = current_image("cf_coll_try_sync_some");
   if (img == nullptr) return t_status;
-  std::vector<carflow::Instance*> live;
+  std::vector<carflow::Instance*>& live = img->sync_scratch;
   if (!lookup_all(*img, handles, n, &live, "cf_coll_try_sync_some")) return t_status;
   bool any_live = false;
   for (auto* inst : live) any_live |= inst != nullptr;
