@@ -110,6 +110,8 @@ bool Config::from_env(Config* out, std::string* error) {
       !read_uint("CF_SEGMENT_BYTES", 0, uint64_t{1} << 40, &c.segment_bytes, error) ||
       !read_uint("CF_ALLREDUCE_RING_BYTES", 0, uint64_t{1} << 40, &c.allreduce_ring_bytes,
                  error) ||
+      !read_uint("CF_ALLREDUCE_SPLIT_BYTES", 0, uint64_t{1} << 40, &c.allreduce_split_bytes,
+                 error) ||
       !read_uint("CF_REDUCE_LARGE_BYTES", 0, uint64_t{1} << 40, &c.reduce_large_bytes, error) ||
       !read_uint("CF_DATA_ALIGNMENT", 1, 4096, &c.data_alignment, error) ||
       !read_uint("CF_SPIN_COUNT", 0, 100000000, &spin, error) ||
@@ -162,6 +164,8 @@ std::vector<std::vector<std::string>> Config::describe() const {
        "pipelined algorithms cut messages into segments of this size (0 = off)"},
       {"CF_ALLREDUCE_RING_BYTES", std::to_string(allreduce_ring_bytes),
        "default allreduce: recursive doubling below this size, reduce_bcast at or above"},
+      {"CF_ALLREDUCE_SPLIT_BYTES", std::to_string(allreduce_split_bytes),
+       "default allreduce when the images do not outnumber the cores: rabenseifner (each image reduces 1/P) at or above"},
       {"CF_REDUCE_LARGE_BYTES", std::to_string(reduce_large_bytes),
        "reduce_vec, scan, reduce_scatter: latency algorithms below, bandwidth algorithms at or above"},
       {"CF_DATA_ALIGNMENT", std::to_string(data_alignment),

@@ -175,6 +175,7 @@ class ImageContext {
   struct alignas(64) Vc {  // its own cache lines: each image's thread claims its VCs
     VcQueue ready;
     std::atomic<bool> scheduled{false};  // a flow-graph message is pending
+    std::atomic<bool> left_to_waiter{false};  // deferred work left for the waiting image thread
     std::unique_ptr<tbb::flow::function_node<tbb::flow::continue_msg>> node;
   };
   std::vector<std::unique_ptr<Vc>> vcs;  // by peer image
@@ -210,6 +211,11 @@ class ImageContext {
   // on every call. A shared line cost the 2-image 8-byte allreduce 0.5 us
   // (0.5 -> 1.0 us) when sync_scratch landed next to `sleepers`.
   alignas(64) std::atomic<int> sleepers{0};
+  // This image's thread is inside wait_until, polling (or sleeping, to be
+  // woken): deferred copies into the image are left to it, and some VC's
+  // were (Engine::deferred_work, leave_wait).
+  std::atomic<bool> waiting{false};
+  std::atomic<bool> left_to_waiter{false};
   int wake_fd = -1;  // eventfd, when there is a transport between nodes to sleep on
   std::mutex sleep_mutex;
   std::condition_variable sleep_cv;
@@ -325,6 +331,10 @@ class Engine final : public TransportHooks {
   void complete(CarState* cs, int status);
   void finish(Instance& inst);
   void serve_vc(uint32_t image, uint32_t peer);
+  void schedule_vc(ImageContext::Vc& vc);  // a flow-graph message for the VC, unless one is pending
+  // The image's thread leaves wait_until or run_roots: copies left for it
+  // run here (run_here) or go to the flow graph.
+  void leave_wait(ImageContext& img, bool run_here = false);
   int release(ImageContext& img, uint32_t slot);
   int abandon(ImageContext& img, Instance* inst);
   static void on_message_complete(MsgOp* op, int status);
@@ -386,14 +396,18 @@ void Engine::wait_until(ImageContext& img, Done done) {
   // fastboxes for it to match (transports/inproc); the guard ends that on
   // every way out, including before sleeping.
   struct Polling {
-    Transport& t;
-    uint32_t image;
+    Engine& engine;
+    ImageContext& img;
     bool on = false;
     void set(bool v) {
-      if (v != on) t.set_polling(image, on = v);
+      if (v != on) engine.transport_->set_polling(img.image, on = v);
     }
-    ~Polling() { set(false); }
-  } polling{*transport_, img.image};
+    ~Polling() {
+      set(false);
+      engine.leave_wait(img);
+    }
+  } polling{*this, img};
+  img.waiting.store(true, std::memory_order_seq_cst);
   polling.set(true);
   const bool spin = config_.progress == ProgressMode::Poll;
   for (uint32_t i = 0; spin && i < spin_count_; ++i) {

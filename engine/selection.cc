@@ -58,9 +58,12 @@ const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint
     case CollKind::Allreduce:
       // Measured (README, Performance): binomial reduce + pipelined binomial
       // broadcast beats ring and Rabenseifner on this class of machine for
-      // large vectors, and every algorithm when images share cores
-      // (2(P-1) messages); recursive doubling wins small vectors otherwise.
-      // Both keep operand order.
+      // large vectors when images share cores, and every algorithm at
+      // 64-128 KiB (2(P-1) messages); recursive doubling wins small vectors
+      // otherwise. With a core per image, Rabenseifner's split of the
+      // reduction wins from 256 KiB (2 images: 21.8 vs 26-31 us at 256 KiB,
+      // 141 vs 391 us at 4 MiB). All three keep operand order.
+      if (!oversubscribed && nbytes >= config_.allreduce_split_bytes) return get(kind, "rabenseifner");
       return nbytes >= config_.allreduce_ring_bytes || threads_oversubscribed
                  ? get(kind, "reduce_bcast")
                  : get(kind, "recursive_doubling");

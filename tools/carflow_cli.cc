@@ -471,7 +471,8 @@ int cmd_info() {
               "             flat at or above\n"
               "  barrier    dissemination; kary when the images outnumber the cores\n"
               "  allreduce  recursive_doubling below CF_ALLREDUCE_RING_BYTES (%llu), reduce_bcast at\n"
-              "             or above, and at every size when the images outnumber the cores\n"
+              "             or above, and at every size when the images outnumber the cores;\n"
+              "             rabenseifner from CF_ALLREDUCE_SPLIT_BYTES (%llu) when they do not\n"
               "  scatter, gather  binomial below CF_ROOTED_TREE_BYTES (%llu) per block, flat at or above\n"
               "  gather_all below CF_GATHER_ALL_SMALL_BYTES (%llu) per block: recursive_doubling\n"
               "             for P a power of two, else bruck; direct at or above\n"
@@ -485,7 +486,7 @@ int cmd_info() {
               "  reduce     scalar (commutative ops), rows otherwise\n"
               "  prefix_reduce  dissemination\n"
               "  A CF_COLL_NONCOMM function always gets an order-preserving algorithm.\n",
-              u(config.broadcast_large_bytes), u(config.allreduce_ring_bytes),
+              u(config.broadcast_large_bytes), u(config.allreduce_ring_bytes), u(config.allreduce_split_bytes),
               u(config.rooted_tree_bytes), u(config.gather_all_small_bytes),
               u(config.exchange_small_bytes), u(config.reduce_large_bytes));
   return 0;
