@@ -119,11 +119,19 @@ declare -A MPICC=([openmpi]=mpicc.openmpi [mpich]=mpicc.mpich)
 declare -A MPIRUN=([openmpi]=mpirun.openmpi [mpich]=mpirun.mpich)
 declare -A MPI_PACKAGE=([openmpi]=libopenmpi-dev [mpich]=libmpich-dev)
 
+# True when MPI $1's compiler wrapper builds a program with mpi.h (Debian's
+# openmpi-bin ships mpicc.openmpi without the headers of libopenmpi-dev).
+mpi_builds() {
+  command -v "${MPICC[$1]}" >/dev/null &&
+    printf '#include <mpi.h>\nint main(void) { return 0; }\n' |
+      "${MPICC[$1]}" -x c - -o /dev/null >/dev/null 2>&1
+}
+
 # As root with apt-get: installs the MPIs and gnuplot that are missing.
 install_missing() {
   local packages=() m
   for m in "${MPI_NAMES[@]}"; do
-    command -v "${MPICC[$m]}" >/dev/null || packages+=("${MPI_PACKAGE[$m]}")
+    mpi_builds "$m" || packages+=("${MPI_PACKAGE[$m]}")
   done
   command -v gnuplot >/dev/null || packages+=(gnuplot-nox)
   [ ${#packages[@]} -gt 0 ] && [ "$INSTALL" = 1 ] && [ "$(id -u)" = 0 ] &&
@@ -139,8 +147,8 @@ find_implementations() {
   IMPLS=(carflow)
   local m
   for m in "${MPI_NAMES[@]}"; do
-    if ! command -v "${MPICC[$m]}" >/dev/null || ! command -v "${MPIRUN[$m]}" >/dev/null; then
-      note "skipping $m: ${MPICC[$m]} or ${MPIRUN[$m]} not found (Debian: apt-get install ${MPI_PACKAGE[$m]})"
+    if ! mpi_builds "$m" || ! command -v "${MPIRUN[$m]}" >/dev/null; then
+      note "skipping $m: ${MPICC[$m]} cannot build with mpi.h, or ${MPIRUN[$m]} is missing (Debian: apt-get install ${MPI_PACKAGE[$m]})"
       continue
     fi
     "${MPICC[$m]}" -O2 -std=c11 -Wall -Wextra -o "$WORK/osu_mpi-$m" "$ROOT/bench/osu_mpi.c" 2>>"$LOG" ||

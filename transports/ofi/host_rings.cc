@@ -166,10 +166,11 @@ void HostRings::wait(int timeout_ms) {
   c->sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-uint32_t HostRings::poll(Message* out, uint32_t max) {
+uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes) {
   uint32_t taken = 0;
+  uint64_t bytes = 0;
   void* mine = segments_[node_];
-  for (uint32_t src = 0; src < nodes_ && taken < max; ++src) {
+  for (uint32_t src = 0; src < nodes_ && taken < max && bytes < max_bytes; ++src) {
     if (src == node_) continue;
     Consumer& c = consumers_[src];
     Slot* slots = ring(mine, src);
@@ -178,7 +179,7 @@ uint32_t HostRings::poll(Message* out, uint32_t max) {
     if (slots[peek % kSlots].seq.load(std::memory_order_acquire) != peek + 1) continue;
     if (!c.lock.try_lock()) continue;
     uint32_t pos = c.pos.load(std::memory_order_relaxed);
-    while (taken < max) {
+    while (taken < max && bytes < max_bytes) {
       Slot& slot = slots[pos % kSlots];
       if (slot.seq.load(std::memory_order_acquire) != pos + 1) break;
       // Another process wrote this: sizes are checked before use.
@@ -190,6 +191,7 @@ uint32_t HostRings::poll(Message* out, uint32_t max) {
       m.status = slot.status;
       m.digest = slot.digest;
       m.nbytes = std::min<uint32_t>(slot.nbytes, chunks * kPayload);
+      bytes += m.nbytes;
       for (uint32_t i = 0; i < chunks; ++i) {
         Slot& part = slots[(pos + i) % kSlots];
         const uint32_t at = i * kPayload;

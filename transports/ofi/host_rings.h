@@ -59,8 +59,9 @@ class HostRings {
   // Queues a message for `dst_node`; false when it does not fit or the ring is full.
   bool push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key, const void* data,
             uint64_t nbytes, int status, uint64_t digest);
-  // Takes up to `max` waiting messages into out[]; returns how many.
-  uint32_t poll(Message* out, uint32_t max);
+  // Takes up to `max` waiting messages into out[], stopping once they hold
+  // max_bytes of data or more; returns how many.
+  uint32_t poll(Message* out, uint32_t max, uint64_t max_bytes);
   // Sleeps until a message is pushed to this node, wake() is called, or
   // timeout_ms passes: a futex on this node's doorbell word in shared
   // memory, rung by senders that see a sleeper.

@@ -25,7 +25,6 @@ constexpr uint64_t kTag = 0xCF;  // every carflow message; keys are matched in s
 // Unexpected blocks come in two pooled sizes: small, and the largest eager
 // message (a root running ahead of its receivers files thousands).
 constexpr uint64_t kSmallBlock = 256;
-constexpr int kRingRetries = 256;  // pushes tried on a full host ring before libfabric (~10 us)
 
 enum : uint8_t { kEager = 1, kRts = 2, kFin = 3, kCredit = 4 };
 enum class CtxKind : uint8_t { Rx, Tx, Read };
@@ -424,22 +423,36 @@ void OfiTransport::start_send(MsgOp* op, PeerNode& node, Actions* actions) {
   }
 }
 
+void OfiTransport::set_host_rings(std::unique_ptr<HostRings> rings) {
+  rings_ = std::move(rings);
+  ring_backlog_ = std::make_unique<RingBacklog[]>(nodes_);
+}
+
 void OfiTransport::send(MsgOp* op) {
   if (rings_ != nullptr && op->nbytes <= HostRings::kMaxBytes) {
-    // A full ring means the receiver is 256 messages behind (a root running
-    // ahead): wait a little for it to catch up, which paces the sender,
-    // before the slower libfabric path takes the message.
     const uint32_t dst_node = map_.node_of(op->peer);
-    for (int attempt = 0; attempt < kRingRetries; ++attempt) {
-      if (rings_->push(dst_node, op->self, op->peer, op->key, op->buf, op->nbytes, op->status,
-                        op->digest)) {
-        ring_sent_.fetch_add(1, std::memory_order_relaxed);
-        op->on_complete(op, 0);
-        return;
-      }
-      cpu_relax();
+    if (rings_->push(dst_node, op->self, op->peer, op->key, op->buf, op->nbytes, op->status,
+                     op->digest)) {
+      ring_sent_.fetch_add(1, std::memory_order_relaxed);
+      op->on_complete(op, 0);
+      return;
     }
+    // Full: the receiver is 256 slots behind (a root running ahead). The
+    // SEND waits in the backlog; the sender's next progress pushes it, and a
+    // sender that waits for its call paces itself to the receiver.
     ring_spills_.fetch_add(1, std::memory_order_relaxed);
+    RingBacklog& b = ring_backlog_[dst_node];
+    b.lock.lock();
+    const int lost = b.lost;
+    if (lost == 0) {
+      op->next = nullptr;
+      (b.tail != nullptr ? b.tail->next : b.head) = op;
+      b.tail = op;
+      ring_backlogged_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    b.lock.unlock();
+    if (lost != 0) op->on_complete(op, lost);
+    return;
   }
   Actions actions;
   {
@@ -640,7 +653,12 @@ bool OfiTransport::poll_rings() {
   // 16 messages of up to 16 KiB: on the heap, once per polling thread.
   thread_local std::unique_ptr<HostRings::Message[]> batch(new HostRings::Message[16]);
   HostRings::Message* messages = batch.get();
-  const uint32_t n = rings_->poll(messages, 16);
+  // Up to 16 small messages, but no more once 4 KiB are taken: messages
+  // past the one a receive is posted for are unexpected (a root running
+  // ahead), so each costs two more copies through a pooled block. A batch
+  // of 16 KiB broadcasts made the receiver take 8.7-9 us per call instead
+  // of 2.6 us, and the 8-byte exchange 0.6 us instead of 0.42-0.46.
+  const uint32_t n = rings_->poll(messages, 16, 4096);
   if (n == 0) return false;
   Actions actions;
   {
@@ -649,6 +667,32 @@ bool OfiTransport::poll_rings() {
   }
   run(actions);  // deliveries point into `messages`, alive until here
   return true;
+}
+
+bool OfiTransport::flush_ring_backlogs() {
+  if (ring_backlogged_.load(std::memory_order_acquire) == 0) return false;
+  bool did = false;
+  for (uint32_t n = 0; n < nodes_; ++n) {
+    RingBacklog& b = ring_backlog_[n];
+    if (!b.lock.try_lock()) continue;  // another thread is at it
+    // Completions run after the lock is released: they may start sends.
+    MsgOp* pushed[32];
+    uint32_t count = 0;
+    while (b.head != nullptr && count < 32) {
+      MsgOp* op = b.head;
+      if (!rings_->push(n, op->self, op->peer, op->key, op->buf, op->nbytes, op->status, op->digest)) break;
+      b.head = op->next;
+      if (b.head == nullptr) b.tail = nullptr;
+      pushed[count++] = op;
+    }
+    b.lock.unlock();
+    if (count == 0) continue;
+    ring_backlogged_.fetch_sub(count, std::memory_order_acq_rel);
+    ring_sent_.fetch_add(count, std::memory_order_relaxed);
+    for (uint32_t i = 0; i < count; ++i) pushed[i]->on_complete(pushed[i], 0);
+    did = true;
+  }
+  return did;
 }
 
 bool OfiTransport::poll_cq(Actions* actions) {
@@ -790,7 +834,7 @@ bool OfiTransport::progress(uint32_t image, uint32_t peer, bool on_app_thread) {
 
 bool OfiTransport::progress_all(uint32_t image, bool on_app_thread) {
   Actions actions;
-  bool did = rings_ != nullptr && poll_rings();
+  bool did = rings_ != nullptr && (poll_rings() | flush_ring_backlogs());
   // Threads of every image poll here: one reads the CQ, the others move on.
   if (lock_.try_lock()) {
     did |= poll_cq(&actions);
@@ -809,6 +853,11 @@ bool OfiTransport::progress_all(uint32_t image, bool on_app_thread) {
 
 void OfiTransport::wait(int wake_fd, int timeout_ms) {
   if (rings_ != nullptr) {
+    // Sends wait for ring space that no doorbell announces: look again at once.
+    if (ring_backlogged_.load(std::memory_order_acquire) != 0) {
+      std::this_thread::yield();
+      return;
+    }
     // One host: small messages and the engine's news ring the doorbell;
     // libfabric (large messages) is looked at again after 1 ms.
     rings_->wait(std::min(timeout_ms, 1));
@@ -842,6 +891,16 @@ void OfiTransport::fail_node(uint32_t n, int status) {
     node.lost = status;
     for (MsgOp* op : node.waiting) actions.complete.emplace_back(op, status);
     node.waiting.clear();
+    if (ring_backlog_ != nullptr) {
+      RingBacklog& b = ring_backlog_[n];
+      b.lock.lock();
+      b.lost = status;
+      uint32_t count = 0;
+      for (MsgOp* op = b.head; op != nullptr; op = op->next, ++count) actions.complete.emplace_back(op, status);
+      b.head = b.tail = nullptr;
+      b.lock.unlock();
+      ring_backlogged_.fetch_sub(count, std::memory_order_acq_rel);
+    }
   }
   run(actions);
 }
@@ -851,10 +910,11 @@ bool OfiTransport::quiesce(int timeout_ms) {
   for (;;) {
     Actions actions;
     bool idle;
+    if (rings_ != nullptr) flush_ring_backlogs();
     {
       std::lock_guard<std::mutex> guard(lock_);
       poll_cq(&actions);
-      idle = sends_in_flight_ == 0;
+      idle = sends_in_flight_ == 0 && ring_backlogged_.load(std::memory_order_acquire) == 0;
       for (auto& p : peers_) idle &= p.waiting.empty() || p.lost != 0;
     }
     run(actions);

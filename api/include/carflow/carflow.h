@@ -481,8 +481,10 @@ typedef struct {
   uint64_t mr_misses;
   uint64_t host_ring;     /* small messages sent through shared-memory rings
                              (processes of one host, CF_HOST_RINGS) */
-  uint64_t ring_spills;   /* small messages that found the ring full and went
-                             through libfabric */
+  uint64_t ring_spills;   /* small messages that found the ring full: each
+                             waits, its send not complete, until the
+                             sender's progress finds room (the receiver is
+                             behind); they no longer go through libfabric */
 } cf_net_stats_t;
 int cf_get_net_stats(cf_net_stats_t *out);
 
