@@ -48,6 +48,15 @@ class KeyTable {
     return nullptr;
   }
 
+  // True when a node with this key is in the table (it stays there).
+  bool contains(uint32_t src, const MsgKey& key) const {
+    for (const Node* n = buckets_[bucket(src, key)]; n != nullptr; n = n->next) {
+      auto [node_src, node_key] = KeyOf{}(n);
+      if (node_src == src && node_key == key) return true;
+    }
+    return false;
+  }
+
   size_t size() const { return size_; }
   // Forgets every node (the nodes are not owned).
   void clear() {

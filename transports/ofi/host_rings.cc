@@ -166,7 +166,7 @@ void HostRings::wait(int timeout_ms) {
   c->sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes) {
+uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted wanted, void* ctx) {
   uint32_t taken = 0;
   uint64_t bytes = 0;
   void* mine = segments_[node_];
@@ -182,6 +182,7 @@ uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes) {
     while (taken < max && bytes < max_bytes) {
       Slot& slot = slots[pos % kSlots];
       if (slot.seq.load(std::memory_order_acquire) != pos + 1) break;
+      if (!wanted(ctx, slot.src, slot.dst, slot.key, taken)) break;
       // Another process wrote this: sizes are checked before use.
       const uint32_t chunks = slot.chunks >= 1 && slot.chunks <= kMaxChunks ? slot.chunks : 1;
       Message& m = out[taken++];

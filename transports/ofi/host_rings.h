@@ -59,9 +59,12 @@ class HostRings {
   // Queues a message for `dst_node`; false when it does not fit or the ring is full.
   bool push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key, const void* data,
             uint64_t nbytes, int status, uint64_t digest);
-  // Takes up to `max` waiting messages into out[], stopping once they hold
-  // max_bytes of data or more; returns how many.
-  uint32_t poll(Message* out, uint32_t max, uint64_t max_bytes);
+  // Takes waiting messages into out[] in each ring's order, up to `max`
+  // and until they hold max_bytes. Before each it asks wanted(ctx, src
+  // image, dst image, key, messages taken so far) and leaves that ring at
+  // the first message it declines. Returns how many it took.
+  using Wanted = bool (*)(void* ctx, uint32_t src, uint32_t dst, const MsgKey& key, uint32_t taken);
+  uint32_t poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted wanted, void* ctx);
   // Sleeps until a message is pushed to this node, wake() is called, or
   // timeout_ms passes: a futex on this node's doorbell word in shared
   // memory, rung by senders that see a sleeper.
