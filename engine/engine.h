@@ -363,6 +363,14 @@ class Engine final : public TransportHooks {
   // instead of 200; with 4 processes on 2 cores (times 25 then) a sleeping
   // process missed its turn: 8-byte allreduce 97 -> 34 us.
   uint32_t yield_count_ = 0;
+  // Deferred copies go to a waiting image thread (ImageContext::waiting)
+  // only while every image thread of the host has a core; with exactly one
+  // core each, always to the image's thread, at its next carflow call: a
+  // oneTBB worker has no core of its own then, and one that took an
+  // image's 2 MiB reduction between its calls made the 4 MiB allreduce on
+  // 2 images run 5x slower (900-1180 us instead of 155-200).
+  bool copies_to_waiters_ = true;
+  bool copies_stay_with_images_ = false;
   std::unique_ptr<InprocTransport> transport_;
   Transport* const remote_;
   std::atomic<int> lost_status_{0};
@@ -407,7 +415,7 @@ void Engine::wait_until(ImageContext& img, Done done) {
       engine.leave_wait(img);
     }
   } polling{*this, img};
-  img.waiting.store(true, std::memory_order_seq_cst);
+  if (copies_to_waiters_) img.waiting.store(true, std::memory_order_seq_cst);
   polling.set(true);
   const bool spin = config_.progress == ProgressMode::Poll;
   for (uint32_t i = 0; spin && i < spin_count_; ++i) {
