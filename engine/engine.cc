@@ -755,15 +755,15 @@ void Engine::deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) 
   if (!app_thread_only && !copies_stay_with_images_) {
     ImageContext::Vc& vc = *img.vcs[peer];
     // The image's thread is waiting: it runs the copy itself (a oneTBB
-    // worker would share its core). The flags pair with leave_wait's
-    // (store, then load the other's; seq_cst): if the thread is leaving,
-    // one of the two hands the VC to the flow graph.
+    // worker would share its core). The flags pair with leave_wait's (each
+    // side stores, then reads the other's; seq_cst): if the thread is
+    // leaving, at least one side sees the VC's flag, and whichever clears
+    // it hands the VC on.
     vc.left_to_waiter.store(true, std::memory_order_seq_cst);
-    if (!img.waiting.load(std::memory_order_seq_cst)) {
-      vc.left_to_waiter.store(false, std::memory_order_relaxed);
+    img.left_to_waiter.store(true, std::memory_order_seq_cst);
+    if (!img.waiting.load(std::memory_order_seq_cst) &&
+        vc.left_to_waiter.exchange(false, std::memory_order_seq_cst)) {
       schedule_vc(vc);
-    } else {
-      img.left_to_waiter.store(true, std::memory_order_seq_cst);
     }
   }
   wake(img);
