@@ -55,16 +55,26 @@ struct Loc {
 // restrict-qualified pointers per aliasing case (dst is the left operand,
 // the right one, or neither: buffers are identical or disjoint), so the
 // compiler vectorizes them (this file is built with -O3, engine/BUILD).
+// Each loop also has an AVX2 clone beside the baseline (x86-64-v2, SSE4.2
+// vectors), chosen once at load time by the CPU (an ifunc): a 2 MiB float
+// sum, each image's share of the 4 MiB allreduce on 2 images, takes 66 us
+// instead of 74 here. Not under ThreadSanitizer: an ifunc resolver runs
+// before its runtime is up, and the instrumented resolver crashes.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+#define CF_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CF_VECTOR_CLONES
+#endif
 template <class Op, typename E>
-void combine_disjoint(E* __restrict d, const E* __restrict l, const E* __restrict r, size_t n) {
+CF_VECTOR_CLONES void combine_disjoint(E* __restrict d, const E* __restrict l, const E* __restrict r, size_t n) {
   for (size_t i = 0; i < n; ++i) d[i] = Op::f(l[i], r[i]);
 }
 template <class Op, typename E>
-void combine_into_left(E* __restrict d, const E* __restrict r, size_t n) {
+CF_VECTOR_CLONES void combine_into_left(E* __restrict d, const E* __restrict r, size_t n) {
   for (size_t i = 0; i < n; ++i) d[i] = Op::f(d[i], r[i]);
 }
 template <class Op, typename E>
-void combine_into_right(E* __restrict d, const E* __restrict l, size_t n) {
+CF_VECTOR_CLONES void combine_into_right(E* __restrict d, const E* __restrict l, size_t n) {
   for (size_t i = 0; i < n; ++i) d[i] = Op::f(l[i], d[i]);
 }
 
