@@ -366,9 +366,10 @@ class Engine final : public TransportHooks {
   // Deferred copies go to a waiting image thread (ImageContext::waiting)
   // only while every image thread of the host has a core; with exactly one
   // core each, always to the image's thread, at its next carflow call: a
-  // oneTBB worker has no core of its own then, and one that took an
-  // image's 2 MiB reduction between its calls made the 4 MiB allreduce on
-  // 2 images run 5x slower (900-1180 us instead of 155-200).
+  // oneTBB worker has no core of its own then. Stack traces of the 4 MiB
+  // allreduce on 2 images at 9-15% of memcpy bandwidth (against about 55%)
+  // showed a worker running one image's 2 MiB reduction while that image's
+  // thread yielded beside it.
   bool copies_to_waiters_ = true;
   bool copies_stay_with_images_ = false;
   std::unique_ptr<InprocTransport> transport_;
