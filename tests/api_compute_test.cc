@@ -12,9 +12,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "graph/reference.h"
@@ -550,6 +552,66 @@ TEST_CASE("a client function without CF_COLL_AMSAFE runs only on image threads i
       CHECK(g_calls.load() > 0);
     }
   }
+}
+
+// ---- who combines -------------------------------------------------------------------
+
+std::atomic<uint64_t> g_on_image{0}, g_off_image{0};
+
+// An AMSAFE element-wise int64 sum that counts where it runs.
+void counting_sum(void* results, size_t, const void* left, size_t, const void* right, size_t, int, int) {
+  (t_is_image ? g_on_image : g_off_image).fetch_add(1, std::memory_order_relaxed);
+  int64_t a, b;
+  std::memcpy(&a, left, 8);
+  std::memcpy(&b, right, 8);
+  a += b;
+  std::memcpy(results, &a, 8);
+}
+
+TEST_CASE("with a core per image, a large incoming combine runs on the receiving image's own thread") {
+  // 64 KiB is above the inproc eager size: the receiver combines straight
+  // out of the sender's buffer, work the engine may give a oneTBB worker.
+  // With as many images as cores the worker would share a core with them,
+  // so the engine leaves it to the image's thread (engine.h,
+  // copies_stay_with_images_), even for an AMSAFE function.
+  const uint32_t P = std::max(1u, std::thread::hardware_concurrency());
+  if (P < 2) {
+    MESSAGE("skipped: one core, no messages between images");
+    return;
+  }
+  const cf_coll_fn_entry_t table[] = {{reinterpret_cast<cf_coll_fn_t>(&counting_sum), CF_COLL_AMSAFE}};
+  const size_t n = 8192;  // int64s: 64 KiB
+  g_on_image = g_off_image = 0;
+  std::atomic<int> wrong{0};
+  REQUIRE(run_images(
+              P,
+              [&](cf_image_t me) {
+                t_is_image = true;
+                cf_coll_set_algorithm(CF_KIND_ALLREDUCE, "rabenseifner");
+                std::vector<int64_t> src(n), dst(n);
+                for (int round = 0; round < 100; ++round) {
+                  for (size_t k = 0; k < n; ++k) src[k] = static_cast<int64_t>(me * 1000 + k + round);
+                  if (cf_coll_allreduce(CF_TEAM_ALL, dst.data(), src.data(), 8, n, 0, 0, kAllLocal) != CF_OK) {
+                    wrong++;
+                    continue;
+                  }
+                  for (size_t k = 0; k < n; ++k) {
+                    const int64_t want = 1000 * int64_t{P} * (P - 1) / 2 + int64_t{P} * static_cast<int64_t>(k + round);
+                    if (dst[k] != want) {
+                      wrong++;
+                      break;
+                    }
+                  }
+                }
+                t_is_image = false;
+              },
+              table, 1) == CF_OK);
+  CHECK(wrong.load() == 0);
+  CHECK(g_on_image.load() > 0);
+  // CF_PROGRESS=thread adds a progress thread that moves data for every
+  // image, by design: there the combine may run on it.
+  const char* progress = std::getenv("CF_PROGRESS");
+  if (progress == nullptr || std::string(progress) != "thread") CHECK(g_off_image.load() == 0);
 }
 
 // ---- misuse ------------------------------------------------------------------------
