@@ -96,8 +96,9 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
   const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
   const uint32_t on_host = std::max(host_images, local_);
   spin_count_ = on_host > cores ? config.spin_count / 64 : config.spin_count;
-  copies_to_waiters_ = on_host <= cores;
-  copies_stay_with_images_ = on_host == cores;
+  copy_routing_ = on_host > cores    ? CopyRouting::FlowGraph
+                  : on_host == cores ? CopyRouting::ImageThread
+                                     : CopyRouting::WaiterOrFlowGraph;
   yield_count_ = static_cast<uint32_t>(std::min<uint64_t>(
       uint64_t{config.yield_count} * (remote_ != nullptr ? 50 : 1), UINT32_MAX));
   // Boxes pay off when every image has a core to poll on; when image threads
@@ -488,18 +489,13 @@ void Engine::run_roots(ImageContext& img, Instance* inst) {
   // take whatever is left, so nothing waits there while we are away.
   transport_->set_polling(img.image, true);
   // Copies into this image that become ready meanwhile wait for this
-  // thread, which runs them before it returns (a oneTBB worker taking them
-  // would share a core with this thread and its peers: on 2 cores the 4
-  // MiB allreduce on 2 images fell from 55% to 9% of memcpy bandwidth
-  // whenever a worker took one image's reduction). Not when image threads
-  // outnumber the cores: a waiter is then often descheduled or asleep, and
-  // pipelined trees waited for it (8 images on 2 cores, 1 MiB binary
-  // broadcast 187 -> 765 us).
-  if (copies_to_waiters_) img.waiting.store(true, std::memory_order_seq_cst);
+  // thread, which runs them before it returns (copy_routing_).
+  const bool left_here = copies_to_waiters();
+  if (left_here) img.waiting.store(true, std::memory_order_seq_cst);
   // The instance may finish during this loop; roots() belongs to the
   // schedule, which outlives it, and each root is made ready exactly once.
   for (uint32_t root : inst->schedule->roots()) make_ready(&inst->cars[root]);
-  leave_wait(img, true);
+  if (left_here) leave_wait(img, true);
   transport_->set_polling(img.image, false);
 }
 
@@ -752,7 +748,9 @@ void Engine::finish(Instance& inst) {
 
 void Engine::deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) {
   ImageContext& img = *images_ctx_[image - base_];
-  if (!app_thread_only && !copies_stay_with_images_) {
+  if (!app_thread_only && copy_routing_ == CopyRouting::FlowGraph) {
+    schedule_vc(*img.vcs[peer]);
+  } else if (!app_thread_only && copy_routing_ == CopyRouting::WaiterOrFlowGraph) {
     ImageContext::Vc& vc = *img.vcs[peer];
     // The image's thread is waiting: it runs the copy itself (a oneTBB
     // worker would share its core). The flags pair with leave_wait's (each

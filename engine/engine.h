@@ -363,15 +363,21 @@ class Engine final : public TransportHooks {
   // instead of 200; with 4 processes on 2 cores (times 25 then) a sleeping
   // process missed its turn: 8-byte allreduce 97 -> 34 us.
   uint32_t yield_count_ = 0;
-  // Deferred copies go to a waiting image thread (ImageContext::waiting)
-  // only while every image thread of the host has a core; with exactly one
-  // core each, always to the image's thread, at its next carflow call: a
-  // oneTBB worker has no core of its own then. Stack traces of the 4 MiB
-  // allreduce on 2 images at 9-15% of memcpy bandwidth (against about 55%)
-  // showed a worker running one image's 2 MiB reduction while that image's
-  // thread yielded beside it.
-  bool copies_to_waiters_ = true;
-  bool copies_stay_with_images_ = false;
+  // Who runs a deferred copy into an image (deferred_work), by how the
+  // host's image threads compare with its cores:
+  //  - more threads than cores: the flow graph (waiters are often
+  //    descheduled; leaving copies to them made the 1 MiB binary broadcast
+  //    on 8 images 187 -> 765 us);
+  //  - as many: the image's own thread, at its next carflow call (a oneTBB
+  //    worker has no core of its own: stack traces of the 4 MiB allreduce
+  //    on 2 images at 9-15% of memcpy bandwidth, against about 55%, showed
+  //    a worker running one image's 2 MiB reduction while that image's
+  //    thread yielded beside it);
+  //  - fewer: the image's thread while it waits or starts a call
+  //    (ImageContext::waiting), the flow graph otherwise.
+  enum class CopyRouting { FlowGraph, ImageThread, WaiterOrFlowGraph };
+  CopyRouting copy_routing_ = CopyRouting::FlowGraph;
+  bool copies_to_waiters() const { return copy_routing_ == CopyRouting::WaiterOrFlowGraph; }
   std::unique_ptr<InprocTransport> transport_;
   Transport* const remote_;
   std::atomic<int> lost_status_{0};
@@ -413,10 +419,10 @@ void Engine::wait_until(ImageContext& img, Done done) {
     }
     ~Polling() {
       set(false);
-      engine.leave_wait(img);
+      if (engine.copies_to_waiters()) engine.leave_wait(img);
     }
   } polling{*this, img};
-  if (copies_to_waiters_) img.waiting.store(true, std::memory_order_seq_cst);
+  if (copies_to_waiters()) img.waiting.store(true, std::memory_order_seq_cst);
   polling.set(true);
   const bool spin = config_.progress == ProgressMode::Poll;
   for (uint32_t i = 0; spin && i < spin_count_; ++i) {

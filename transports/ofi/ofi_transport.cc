@@ -428,11 +428,14 @@ void OfiTransport::set_host_rings(std::unique_ptr<HostRings> rings) {
   ring_backlog_ = std::make_unique<RingBacklog[]>(nodes_);
 }
 
+bool OfiTransport::push_to_ring(uint32_t node, const MsgOp& op) {
+  return rings_->push(node, op.self, op.peer, op.key, op.buf, op.nbytes, op.status, op.digest);
+}
+
 void OfiTransport::send(MsgOp* op) {
   if (rings_ != nullptr && op->nbytes <= HostRings::kMaxBytes) {
     const uint32_t dst_node = map_.node_of(op->peer);
-    if (rings_->push(dst_node, op->self, op->peer, op->key, op->buf, op->nbytes, op->status,
-                     op->digest)) {
+    if (push_to_ring(dst_node, *op)) {
       ring_sent_.fetch_add(1, std::memory_order_relaxed);
       op->on_complete(op, 0);
       return;
@@ -693,7 +696,7 @@ bool OfiTransport::flush_ring_backlogs() {
     uint32_t count = 0;
     while (b.head != nullptr && count < 32) {
       MsgOp* op = b.head;
-      if (!rings_->push(n, op->self, op->peer, op->key, op->buf, op->nbytes, op->status, op->digest)) break;
+      if (!push_to_ring(n, *op)) break;
       b.head = op->next;
       if (b.head == nullptr) b.tail = nullptr;
       pushed[count++] = op;
