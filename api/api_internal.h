@@ -10,7 +10,7 @@
 
 namespace carflow::api {
 
-extern thread_local ImageContext* t_image;  // the calling thread's image
+extern thread_local ImageContext* t_image CF_FAST_TLS;  // the calling thread's image
 
 // Records a failure (status, message naming the argument and rule); aborts
 // in CF_ERRORS_ARE_FATAL mode. Returns status.
@@ -70,7 +70,19 @@ cf_coll_handle_t start(ImageContext& img, const CollectiveCall& call);
 // epoch, memo_hit returns it and the caller checks only the addresses.
 // Word 2 of every signature holds the flags in its low 32 bits.
 using Signature = uint64_t[CallMemo::kWords];
-CallMemo* memo_hit(ImageContext& img, CollKind kind, const Signature& sig);
+inline CallMemo& memo_slot(ImageContext& img, CollKind kind, int flags) {
+  return img.memo[static_cast<int>(kind)][(flags & CF_COLL_AGGREGATE) != 0];
+}
+// Inline, so that the caller's signature words stay in registers (no
+// store and reload of the array on every call).
+inline CallMemo* memo_hit(ImageContext& img, CollKind kind, const Signature& sig) {
+  CallMemo& memo = memo_slot(img, kind, static_cast<int>(sig[2]));
+  if (!memo.valid || memo.epoch != img.epoch) return nullptr;
+  uint64_t differ = 0;  // no early exit: a hit compares every word anyway
+#pragma GCC unroll 16
+  for (int w = 0; w < CallMemo::kWords; ++w) differ |= memo.signature[w] ^ sig[w];
+  return differ == 0 ? &memo : nullptr;
+}
 // Starts the memo's call with these addresses (call.src / call.dst as the
 // checked path would bind them); the memo is dropped if the start fails.
 cf_coll_handle_t start_memo(ImageContext& img, CallMemo& memo, void* src, void* dst);

@@ -383,14 +383,7 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
     prepared.member = schedule_for(img, member, prepared.gen, error, false);
     if (prepared.member == nullptr) return kErrBadArg;
   }
-  AggregatePart& part = team.aggregate.emplace_back();  // filled in place: no temporary to copy
-  part.schedule = prepared.member;
-  part.src = call.src;
-  part.dst = call.dst;
-  part.op = call.op;
-  part.in_allsync = call.in_allsync;
-  part.out_allsync = call.out_allsync;
-  part.digest = config_.check ? prepared.digest : 0;
+  add_part(team, call, prepared, call.src, call.dst);
   if (call.aggregate) {
     *handle = 0;  // the seed leaves it undefined; the API returns CF_COLL_INVALID_HANDLE
     return kOk;
@@ -403,7 +396,12 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
   Instance* inst = merged->acquire();
   for (uint32_t m = 0; m < team.aggregate.size(); ++m) {
     const AggregatePart& part = team.aggregate[m];
-    inst->bind(m, part.src, part.dst, part.op);
+    // Data movement has no op to bind: only reductions read ops[m].
+    if (is_computational(part.schedule->spec().kind)) {
+      inst->bind(m, part.src, part.dst, part.op);
+    } else {
+      inst->bind_buffers(m, part.src, part.dst);
+    }
     if (config_.check) inst->digest = combine_digests(inst->digest, part.digest);
   }
   const uint32_t members = static_cast<uint32_t>(team.aggregate.size());
@@ -413,29 +411,36 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
 }
 
 Schedule* Engine::aggregate_schedule(ImageContext& img, const Team& team, std::string* error) {
-  AggregateKey& key = img.aggregate_key;
+  AggregateKey& key = img.aggregate_key;  // the last aggregate's key, kept as a one-entry cache
+  bool in_allsync = config_.check, out_allsync = false;  // CF_CHECK: the digests ride on the entry barrier
+  bool same = img.last_aggregate != nullptr && key.parts.size() == team.aggregate.size();
+  for (size_t m = 0; m < team.aggregate.size(); ++m) {
+    const AggregatePart& part = team.aggregate[m];
+    in_allsync |= part.in_allsync;
+    out_allsync |= part.out_allsync;
+    same = same && key.parts[m] == part.schedule;
+  }
+  if (same && key.in_allsync == in_allsync && key.out_allsync == out_allsync) return img.last_aggregate;
+  img.last_aggregate = nullptr;
   key.parts.clear();
-  key.in_allsync = config_.check;  // CF_CHECK: the digests ride on the entry barrier
-  key.out_allsync = false;
-  for (const AggregatePart& part : team.aggregate) {
-    key.parts.push_back(part.schedule);
-    key.in_allsync |= part.in_allsync;
-    key.out_allsync |= part.out_allsync;
-  }
+  for (const AggregatePart& part : team.aggregate) key.parts.push_back(part.schedule);
+  key.in_allsync = in_allsync;
+  key.out_allsync = out_allsync;
   auto it = img.aggregates.find(key);
-  if (it != img.aggregates.end()) return it->second.get();
-  LocalDag dag = merged_dag(key.parts, team.rank, true, key.in_allsync, key.out_allsync);
-  if (!validate_local(dag, team.size(), error)) {
-    *error = "aggregate: the merged DAG is invalid: " + *error;
-    return nullptr;
+  if (it == img.aggregates.end()) {
+    LocalDag dag = merged_dag(key.parts, team.rank, true, in_allsync, out_allsync);
+    if (!validate_local(dag, team.size(), error)) {
+      *error = "aggregate: the merged DAG is invalid: " + *error;
+      return nullptr;
+    }
+    CollectiveSpec spec = key.parts[0]->spec();
+    spec.flags |= (in_allsync ? kSpecInAllSync : 0) | (out_allsync ? kSpecOutAllSync : 0);
+    auto schedule = std::make_unique<Schedule>(spec, std::move(dag));
+    schedule->parts = key.parts;
+    it = img.aggregates.emplace(key, std::move(schedule)).first;
   }
-  CollectiveSpec spec = key.parts[0]->spec();
-  spec.flags |= (key.in_allsync ? kSpecInAllSync : 0) | (key.out_allsync ? kSpecOutAllSync : 0);
-  auto schedule = std::make_unique<Schedule>(spec, std::move(dag));
-  schedule->parts = key.parts;
-  Schedule* raw = schedule.get();
-  img.aggregates.emplace(key, std::move(schedule));
-  return raw;
+  img.last_aggregate = it->second.get();
+  return img.last_aggregate;
 }
 
 uint64_t Engine::start_schedule(ImageContext& img, Schedule* schedule, void* src, void* dst,

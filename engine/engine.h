@@ -117,12 +117,17 @@ struct CollectiveCall {
 // One member of an open aggregate: its schedule (generated without a sync
 // transform) and what its call bound.
 struct AggregatePart {
-  Schedule* schedule = nullptr;
-  void* src = nullptr;
-  void* dst = nullptr;
+  // Built in place (emplace_back): field by field, no temporary.
+  AggregatePart(Schedule* schedule, void* src, void* dst, const ReduceOp& op, bool in_allsync,
+                bool out_allsync, uint64_t digest)
+      : schedule(schedule), src(src), dst(dst), op(op), in_allsync(in_allsync),
+        out_allsync(out_allsync), digest(digest) {}
+  Schedule* schedule;
+  void* src;
+  void* dst;
   ReduceOp op;
-  bool in_allsync = false, out_allsync = false;
-  uint64_t digest = 0;  // CF_CHECK: the member's argument digest (engine/arg_check.h)
+  bool in_allsync, out_allsync;
+  uint64_t digest;  // CF_CHECK: the member's argument digest (engine/arg_check.h)
 };
 
 // What the engine decided for one call, kept by a caller that repeats the
@@ -144,7 +149,7 @@ struct PreparedCall {
 // (the checked call, addresses unbound) and `prepared`, and checks only
 // its buffer addresses.
 struct CallMemo {
-  static constexpr int kWords = 12;
+  static constexpr int kWords = 10;
   bool valid = false;
   uint32_t epoch = 0;
   uint64_t signature[kWords] = {};
@@ -189,7 +194,10 @@ class ImageContext {
   Schedule* last_schedule = nullptr;        // one-entry cache in front of `cache`
   ScheduleKey last_key{};
   std::map<AggregateKey, std::unique_ptr<Schedule>> aggregates;  // merged schedules
-  AggregateKey aggregate_key;  // reused to look the current aggregate up without allocating
+  // The last aggregate looked up: its key and merged schedule (nullptr =
+  // none), a one-entry cache in front of `aggregates`.
+  AggregateKey aggregate_key;
+  Schedule* last_aggregate = nullptr;
   // The C API's last scalar call of each kind, without and with
   // CF_COLL_AGGREGATE (an aggregate's members and its last call alternate).
   CallMemo memo[kCollKinds][2];
@@ -267,6 +275,21 @@ class Engine final : public TransportHooks {
   // The algorithm start() would use (table, environment or call).
   bool choose_algorithm(const CollectiveCall& call, const GeneratorInfo** out,
                         std::string* error) const;
+  // The repeat of an aggregate member whose PreparedCall an earlier equal
+  // call filled (the C API's memo): joins the team's open aggregate with
+  // src and dst, skipping start()'s decisions. False, with nothing done,
+  // when start() must take the call (not prepared yet, or the aggregate is
+  // full and the call must fail there).
+  bool join_prepared(ImageContext& img, const CollectiveCall& call, const PreparedCall& p, void* src,
+                     void* dst) {
+    Team& team = team_of(img, call);
+    if (p.member == nullptr || (config_.check && !p.has_digest) ||
+        team.aggregate.size() + 1 >= kMaxAggregateMembers) {
+      return false;
+    }
+    add_part(team, call, p, src, dst);
+    return true;
+  }
   // The team a call runs on.
   static Team& team_of(ImageContext& img, const CollectiveCall& call) {
     return call.team != nullptr ? *call.team : img.all;
@@ -317,6 +340,10 @@ class Engine final : public TransportHooks {
                          const GeneratorInfo* gen, std::string* error, bool check_barrier = true);
   int join_aggregate(ImageContext& img, const CollectiveCall& call, PreparedCall& prepared,
                      uint64_t* handle, std::string* error);
+  void add_part(Team& team, const CollectiveCall& call, const PreparedCall& p, void* src, void* dst) {
+    team.aggregate.emplace_back(p.member, src, dst, call.op, call.in_allsync, call.out_allsync,
+                                config_.check ? p.digest : 0);
+  }
   Schedule* aggregate_schedule(ImageContext& img, const Team& team, std::string* error);
   // Numbers, registers and starts a bound instance; `seqs` sequence numbers
   // are taken (one per aggregate member).

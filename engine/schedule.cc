@@ -79,21 +79,24 @@ Plan plan_dependencies(const LocalDag& dag) {
 Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), dag_(std::move(dag)) {
   const size_t n = dag_.cars.size();
   const Plan plan = plan_dependencies(dag_);
-  cars_.resize(n);
+  // Only the CARs that still run are compiled, numbered densely in DAG
+  // order: an aggregate's fused COPYs and bypassed JOINs are most of its
+  // DAG, and an instance then carries no state for them.
+  std::vector<uint32_t> compact(n, UINT32_MAX);
+  uint32_t live = 0;
   for (size_t i = 0; i < n; ++i) {
+    if (plan.live[i]) compact[i] = live++;
+  }
+  cars_.resize(live);
+  for (size_t i = 0; i < n; ++i) {
+    if (!plan.live[i]) continue;
     const Car& car = dag_.cars[i];
-    CompiledCar& c = cars_[i];
+    CompiledCar& c = cars_[compact[i]];
     c = CompiledCar{car.kind,    car.incoming_left, car.shape, car.first_elems,
                     car.chunk_elems, car.peer,       car.tag,   car.member,
                     car.src,     car.src2,          car.dst,   static_cast<uint32_t>(successors_.size()),
-                    0,           static_cast<int32_t>(plan.preds[i].size())};
-    if (!plan.live[i]) {
-      c.deps = -1;  // never made ready
-      continue;
-    }
-    ++live_;
-    for (uint32_t s : posting_first(plan.succs[i])) successors_.push_back(s);
-    c.succ_count = static_cast<uint32_t>(plan.succs[i].size());
+                    static_cast<uint32_t>(plan.succs[i].size()), static_cast<int32_t>(plan.preds[i].size())};
+    for (uint32_t s : posting_first(plan.succs[i])) successors_.push_back(compact[s]);
     if (!plan.fused[i].empty()) {
       c.seg_begin = static_cast<uint32_t>(segments_.size());
       segments_.push_back(CopySegment{car.member, car.src, car.dst});
@@ -106,6 +109,8 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
     if (plan.preds[i].empty()) roots_.push_back(static_cast<uint32_t>(i));
   }
   roots_ = posting_first(roots_);
+  for (uint32_t& r : roots_) r = compact[r];
+  exit_ = compact[dag_.exit];  // never bypassed
   members_ = std::max<uint32_t>(1, static_cast<uint32_t>(dag_.members.size()));
   for (uint64_t bytes : dag_.temps) {
     temp_offsets_.push_back(temp_bytes_);

@@ -13,7 +13,9 @@
 // - a JOIN other than the exit whose removal adds no edges (one predecessor
 //   or one successor) is bypassed: its predecessors release its successors.
 // Dependencies between the remaining CARs are exactly the transitive ones
-// of the DAG. Bypassed and absorbed CARs keep their index but never run.
+// of the DAG. Only the CARs that still run are compiled, numbered densely
+// in DAG order (cars(), roots(), exit() and successor lists use these
+// numbers), so an instance holds no state for the others.
 #pragma once
 
 #include <atomic>
@@ -77,10 +79,10 @@ class Schedule {
   const std::vector<uint32_t>& roots() const { return roots_; }
   const CopySegment* segments(const CompiledCar& c) const { return segments_.data() + c.seg_begin; }
   // CARs that run per call after compiling (at most dag().cars.size()).
-  size_t live_cars() const { return live_; }
+  size_t live_cars() const { return cars_.size(); }
   // Aggregate members this schedule binds (1 outside aggregates).
   uint32_t members() const { return members_; }
-  uint32_t exit() const { return dag_.exit; }
+  uint32_t exit() const { return exit_; }  // index into cars()
   uint64_t temp_offset(uint32_t slot) const { return temp_offsets_[slot]; }
 
   // Pool: only the owning image's thread calls these.
@@ -94,12 +96,12 @@ class Schedule {
  private:
   CollectiveSpec spec_;
   LocalDag dag_;
-  std::vector<CompiledCar> cars_;
+  std::vector<CompiledCar> cars_;  // the CARs that run, densely numbered
+  uint32_t exit_ = 0;
   std::vector<uint32_t> successors_;
   std::vector<uint32_t> roots_;
   std::vector<uint32_t> posting_first(std::vector<uint32_t> ids) const;
   std::vector<CopySegment> segments_;
-  size_t live_ = 0;
   std::vector<uint64_t> temp_offsets_;
   uint64_t temp_bytes_ = 0;
   uint32_t members_ = 1;
@@ -135,9 +137,12 @@ struct Instance {
   std::unique_ptr<char*[]> user_many;    // aggregates: 2 per member
   std::unique_ptr<ReduceOp[]> ops_many;  // aggregates: 1 per member
 
-  void bind(uint32_t member, void* src, void* dst, const ReduceOp& op) {
+  void bind_buffers(uint32_t member, void* src, void* dst) {
     user[2 * member] = static_cast<char*>(src);
     user[2 * member + 1] = static_cast<char*>(dst);
+  }
+  void bind(uint32_t member, void* src, void* dst, const ReduceOp& op) {
+    bind_buffers(member, src, dst);
     ops[member] = op;
   }
   const ReduceOp& op_of(const CompiledCar& car) const { return ops[car.member]; }

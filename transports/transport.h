@@ -135,9 +135,19 @@ class Transport {
 
 }  // namespace carflow
 
+// Thread-locals read on every call: the initial-exec model reads them at a
+// fixed offset from the thread pointer instead of calling __tls_get_addr,
+// which the default model of a shared library does on each access. The
+// library's few such variables fit the static TLS surplus glibc keeps for
+// libraries loaded with dlopen. Only for variables with constant
+// initialization and no destructor: with GCC 12, giving the model to a
+// thread_local with a destructor (the engine's worklist) made the shared
+// library's first collective never finish, while the static one worked.
+#define CF_FAST_TLS __attribute__((tls_model("initial-exec")))
+
 namespace carflow {
 // True on application (image) threads inside carflow calls; false on helper
 // threads (oneTBB workers). Set by the engine; read by transports to decide
 // whether a Deliver marked app_thread_only may run here.
-inline thread_local bool tls_on_app_thread = false;
+inline thread_local bool tls_on_app_thread CF_FAST_TLS = false;
 }  // namespace carflow
