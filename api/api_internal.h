@@ -15,10 +15,15 @@ extern thread_local ImageContext* t_image CF_FAST_TLS;  // the calling thread's 
 // Records a failure (status, message naming the argument and rule); aborts
 // in CF_ERRORS_ARE_FATAL mode. Returns status.
 int fail(int status, const std::string& message);
-int succeed(int status = CF_OK);
+extern thread_local int t_status CF_FAST_TLS;
+inline int succeed(int status = CF_OK) { return t_status = status; }
 int last_status();
 // The calling thread's image, or nullptr after reporting why not.
-ImageContext* current_image(const char* function);
+ImageContext* no_current_image(const char* function);
+inline ImageContext* current_image(const char* function) {
+  ImageContext* img = t_image;
+  return img != nullptr && Runtime::get().initialized() ? img : no_current_image(function);
+}
 // The calling image's view of `team`, or nullptr when `team` is not a live
 // team of this image (freed, CF_TEAM_NULL, never made, another image's).
 Team* find_team(ImageContext& img, cf_team_t team);

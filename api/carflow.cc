@@ -39,24 +39,16 @@ int fail(int status, const std::string& message) {
   return status;
 }
 
-int succeed(int status) {
-  t_status = status;
-  return status;
-}
-
-// The calling thread's image, or nullptr after reporting why not.
-ImageContext* current_image(const char* function) {
+// Why the calling thread has no image (current_image's slow path).
+ImageContext* no_current_image(const char* function) {
   if (!Runtime::get().initialized()) {
     fail(CF_ERR_NOT_INIT, std::string(function) + ": cf_init has not been called");
-    return nullptr;
-  }
-  if (t_image == nullptr) {
+  } else {
     fail(CF_ERR_NOT_INIT, std::string(function) +
                               ": the calling thread is not an image (call cf_coll_init, or "
                               "start images with cf_run_images)");
-    return nullptr;
   }
-  return t_image;
+  return nullptr;
 }
 
 constexpr int kKnownFlags = (1 << 12) - 1;
