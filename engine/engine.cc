@@ -669,7 +669,8 @@ void Engine::execute(CarState* cs) {
   op.nbytes = car.dst.length;
   op.deliver = Deliver{};
   if (car.kind == CarKind::RecvReduce) {
-    op.deliver = Deliver{&Engine::reduce_incoming, cs, !inst.op_of(car).amsafe};
+    const ReduceOp& reduce = inst.op_of(car);
+    op.deliver = Deliver{&Engine::reduce_incoming, cs, !reduce.amsafe, std::max<uint32_t>(1, reduce.elem_size)};
   }
   transport_for(op.peer).recv(&op);
 }
@@ -706,7 +707,10 @@ void Engine::reduce_incoming(void* ctx, void* dst, const void* incoming, size_t 
   auto* cs = static_cast<CarState*>(ctx);
   const Instance& inst = *cs->instance;
   const CompiledCar& car = inst.schedule->cars()[cs->index];
-  const void* local = car.src.space == BufferSpace::None ? dst : inst.resolve(car.src, car.member);
+  // A transport may deliver the message in parts (Deliver::unit): this
+  // part's local operand sits at the same offset as its destination.
+  const size_t offset = static_cast<size_t>(static_cast<char*>(dst) - static_cast<char*>(cs->op.buf));
+  const void* local = car.src.space == BufferSpace::None ? dst : inst.resolve(car.src, car.member) + offset;
   const ReduceOp& op = inst.op_of(car);
   if (car.incoming_left) {
     op.apply(dst, incoming, local, nbytes);

@@ -57,6 +57,9 @@ struct Deliver {
   // Client reduction functions without CF_COLL_AMSAFE must run on application
   // threads inside carflow calls (seed v1.7, "Registration of functions").
   bool app_thread_only = false;
+  // fn may be called on parts of the message, each a whole number of
+  // units long, at its offset in the destination (dst = buf + offset).
+  uint32_t unit = 1;
 };
 
 struct MsgOp;

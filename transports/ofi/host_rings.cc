@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <immintrin.h>
 #include <ctime>
 
 #include <algorithm>
@@ -67,6 +68,8 @@ std::unique_ptr<HostRings> HostRings::create(uint32_t node, uint32_t nodes, std:
   for (uint32_t src = 0; src < nodes; ++src) {
     Slot* slots = r->ring(mine, src);
     for (uint32_t i = 0; i < kSlots; ++i) new (&slots[i].seq) std::atomic<uint32_t>(i);
+    StreamSlot* chunks = r->stream(mine, src);
+    for (uint32_t i = 0; i < kStreamSlots; ++i) new (&chunks[i].seq) std::atomic<uint32_t>(i);
   }
   r->segments_.assign(nodes, nullptr);
   r->segments_[node] = mine;
@@ -119,6 +122,8 @@ bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey
   first.status = status;
   first.digest = digest;
   first.chunks = chunks;
+  first.type = kData;
+  first.cookie = first.size = 0;
   const char* bytes = static_cast<const char*>(data);
   for (uint32_t i = 0; i < chunks; ++i) {
     const uint64_t at = uint64_t{i} * kPayload;
@@ -135,6 +140,89 @@ bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey
   p.lock.unlock();
   ring_doorbell(dst_node);
   return true;
+}
+
+bool HostRings::push_control(uint32_t dst_node, Type type, uint32_t src, uint32_t dst, const MsgKey& key,
+                             int status, uint64_t digest, uint64_t cookie, uint64_t size) {
+  if (segments_[dst_node] == nullptr) return false;
+  Producer& p = producers_[dst_node];
+  p.lock.lock();
+  Slot& slot = ring(segments_[dst_node], node_)[p.pos % kSlots];
+  if (slot.seq.load(std::memory_order_acquire) != p.pos) {
+    p.lock.unlock();
+    return false;
+  }
+  slot.nbytes = 0;
+  slot.src = src;
+  slot.dst = dst;
+  slot.key = key;
+  slot.status = status;
+  slot.digest = digest;
+  slot.chunks = 1;
+  slot.type = type;
+  slot.cookie = cookie;
+  slot.size = size;
+  slot.seq.store(p.pos + 1, std::memory_order_seq_cst);
+  p.pos += 1;
+  p.lock.unlock();
+  ring_doorbell(dst_node);
+  return true;
+}
+
+// Copies into a stream chunk with non-temporal stores: the chunk's lines
+// were last read by the receiving process's core, and ordinary stores would
+// first take each line back from it (a cross-core round trip per line).
+static void copy_streaming(char* dst, const char* src, size_t n) {
+#if defined(__SSE2__)
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+  }
+  if (i < n) std::memcpy(dst + i, src + i, n - i);
+  _mm_sfence();  // the stores are visible before the chunk is published
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+
+uint64_t HostRings::stream_put(uint32_t dst_node, const char* data, uint64_t nbytes, uint32_t chunk) {
+  Producer& p = producers_[dst_node];
+  StreamSlot* slots = stream(segments_[dst_node], node_);
+  chunk = std::clamp<uint32_t>(chunk, 1, kStreamChunk);
+  uint64_t taken = 0;
+  while (taken < nbytes) {
+    StreamSlot& slot = slots[p.stream_pos % kStreamSlots];
+    if (slot.seq.load(std::memory_order_acquire) != p.stream_pos) break;  // not yet read
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(chunk, nbytes - taken));
+    copy_streaming(slot.data, data + taken, n);
+    slot.nbytes = n;
+    slot.seq.store(p.stream_pos + 1, std::memory_order_seq_cst);  // seq_cst: see ring_doorbell
+    ++p.stream_pos;
+    taken += n;
+  }
+  if (taken > 0) ring_doorbell(dst_node);
+  return taken;
+}
+
+const char* HostRings::stream_front(uint32_t src_node, uint32_t* nbytes) {
+  const uint32_t pos = consumers_[src_node].stream_pos;
+  StreamSlot& slot = stream(segments_[node_], src_node)[pos % kStreamSlots];
+  if (slot.seq.load(std::memory_order_acquire) != pos + 1) return nullptr;
+  *nbytes = std::min(slot.nbytes, kStreamChunk);  // another process wrote it
+  return slot.data;
+}
+
+void HostRings::stream_pop(uint32_t src_node) {
+  uint32_t& pos = consumers_[src_node].stream_pos;
+  stream(segments_[node_], src_node)[pos % kStreamSlots].seq.store(pos + kStreamSlots, std::memory_order_release);
+  ++pos;
 }
 
 void HostRings::ring_doorbell(uint32_t node) {
@@ -182,7 +270,12 @@ uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted 
     while (taken < max && bytes < max_bytes) {
       Slot& slot = slots[pos % kSlots];
       if (slot.seq.load(std::memory_order_acquire) != pos + 1) break;
-      if (!wanted(ctx, slot.src, slot.dst, slot.key, taken)) break;
+      // Another process wrote this: an unknown type reads as a FIN of no
+      // send, which the transport ignores.
+      const bool known = slot.type <= kFin;
+      const Type type = known ? slot.type : kFin;
+      const bool control = type == kCts || type == kFin;
+      if (!control && !wanted(ctx, slot.src, slot.dst, slot.key, taken)) break;
       // Another process wrote this: sizes are checked before use.
       const uint32_t chunks = slot.chunks >= 1 && slot.chunks <= kMaxChunks ? slot.chunks : 1;
       Message& m = out[taken++];
@@ -191,7 +284,10 @@ uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted 
       m.key = slot.key;
       m.status = slot.status;
       m.digest = slot.digest;
-      m.nbytes = std::min<uint32_t>(slot.nbytes, chunks * kPayload);
+      m.type = type;
+      m.cookie = known ? slot.cookie : 0;
+      m.size = slot.size;
+      m.nbytes = type == kData ? std::min<uint32_t>(slot.nbytes, chunks * kPayload) : 0;
       bytes += m.nbytes;
       for (uint32_t i = 0; i < chunks; ++i) {
         Slot& part = slots[(pos + i) % kSlots];

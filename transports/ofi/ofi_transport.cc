@@ -9,11 +9,13 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <thread>
+#include <tuple>
 #include <unordered_set>
 
 namespace carflow {
@@ -26,7 +28,8 @@ constexpr uint64_t kTag = 0xCF;  // every carflow message; keys are matched in s
 // message (a root running ahead of its receivers files thousands).
 constexpr uint64_t kSmallBlock = 256;
 
-enum : uint8_t { kEager = 1, kRts = 2, kFin = 3, kCredit = 4 };
+enum : uint8_t { kEager = 1, kRts = 2, kFin = 3, kCredit = 4,
+                 kRingRts = 5 };  // kRingRts: an RTS from the host ring, kept as unexpected
 enum class CtxKind : uint8_t { Rx, Tx, Read };
 
 std::string fi_error(const char* what, ssize_t ret) {
@@ -96,6 +99,35 @@ struct OfiTransport::ImageQueues {
   // Deliveries that need this image's own thread (non-AMSAFE combines).
   std::vector<Actions::Delivery> app_only;
   std::atomic<bool> app_only_pending{false};
+};
+
+struct alignas(64) OfiTransport::StreamOut {
+  SpinLock lock;                  // the queues and `lost`
+  std::deque<MsgOp*> announced;   // RTS pushed (or backlogged), no answer yet
+  std::deque<std::pair<MsgOp*, uint32_t>> granted;  // CTS came: the send and its chunk size
+  std::atomic<int> lost{0};
+  SpinLock copier;                // the thread copying in; what follows is its
+  MsgOp* active = nullptr;
+  uint32_t chunk = 0;
+  uint64_t done = 0;
+};
+
+struct alignas(64) OfiTransport::StreamIn {
+  struct Matched {
+    MsgOp* op;        // nullptr: a declined RTS (FIN only)
+    uint64_t cookie;  // the sender's MsgOp
+    int decline;      // FIN status when op is nullptr
+  };
+  SpinLock lock;  // the queue and `lost`
+  std::deque<Matched> waiting;
+  std::atomic<int> lost{0};
+  SpinLock copier;  // the thread copying out; what follows is its
+  bool active = false;
+  Matched now{};
+  bool answered = false;  // the CTS / FIN is in the ring
+  uint32_t chunk = 0;
+  uint64_t done = 0;
+  char* temp = nullptr;  // a combine that must run on the image's own thread: bytes land here first
 };
 
 std::unique_ptr<OfiTransport> OfiTransport::open(const std::string& provider, uint32_t node,
@@ -426,16 +458,38 @@ void OfiTransport::start_send(MsgOp* op, PeerNode& node, Actions* actions) {
 void OfiTransport::set_host_rings(std::unique_ptr<HostRings> rings) {
   rings_ = std::move(rings);
   ring_backlog_ = std::make_unique<RingBacklog[]>(nodes_);
+  streams_out_ = std::make_unique<StreamOut[]>(nodes_);
+  streams_in_ = std::make_unique<StreamIn[]>(nodes_);
 }
 
 bool OfiTransport::push_to_ring(uint32_t node, const MsgOp& op) {
+  if (op.nbytes > HostRings::kMaxBytes) {
+    return rings_->push_control(node, HostRings::kRts, op.self, op.peer, op.key, op.status, op.digest,
+                                reinterpret_cast<uint64_t>(&op), op.nbytes);
+  }
   return rings_->push(node, op.self, op.peer, op.key, op.buf, op.nbytes, op.status, op.digest);
 }
 
 void OfiTransport::send(MsgOp* op) {
-  if (rings_ != nullptr && op->nbytes <= HostRings::kMaxBytes) {
+  if (rings_ != nullptr) {
     const uint32_t dst_node = map_.node_of(op->peer);
+    const bool streamed = op->nbytes > HostRings::kMaxBytes;
+    if (streamed) {
+      // Announced before the RTS goes out, so that its CTS finds it.
+      StreamOut& out = streams_out_[dst_node];
+      out.lock.lock();
+      const int lost = out.lost.load(std::memory_order_relaxed);
+      if (lost == 0) out.announced.push_back(op);
+      out.lock.unlock();
+      if (lost != 0) {
+        op->on_complete(op, lost);
+        return;
+      }
+      streams_busy_.fetch_add(1, std::memory_order_acq_rel);
+      streamed_.fetch_add(1, std::memory_order_relaxed);
+    }
     if (push_to_ring(dst_node, *op)) {
+      if (streamed) return;  // the SEND completes when its bytes are in the stream
       ring_sent_.fetch_add(1, std::memory_order_relaxed);
       op->on_complete(op, 0);
       return;
@@ -454,7 +508,8 @@ void OfiTransport::send(MsgOp* op) {
       ring_backlogged_.fetch_add(1, std::memory_order_acq_rel);
     }
     b.lock.unlock();
-    if (lost != 0) op->on_complete(op, lost);
+    // A lost node's streamed sends complete from their announcement.
+    if (lost != 0 && !streamed) op->on_complete(op, lost);
     return;
   }
   Actions actions;
@@ -504,6 +559,12 @@ void OfiTransport::match(MsgOp* op, const Header& h, const void* data, Unexpecte
     const int status = h.status != 0 ? h.status : kMismatch;
     actions->deliveries.push_back({op, nullptr, block, rx, status, nullptr});
     if (h.type == kRts) send_control(peers_[h.src_node], kFin, h.cookie, actions, h.status != 0 ? 0 : kMismatch);
+    if (h.type == kRingRts) accept_stream(nullptr, h.src_node, h.cookie, h.status != 0 ? 0 : kMismatch, actions);
+    return;
+  }
+  if (h.type == kRingRts) {
+    if (block != nullptr) actions->deliveries.push_back({nullptr, nullptr, block, nullptr, 0, nullptr});
+    accept_stream(op, h.src_node, h.cookie, -1, actions);
     return;
   }
   if (h.type == kEager) {
@@ -630,26 +691,227 @@ OfiTransport::Unexpected* OfiTransport::take_block(uint64_t data_bytes) {
 // A message from a host ring: matched like an eager arrival, without credits.
 // The ring is shared memory another process writes: images are checked.
 void OfiTransport::arrive_from_ring(const HostRings::Message& m, Actions* actions) {
-  if (!map_.is_local(m.dst) || m.src >= map_.total()) return;
+  if (m.src >= map_.total()) return;
+  if (m.type == HostRings::kCts || m.type == HostRings::kFin) {
+    stream_control(m, actions);
+    return;
+  }
+  if (!map_.is_local(m.dst)) return;
   ImageQueues& q = queues(m.dst);
   MsgOp* posted = q.posted.take(m.src, m.key);
+  const bool rts = m.type == HostRings::kRts;
   if (posted == nullptr) {
     Header h;
-    h.type = kEager;
+    h.type = rts ? kRingRts : kEager;
     h.src_node = map_.node_of(m.src);
     h.src = m.src;
     h.dst = m.dst;
     h.key = m.key;
-    h.nbytes = m.nbytes;
+    h.nbytes = rts ? m.size : m.nbytes;
     h.status = static_cast<int8_t>(m.status);
     h.digest = m.digest;
-    store_unexpected(h, m.data, m.nbytes);
+    h.cookie = m.cookie;
+    store_unexpected(h, m.data, rts ? 0 : m.nbytes);
+    return;
+  }
+  if (rts) {
+    Header h;
+    h.type = kRingRts;
+    h.src_node = map_.node_of(m.src);
+    h.nbytes = m.size;
+    h.status = static_cast<int8_t>(m.status);
+    h.digest = m.digest;
+    h.cookie = m.cookie;
+    match(posted, h, nullptr, nullptr, nullptr, actions);
     return;
   }
   stats_.direct++;
   posted->digest = m.digest;
   const int status = m.status != 0 ? m.status : posted->nbytes == m.nbytes ? 0 : kMismatch;
   actions->deliveries.push_back({posted, status == 0 ? m.data : nullptr, nullptr, nullptr, status, nullptr});
+}
+
+// The sender's side of a CTS (grant) or FIN (declined, with a status).
+void OfiTransport::stream_control(const HostRings::Message& m, Actions* actions) {
+  StreamOut& out = streams_out_[map_.node_of(m.src)];
+  out.lock.lock();
+  // The cookie came from another process: only a send still announced to
+  // that node is taken.
+  auto it = std::find(out.announced.begin(), out.announced.end(), reinterpret_cast<MsgOp*>(m.cookie));
+  MsgOp* op = it != out.announced.end() ? *it : nullptr;
+  if (op != nullptr) {
+    out.announced.erase(it);
+    if (m.type == HostRings::kCts) {
+      const uint32_t chunk = static_cast<uint32_t>(std::clamp<uint64_t>(m.size, 1, HostRings::kStreamChunk));
+      out.granted.emplace_back(op, chunk);
+    }
+  }
+  out.lock.unlock();
+  if (op != nullptr && m.type == HostRings::kFin) {
+    streams_busy_.fetch_sub(1, std::memory_order_acq_rel);
+    actions->complete.emplace_back(op, m.status);
+  }
+}
+
+void OfiTransport::accept_stream(MsgOp* op, uint32_t node, uint64_t cookie, int decline,
+                                 Actions* actions) {
+  StreamIn& in = streams_in_[node];
+  in.lock.lock();
+  const int lost = in.lost.load(std::memory_order_relaxed);
+  if (lost == 0) in.waiting.push_back({op, cookie, decline});
+  in.lock.unlock();
+  if (lost != 0) {
+    if (op != nullptr) actions->complete.emplace_back(op, lost);  // nothing else owns it yet
+    return;
+  }
+  streams_busy_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+bool OfiTransport::advance_streams(bool on_app_thread) {
+  if (streams_busy_.load(std::memory_order_acquire) == 0) return false;
+  bool did = false;
+  for (uint32_t n = 0; n < nodes_; ++n) {
+    if (n == node_) continue;
+    did |= advance_out(n);
+    did |= advance_in(n, on_app_thread);
+  }
+  return did;
+}
+
+bool OfiTransport::advance_out(uint32_t node) {
+  StreamOut& out = streams_out_[node];
+  if (!out.copier.try_lock()) return false;  // another thread is copying
+  bool did = false;
+  std::pair<MsgOp*, int> finished[8];
+  uint32_t count = 0;
+  while (count < 8) {
+    if (out.active == nullptr) {
+      out.lock.lock();
+      if (!out.granted.empty()) {
+        std::tie(out.active, out.chunk) = out.granted.front();
+        out.granted.pop_front();
+        out.done = 0;
+      }
+      out.lock.unlock();
+      if (out.active == nullptr) break;
+    }
+    MsgOp* op = out.active;
+    if (const int lost = out.lost.load(std::memory_order_acquire); lost != 0) {
+      finished[count++] = {op, lost};
+      out.active = nullptr;
+      continue;
+    }
+    const uint64_t put = rings_->stream_put(node, static_cast<const char*>(op->buf) + out.done,
+                                            op->nbytes - out.done, out.chunk);
+    out.done += put;
+    did |= put > 0;
+    if (out.done < op->nbytes) break;  // the stream is full: the receiver is copying out
+    finished[count++] = {op, 0};
+    out.active = nullptr;
+  }
+  out.copier.unlock();
+  if (count > 0) streams_busy_.fetch_sub(count, std::memory_order_acq_rel);
+  for (uint32_t i = 0; i < count; ++i) finished[i].first->on_complete(finished[i].first, finished[i].second);
+  return did || count > 0;
+}
+
+bool OfiTransport::advance_in(uint32_t node, bool on_app_thread) {
+  (void)on_app_thread;
+  StreamIn& in = streams_in_[node];
+  if (!in.copier.try_lock()) return false;  // another thread is copying
+  bool did = false;
+  Actions actions;
+  uint32_t count = 0;
+  while (count < 8) {
+    if (!in.active) {
+      in.lock.lock();
+      if (!in.waiting.empty()) {
+        in.now = in.waiting.front();
+        in.waiting.pop_front();
+        in.active = true;
+      }
+      in.lock.unlock();
+      if (!in.active) break;
+      in.answered = false;
+      in.done = 0;
+      in.temp = nullptr;
+      MsgOp* op = in.now.op;
+      in.chunk = HostRings::kStreamChunk;
+      if (op != nullptr && op->deliver.fn != nullptr) {
+        // A combine runs on whole elements as chunks come in; one that must
+        // run on the image's own thread, or whose elements do not fit a
+        // chunk, gets the whole message first.
+        const uint32_t unit = std::max<uint32_t>(1, op->deliver.unit);
+        in.chunk = HostRings::kStreamChunk / unit * unit;
+        if (op->deliver.app_thread_only || in.chunk == 0) {
+          in.chunk = HostRings::kStreamChunk;
+          in.temp = static_cast<char*>(std::malloc(op->nbytes));
+          if (in.temp == nullptr) throw std::bad_alloc();
+        }
+      }
+    }
+    MsgOp* op = in.now.op;
+    if (const int lost = in.lost.load(std::memory_order_acquire); lost != 0) {
+      std::free(in.temp);
+      in.temp = nullptr;
+      if (op != nullptr) actions.complete.emplace_back(op, lost);
+      in.active = false;
+      ++count;
+      continue;
+    }
+    if (!in.answered) {
+      const bool granted = op != nullptr;
+      const uint32_t self = granted ? op->self : 0, peer = granted ? op->peer : 0;
+      if (!rings_->push_control(node, granted ? HostRings::kCts : HostRings::kFin, self, peer,
+                                granted ? op->key : MsgKey{}, granted ? 0 : in.now.decline, 0,
+                                in.now.cookie, in.chunk)) {
+        break;  // the ring back is full: again at the next progress
+      }
+      in.answered = true;
+      did = true;
+      if (!granted) {
+        in.active = false;
+        ++count;
+        continue;
+      }
+    }
+    char* dst = static_cast<char*>(op->buf);
+    uint32_t n = 0;
+    while (in.done < op->nbytes) {
+      const char* chunk = rings_->stream_front(node, &n);
+      if (chunk == nullptr) break;
+      n = static_cast<uint32_t>(std::min<uint64_t>(n, op->nbytes - in.done));  // sizes from another process
+      if (in.temp != nullptr) {
+        std::memcpy(in.temp + in.done, chunk, n);
+      } else if (op->deliver.fn != nullptr) {
+        op->deliver.fn(op->deliver.ctx, dst + in.done, chunk, n);
+      } else {
+        std::memcpy(dst + in.done, chunk, n);
+      }
+      rings_->stream_pop(node);
+      in.done += n;
+      did = true;
+    }
+    if (in.done < op->nbytes) break;  // the sender is still copying in
+    if (in.temp != nullptr) {
+      // Through run(): the combine, on the image's own thread if it must be;
+      // the Read frees the temp afterwards.
+      auto* rd = new Read();
+      rd->op = op;
+      rd->temp = in.temp;
+      rd->h.nbytes = op->nbytes;
+      actions.deliveries.push_back({op, in.temp, nullptr, nullptr, 0, rd});
+      in.temp = nullptr;
+    } else {
+      actions.complete.emplace_back(op, 0);
+    }
+    in.active = false;
+    ++count;
+  }
+  in.copier.unlock();
+  if (count > 0) streams_busy_.fetch_sub(count, std::memory_order_acq_rel);
+  run(actions);
+  return did || count > 0;
 }
 
 bool OfiTransport::poll_rings() {
@@ -705,7 +967,9 @@ bool OfiTransport::flush_ring_backlogs() {
     if (count == 0) continue;
     ring_backlogged_.fetch_sub(count, std::memory_order_acq_rel);
     ring_sent_.fetch_add(count, std::memory_order_relaxed);
-    for (uint32_t i = 0; i < count; ++i) pushed[i]->on_complete(pushed[i], 0);
+    for (uint32_t i = 0; i < count; ++i) {
+      if (pushed[i]->nbytes <= HostRings::kMaxBytes) pushed[i]->on_complete(pushed[i], 0);
+    }
     did = true;
   }
   return did;
@@ -850,7 +1114,7 @@ bool OfiTransport::progress(uint32_t image, uint32_t peer, bool on_app_thread) {
 
 bool OfiTransport::progress_all(uint32_t image, bool on_app_thread) {
   Actions actions;
-  bool did = rings_ != nullptr && (poll_rings() | flush_ring_backlogs());
+  bool did = rings_ != nullptr && (poll_rings() | flush_ring_backlogs() | advance_streams(on_app_thread));
   // Threads of every image poll here: one reads the CQ, the others move on.
   if (lock_.try_lock()) {
     did |= poll_cq(&actions);
@@ -870,7 +1134,8 @@ bool OfiTransport::progress_all(uint32_t image, bool on_app_thread) {
 void OfiTransport::wait(int wake_fd, int timeout_ms) {
   if (rings_ != nullptr) {
     // Sends wait for ring space that no doorbell announces: look again at once.
-    if (ring_backlogged_.load(std::memory_order_acquire) != 0) {
+    if (ring_backlogged_.load(std::memory_order_acquire) != 0 ||
+        streams_busy_.load(std::memory_order_acquire) != 0) {
       std::this_thread::yield();
       return;
     }
@@ -912,10 +1177,35 @@ void OfiTransport::fail_node(uint32_t n, int status) {
       b.lock.lock();
       b.lost = status;
       uint32_t count = 0;
-      for (MsgOp* op = b.head; op != nullptr; op = op->next, ++count) actions.complete.emplace_back(op, status);
+      for (MsgOp* op = b.head; op != nullptr; op = op->next, ++count) {
+        // A backlogged RTS is also announced: it completes from there.
+        if (op->nbytes <= HostRings::kMaxBytes) actions.complete.emplace_back(op, status);
+      }
       b.head = b.tail = nullptr;
       b.lock.unlock();
       ring_backlogged_.fetch_sub(count, std::memory_order_acq_rel);
+      // Streams: queued sends and receives complete now; the ones being
+      // copied complete when their copier next looks (advance_out / _in).
+      uint32_t ended = 0;
+      StreamOut& out = streams_out_[n];
+      out.lock.lock();
+      out.lost.store(status, std::memory_order_release);
+      for (MsgOp* op : out.announced) actions.complete.emplace_back(op, status);
+      for (auto& [op, chunk] : out.granted) actions.complete.emplace_back(op, status);
+      ended += static_cast<uint32_t>(out.announced.size() + out.granted.size());
+      out.announced.clear();
+      out.granted.clear();
+      out.lock.unlock();
+      StreamIn& in = streams_in_[n];
+      in.lock.lock();
+      in.lost.store(status, std::memory_order_release);
+      for (const StreamIn::Matched& m : in.waiting) {
+        if (m.op != nullptr) actions.complete.emplace_back(m.op, status);
+      }
+      ended += static_cast<uint32_t>(in.waiting.size());
+      in.waiting.clear();
+      in.lock.unlock();
+      streams_busy_.fetch_sub(ended, std::memory_order_acq_rel);
     }
   }
   run(actions);
@@ -926,11 +1216,16 @@ bool OfiTransport::quiesce(int timeout_ms) {
   for (;;) {
     Actions actions;
     bool idle;
-    if (rings_ != nullptr) flush_ring_backlogs();
+    if (rings_ != nullptr) {
+      poll_rings();  // CTS and FIN answers
+      flush_ring_backlogs();
+      advance_streams(true);
+    }
     {
       std::lock_guard<std::mutex> guard(lock_);
       poll_cq(&actions);
-      idle = sends_in_flight_ == 0 && ring_backlogged_.load(std::memory_order_acquire) == 0;
+      idle = sends_in_flight_ == 0 && ring_backlogged_.load(std::memory_order_acquire) == 0 &&
+             streams_busy_.load(std::memory_order_acquire) == 0;
       for (auto& p : peers_) idle &= p.waiting.empty() || p.lost != 0;
     }
     run(actions);
@@ -950,6 +1245,7 @@ OfiStats OfiTransport::ofi_stats() const {
   OfiStats s = ofi_stats_;
   s.host_ring = ring_sent_.load(std::memory_order_relaxed);
   s.ring_spills = ring_spills_.load(std::memory_order_relaxed);
+  s.streamed = streamed_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -69,6 +69,7 @@ struct OfiStats {
   uint64_t mr_hits = 0, mr_misses = 0;
   uint64_t host_ring = 0;    // small messages sent through the host rings
   uint64_t ring_spills = 0;  // ... that found the ring full and waited in the sender's backlog
+  uint64_t streamed = 0;     // large messages sent through host streams
 };
 
 class OfiTransport final : public Transport {
@@ -230,6 +231,24 @@ class OfiTransport final : public Transport {
   };
   std::unique_ptr<RingBacklog[]> ring_backlog_;  // by node, with rings_
   std::atomic<uint32_t> ring_backlogged_{0};     // sends in every backlog
+
+  // Messages above HostRings::kMaxBytes to a node on this host go through
+  // its stream (host_rings.h): the RTS rides the ring, the receiver grants
+  // the stream (CTS) or declines (FIN), and both sides copy chunks in
+  // their progress calls. One transfer at a time per node pair and
+  // direction, in the order the receiver matched them.
+  struct StreamOut;  // per destination node: sends announced, granted, being copied in
+  struct StreamIn;   // per source node: receives matched, being copied out
+  std::unique_ptr<StreamOut[]> streams_out_;
+  std::unique_ptr<StreamIn[]> streams_in_;
+  std::atomic<uint32_t> streams_busy_{0};  // stream sends and receives not yet complete
+  std::atomic<uint64_t> streamed_{0};      // sends that went through a stream
+  void stream_control(const HostRings::Message& m, Actions* actions);  // CTS / FIN, under lock_
+  // A receive met an RTS from the ring; decline >= 0: answer FIN with it instead.
+  void accept_stream(MsgOp* op, uint32_t node, uint64_t cookie, int decline, Actions* actions);  // under lock_
+  bool advance_streams(bool on_app_thread);  // without lock_
+  bool advance_out(uint32_t node);
+  bool advance_in(uint32_t node, bool on_app_thread);
 };
 
 }  // namespace carflow

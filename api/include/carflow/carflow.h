@@ -473,7 +473,11 @@ typedef struct {
   uint64_t bytes;
   uint64_t injected;      /* eager messages sent with fi_tinject (no send buffer) */
   uint64_t eager;         /* eager messages sent from a pooled send buffer */
-  uint64_t rendezvous;    /* large messages the receiver read (RTS, fi_read, FIN) */
+  uint64_t rendezvous;    /* large messages sent by rendezvous: the receiver
+                             read them (RTS, fi_read, FIN) or, between
+                             processes of one host with host rings, the
+                             sender streamed them once granted (RTS, CTS,
+                             chunks through shared memory) */
   uint64_t unexpected;    /* arrivals with no posted receive */
   uint64_t credit_waits;  /* sends that waited for flow-control credits */
   uint64_t credit_msgs;   /* explicit credit returns sent */
