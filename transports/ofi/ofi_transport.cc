@@ -1115,10 +1115,15 @@ bool OfiTransport::progress(uint32_t image, uint32_t peer, bool on_app_thread) {
 bool OfiTransport::progress_all(uint32_t image, bool on_app_thread) {
   Actions actions;
   bool did = rings_ != nullptr && (poll_rings() | flush_ring_backlogs() | advance_streams(on_app_thread));
-  // Threads of every image poll here: one reads the CQ, the others move on.
-  if (lock_.try_lock()) {
-    did |= poll_cq(&actions);
-    if (on_app_thread && !images_.empty() && queues(image).app_only_pending.load(std::memory_order_acquire)) {
+  // With host rings, every message between the processes goes through
+  // shared memory (rings and streams): libfabric's CQ has nothing to read,
+  // and reading it (shm) costs more than a ring poll. Without rings,
+  // threads of every image poll here: one reads the CQ, the others move on.
+  const bool app_only = on_app_thread && !images_.empty() &&
+                        queues(image).app_only_pending.load(std::memory_order_acquire);
+  if ((rings_ == nullptr || app_only) && lock_.try_lock()) {
+    if (rings_ == nullptr) did |= poll_cq(&actions);
+    if (app_only) {
       ImageQueues& q = queues(image);
       for (auto& d : q.app_only) actions.deliveries.push_back(d);
       q.app_only.clear();
