@@ -16,6 +16,10 @@
 //    address and key; once the receive is matched, the receiver pulls the
 //    bytes with fi_read straight into the destination and sends FIN, which
 //    completes the SEND. Registrations are cached (MrCache).
+//  - one host (set_host_rings): libfabric carries no messages at all. Small
+//    ones go through the host rings, large ones through host streams
+//    (host_rings.h; RTS in the ring, CTS or FIN back, chunks in shared
+//    memory); see the stream members below.
 // Flow control: every node pre-posts receive buffers, and a sender holds a
 // number of credits per peer node; an eager or RTS message spends one and
 // waits in a per-node queue when there is none. The receiver returns credits
