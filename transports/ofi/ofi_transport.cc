@@ -101,6 +101,29 @@ struct OfiTransport::ImageQueues {
   std::atomic<bool> app_only_pending{false};
 };
 
+class OfiTransport::ScopedActions {
+ public:
+  ScopedActions() {
+    if (t_pool.size() <= t_depth) t_pool.push_back(std::make_unique<Actions>());
+    actions_ = t_pool[t_depth++].get();
+  }
+  ~ScopedActions() {
+    actions_->complete.clear();
+    actions_->deliveries.clear();
+    --t_depth;
+  }
+  ScopedActions(const ScopedActions&) = delete;
+  ScopedActions& operator=(const ScopedActions&) = delete;
+  Actions& operator*() { return *actions_; }
+
+ private:
+  Actions* actions_;
+  static thread_local std::vector<std::unique_ptr<Actions>> t_pool;
+  static thread_local size_t t_depth;
+};
+thread_local std::vector<std::unique_ptr<OfiTransport::Actions>> OfiTransport::ScopedActions::t_pool;
+thread_local size_t OfiTransport::ScopedActions::t_depth = 0;
+
 struct alignas(64) OfiTransport::StreamOut {
   SpinLock lock;                  // the queues and `lost`
   std::deque<MsgOp*> announced;   // RTS pushed (or backlogged), no answer yet
@@ -530,7 +553,8 @@ void OfiTransport::send(MsgOp* op) {
 }
 
 void OfiTransport::recv(MsgOp* op) {
-  Actions actions;
+  ScopedActions scoped;
+  Actions& actions = *scoped;
   {
     std::lock_guard<std::mutex> guard(lock_);
     ImageQueues& q = queues(op->self);
@@ -820,7 +844,8 @@ bool OfiTransport::advance_in(uint32_t node, bool on_app_thread) {
   StreamIn& in = streams_in_[node];
   if (!in.copier.try_lock()) return false;  // another thread is copying
   bool did = false;
-  Actions actions;
+  ScopedActions scoped;
+  Actions& actions = *scoped;
   uint32_t count = 0;
   while (count < 8) {
     if (!in.active) {
@@ -928,7 +953,8 @@ bool OfiTransport::poll_rings() {
   // one that is not wanted yet.
   const uint32_t n = rings_->poll(messages, 16, 4096, &OfiTransport::ring_message_wanted, this);
   if (n == 0) return false;
-  Actions actions;
+  ScopedActions scoped;
+  Actions& actions = *scoped;
   {
     std::lock_guard<std::mutex> guard(lock_);
     for (uint32_t i = 0; i < n; ++i) arrive_from_ring(messages[i], &actions);
@@ -1113,7 +1139,8 @@ bool OfiTransport::progress(uint32_t image, uint32_t peer, bool on_app_thread) {
 }
 
 bool OfiTransport::progress_all(uint32_t image, bool on_app_thread) {
-  Actions actions;
+  ScopedActions scoped;
+  Actions& actions = *scoped;
   bool did = rings_ != nullptr && (poll_rings() | flush_ring_backlogs() | advance_streams(on_app_thread));
   // With host rings, every message between the processes goes through
   // shared memory (rings and streams): libfabric's CQ has nothing to read,

@@ -141,6 +141,10 @@ class OfiTransport final : public Transport {
     std::vector<Delivery> deliveries;
     bool empty() const { return complete.empty() && deliveries.empty(); }
   };
+  // The Actions of one call on the message path, reused per thread and
+  // nesting depth (run() may start sends and receives that need their
+  // own): once warm, finding work allocates nothing.
+  class ScopedActions;
   struct PostedKey {
     std::pair<uint32_t, MsgKey> operator()(const MsgOp* op) const { return {op->peer, op->key}; }
   };
