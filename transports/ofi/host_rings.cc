@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -246,11 +247,15 @@ bool HostRings::pending() const {
   return false;
 }
 
-void HostRings::wait(int timeout_ms) {
+void HostRings::wait(int timeout_ms, int wake_fd) {
   Control* c = control(node_);
   const uint32_t seen = c->doorbell.load(std::memory_order_seq_cst);
   c->sleepers.fetch_add(1, std::memory_order_seq_cst);
-  if (!pending()) futex_wait(&c->doorbell, seen, timeout_ms);
+  // Dekker with the engine's wake: it writes the eventfd, then looks for
+  // sleepers; we announced ourselves, then look at the eventfd.
+  pollfd news{wake_fd, POLLIN, 0};
+  const bool woken = wake_fd >= 0 && ::poll(&news, 1, 0) > 0;
+  if (!woken && !pending()) futex_wait(&c->doorbell, seen, timeout_ms);
   c->sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 

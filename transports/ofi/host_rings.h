@@ -47,10 +47,11 @@ class HostRings {
   static constexpr uint32_t kMaxChunks = 16;
   static constexpr uint32_t kMaxBytes = kPayload * kMaxChunks;
 
-  // Streams: 16 chunks of 32 KiB per node pair (a 512 KiB window; 8 x 32
-  // and 8 x 64 KiB measured alike or slower for 256 KiB and 4 MiB
-  // broadcasts on 2 processes).
-  static constexpr uint32_t kStreamSlots = 16;
+  // Streams: 8 chunks of 32 KiB per node pair (a 256 KiB window; 4 and 16
+  // chunks of 32 KiB and 8 of 64 KiB measured alike for 256 KiB and 4 MiB
+  // broadcasts on 2 processes, and every pair of a host's processes has one
+  // in /dev/shm).
+  static constexpr uint32_t kStreamSlots = 8;
   static constexpr uint32_t kStreamChunk = 32 << 10;
 
   // What a ring message is. kData carries its payload; the others are
@@ -97,7 +98,13 @@ class HostRings {
   // Sleeps until a message is pushed to this node, wake() is called, or
   // timeout_ms passes: a futex on this node's doorbell word in shared
   // memory, rung by senders that see a sleeper.
-  void wait(int timeout_ms);
+  // wake_fd (or -1): the image's eventfd, written by the engine before it
+  // rings the doorbell for local news; a wait that finds it readable does
+  // not sleep. (A waker that came between the engine's last look and this
+  // thread's announcing itself here saw no sleeper and rang nothing: the
+  // eventfd is what tells; without it that wake-up was lost and the thread
+  // slept the whole timeout, 1 ms per 1000 calls in 8-byte scatters.)
+  void wait(int timeout_ms, int wake_fd = -1);
   // Rings this node's doorbell (local news for a sleeping image thread).
   void wake() { ring_doorbell(node_); }
 

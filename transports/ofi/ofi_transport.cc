@@ -1171,9 +1171,9 @@ void OfiTransport::wait(int wake_fd, int timeout_ms) {
       std::this_thread::yield();
       return;
     }
-    // One host: small messages and the engine's news ring the doorbell;
-    // libfabric (large messages) is looked at again after 1 ms.
-    rings_->wait(std::min(timeout_ms, 1));
+    // One host: ring messages, stream chunks and the engine's news (its
+    // eventfd, then the doorbell) end the sleep; 1 ms is only a backstop.
+    rings_->wait(std::min(timeout_ms, 1), wake_fd);
     return;
   }
   pollfd fds[2];
