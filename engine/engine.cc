@@ -104,7 +104,9 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
   // Boxes pay off when every image has a core to poll on; when image threads
   // outnumber cores, senders matching for descheduled receivers (the
   // mailbox path) keeps work moving and is faster (README, Performance).
-  const uint64_t fastbox = on_host <= cores ? config.inproc_fastbox_bytes : 0;
+  // A node of one image has no local peer to take boxes from: off, so its
+  // polls skip them (about 9% of a 2-process 8-byte broadcast receiver).
+  const uint64_t fastbox = on_host <= cores && local_ > 1 ? config.inproc_fastbox_bytes : 0;
   auto inproc = std::make_unique<InprocTransport>(local_, config.inproc_eager_bytes, fastbox, this, base_);
   inproc->set_eager_credits(static_cast<uint32_t>(config.inproc_eager_credits));
   transport_ = std::move(inproc);
