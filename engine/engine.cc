@@ -29,7 +29,16 @@ struct Worklist {
   std::vector<std::pair<ImageContext::Vc*, CarState*>> claimed;
   bool active = false;
 };
-thread_local Worklist tls_work;
+// This thread's worklist, reached through a pointer with the initial-exec
+// TLS model (a load; the worklist itself, which has a destructor, may not
+// use that model: transports/transport.h); made on the thread's first use.
+thread_local Worklist* tls_work_ptr CF_FAST_TLS = nullptr;
+Worklist& this_worklist() {
+  if (Worklist* w = tls_work_ptr) return *w;
+  thread_local std::unique_ptr<Worklist> owner;  // freed when the thread exits
+  owner = std::make_unique<Worklist>();
+  return *(tls_work_ptr = owner.get());
+}
 
 // Handle layout: generation (16 bits) | image (16 bits) | slot + 1 (32 bits).
 // The image makes handles of different image threads differ, so syncing
@@ -555,7 +564,7 @@ int Engine::start_represented(ImageContext& caller, const std::vector<Represente
 void Engine::make_ready(CarState* cs) {
   Instance& inst = *cs->instance;
   const CompiledCar& car = inst.schedule->cars()[cs->index];
-  Worklist& work = tls_work;
+  Worklist& work = this_worklist();
   if (car.kind == CarKind::Send) {
     // SENDs of one VC go out in order, one thread at a time (the VC's send
     // queue). Receives need no such queue: posting one is a single insert
@@ -586,7 +595,7 @@ void Engine::make_ready(CarState* cs) {
 }
 
 void Engine::run_worklist() {
-  Worklist& work = tls_work;
+  Worklist& work = this_worklist();
   work.active = true;
   for (;;) {
     if (!work.local.empty()) {
@@ -805,8 +814,9 @@ void Engine::serve_vc(uint32_t image, uint32_t peer) {
   tls_on_app_thread = false;
   transport_for(peer).progress(image, peer, false);
   if (!vc.ready.empty() && vc.ready.try_claim()) {
-    tls_work.claimed.emplace_back(&vc, nullptr);
-    if (!tls_work.active) run_worklist();
+    Worklist& work = this_worklist();
+    work.claimed.emplace_back(&vc, nullptr);
+    if (!work.active) run_worklist();
   }
 }
 
@@ -830,8 +840,9 @@ bool Engine::poll_image(ImageContext& img) {
       parked.swap(img.app_only);
       img.app_only_pending.store(false, std::memory_order_relaxed);
     }
-    for (CarState* cs : parked) tls_work.local.push_back(cs);
-    if (!tls_work.active) run_worklist();
+    Worklist& work = this_worklist();
+    for (CarState* cs : parked) work.local.push_back(cs);
+    if (!work.active) run_worklist();
     did = !parked.empty();
   }
   if (remote_ != nullptr) did |= remote_->progress_all(img.image, true);

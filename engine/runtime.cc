@@ -91,16 +91,7 @@ bool exchange(JobStore& store, uint32_t node, uint32_t nodes, const std::string&
 
 }  // namespace
 
-// Never destroyed: a process that calls exit() (or whose peer's loss ends
-// it) runs static destructors while image threads, the bootstrap's reader
-// and the liveness thread may still use the runtime; destroying it then
-// crashed in the transports. The operating system reclaims it at exit;
-// cf_finalize is what tears things down in order.
-Runtime& Runtime::get() {
-  static Runtime& runtime = *new Runtime;
-  return runtime;
-}
-
+Runtime::Runtime() = default;
 Runtime::~Runtime() = default;
 
 int Runtime::init(std::string* error) {

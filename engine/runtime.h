@@ -20,8 +20,19 @@ class OfiTransport;
 
 class Runtime {
  public:
-  static Runtime& get();
+  // Never destroyed: a process that calls exit() (or whose peer's loss
+  // ends it) runs static destructors while image threads, the bootstrap's
+  // reader and the liveness thread may still use the runtime; destroying it
+  // then crashed in the transports. The operating system reclaims it at
+  // exit; cf_finalize is what tears things down in order. Inline: every
+  // API call asks for it.
+  static Runtime& get() {
+    static Runtime& runtime = *new Runtime;
+    return runtime;
+  }
   ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
 
   // Launched by cfrun (CF_KVS in the environment) or by a PMIx launcher
   // (mpirun, srun: PMIX_NAMESPACE) with more than one node: joins the job's
@@ -53,6 +64,7 @@ class Runtime {
   uint32_t images() const { return images_.load(std::memory_order_acquire); }
 
  private:
+  Runtime();  // out of line: the members' types are complete only there
   int connect_nodes(std::string* error);  // under mutex_
   bool start_liveness(bool one_host, std::string* error);  // under mutex_
   void peer_lost(uint32_t node, const std::string& how);
