@@ -10,6 +10,9 @@
 //   kill   node 1 kills itself (SIGKILL) while the others wait in a
 //          broadcast it never joins; they must see CF_ERR_PEER_LOST.
 //   exit3  node 1 calls exit(3) instead; the same is expected.
+//   killstream  node 1 takes the first bytes of a 64 MiB broadcast from
+//          node 0 (a host stream under way) and kills itself; node 0 must
+//          see CF_ERR_PEER_LOST.
 //   cut IFACE  (one process per network namespace) node 1 takes its
 //          interface IFACE down, so its host stops answering while its
 //          process lives on; everyone must see CF_ERR_PEER_LOST (the others
@@ -492,6 +495,23 @@ int main(int argc, char** argv) {
       }
       uint64_t x = me, y = 0;
       note_lost(cf_coll_broadcast(CF_TEAM_ALL, &y, root, &x, 8, kLocal), "broadcast");
+    } else if (mode == "killstream") {
+      // Image 0 (node 0) broadcasts 64 MiB to node 1's image, which takes
+      // the first bytes (the transfer is under way: through a host stream
+      // on one host) and kills itself; the root must see CF_ERR_PEER_LOST.
+      constexpr size_t kBytes = size_t{64} << 20;
+      std::vector<uint8_t> src(kBytes, 0x5a), buf(kBytes, 0);
+      const int flat = cf_coll_set_algorithm(CF_KIND_BROADCAST, "flat");
+      if (flat != CF_OK) log.fail("killstream: flat broadcast not available");
+      if (cf_mynode() == 1) {
+        const cf_coll_handle_t h = cf_coll_broadcast_nb(CF_TEAM_ALL, buf.data(), 0, src.data(), kBytes, kLocal);
+        while (buf[0] == 0 && cf_coll_try_sync(h) == CF_NOT_READY) {
+        }
+        std::printf("event at_ms=%lld first byte %d\n", wall_ms(), buf[0]);
+        std::fflush(stdout);
+        raise(SIGKILL);
+      }
+      note_lost(cf_coll_broadcast(CF_TEAM_ALL, buf.data(), 0, src.data(), kBytes, kLocal), "broadcast");
     } else if (mode == "cut") {
       // Node 1 cuts its own link and waits in a barrier nobody can reach;
       // the others wait for node 1's broadcast.

@@ -135,6 +135,18 @@ TEST_CASE("a killed peer: every other process's wait returns CF_ERR_PEER_LOST na
   for (const auto& m : summaries(r.output)) CHECK(std::stod(m[7].str()) < 5.0);
 }
 
+TEST_CASE("a peer killed while a large message streams to it: the sender's wait returns CF_ERR_PEER_LOST") {
+  const Run r = run("CF_EXIT_TIMEOUT=3", "-n 2 " + g_program + " killstream");
+  INFO(r.output);
+  CHECK(r.status == 128 + 9);
+  CHECK(std::regex_search(r.output, std::regex(R"(\[1\] event at_ms=\d+ first byte 90)")));  // 0x5a arrived
+  CHECK(std::regex_search(r.output, std::regex(R"(\[0\] lost: 1 waits returned CF_ERR_PEER_LOST: .*node 1 was lost)")));
+  for (const auto& m : summaries(r.output)) {
+    CHECK(std::stod(m[7].str()) < 5.0);
+    CHECK(std::stoull(m[12].str()) > 0);  // it went by rendezvous (a host stream)
+  }
+}
+
 TEST_CASE("a peer calling exit(3) mid-collective ends the job with status 3") {
   const Run r = run("CF_EXIT_TIMEOUT=3", "-n 3 " + g_program + " exit3");
   INFO(r.output);
