@@ -791,13 +791,13 @@ void OfiTransport::accept_stream(MsgOp* op, uint32_t node, uint64_t cookie, int 
   streams_busy_.fetch_add(1, std::memory_order_acq_rel);
 }
 
-bool OfiTransport::advance_streams(bool on_app_thread) {
+bool OfiTransport::advance_streams() {
   if (streams_busy_.load(std::memory_order_acquire) == 0) return false;
   bool did = false;
   for (uint32_t n = 0; n < nodes_; ++n) {
     if (n == node_) continue;
     did |= advance_out(n);
-    did |= advance_in(n, on_app_thread);
+    did |= advance_in(n);
   }
   return did;
 }
@@ -839,8 +839,9 @@ bool OfiTransport::advance_out(uint32_t node) {
   return did || count > 0;
 }
 
-bool OfiTransport::advance_in(uint32_t node, bool on_app_thread) {
-  (void)on_app_thread;
+// A combine that must run on its image's own thread is delivered through
+// run(), which parks it there, so any thread may copy out.
+bool OfiTransport::advance_in(uint32_t node) {
   StreamIn& in = streams_in_[node];
   if (!in.copier.try_lock()) return false;  // another thread is copying
   bool did = false;
@@ -992,9 +993,10 @@ bool OfiTransport::flush_ring_backlogs() {
     b.lock.unlock();
     if (count == 0) continue;
     ring_backlogged_.fetch_sub(count, std::memory_order_acq_rel);
-    ring_sent_.fetch_add(count, std::memory_order_relaxed);
     for (uint32_t i = 0; i < count; ++i) {
-      if (pushed[i]->nbytes <= HostRings::kMaxBytes) pushed[i]->on_complete(pushed[i], 0);
+      if (pushed[i]->nbytes > HostRings::kMaxBytes) continue;  // an RTS: its stream completes it
+      ring_sent_.fetch_add(1, std::memory_order_relaxed);
+      pushed[i]->on_complete(pushed[i], 0);
     }
     did = true;
   }
@@ -1141,7 +1143,7 @@ bool OfiTransport::progress(uint32_t image, uint32_t peer, bool on_app_thread) {
 bool OfiTransport::progress_all(uint32_t image, bool on_app_thread) {
   ScopedActions scoped;
   Actions& actions = *scoped;
-  bool did = rings_ != nullptr && (poll_rings() | flush_ring_backlogs() | advance_streams(on_app_thread));
+  bool did = rings_ != nullptr && (poll_rings() | flush_ring_backlogs() | advance_streams());
   // With host rings, every message between the processes goes through
   // shared memory (rings and streams): libfabric's CQ has nothing to read,
   // and reading it (shm) costs more than a ring poll. Without rings,
@@ -1251,7 +1253,7 @@ bool OfiTransport::quiesce(int timeout_ms) {
     if (rings_ != nullptr) {
       poll_rings();  // CTS and FIN answers
       flush_ring_backlogs();
-      advance_streams(true);
+      advance_streams();
     }
     {
       std::lock_guard<std::mutex> guard(lock_);

@@ -254,9 +254,9 @@ class OfiTransport final : public Transport {
   void stream_control(const HostRings::Message& m, Actions* actions);  // CTS / FIN, under lock_
   // A receive met an RTS from the ring; decline >= 0: answer FIN with it instead.
   void accept_stream(MsgOp* op, uint32_t node, uint64_t cookie, int decline, Actions* actions);  // under lock_
-  bool advance_streams(bool on_app_thread);  // without lock_
+  bool advance_streams();  // without lock_
   bool advance_out(uint32_t node);
-  bool advance_in(uint32_t node, bool on_app_thread);
+  bool advance_in(uint32_t node);
 };
 
 }  // namespace carflow
