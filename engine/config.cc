@@ -196,13 +196,15 @@ std::vector<std::vector<std::string>> Config::describe() const {
   rows.push_back({"CF_OFI_PROVIDER", ofi_provider.empty() ? "(auto)" : ofi_provider,
                   "libfabric provider between processes: auto = shm on one host, tcp;ofi_rxm across hosts"});
   rows.push_back({"CF_EAGER_BYTES", std::to_string(eager_bytes),
-                  "between processes: eager (data with the header) up to this size, rendezvous (receiver reads) above"});
+                  "between processes through libfabric: eager (data with the header) up to this size, "
+                  "rendezvous (receiver reads) above"});
   rows.push_back({"CF_OFI_CREDITS", std::to_string(ofi_credits),
                   "between processes: eager/RTS messages a node may have in flight to one peer node"});
   rows.push_back({"CF_OFI_UNEXPECTED_BYTES", std::to_string(ofi_unexpected_bytes),
                   "between processes: unexpected data held before senders are throttled"});
   rows.push_back({"CF_HOST_RINGS", host_rings ? "1" : "0",
-                  "between processes of one host: messages up to 16 KiB through shared-memory rings (0 = libfabric only)"});
+                  "between processes of one host: messages up to 16 KiB through shared-memory rings, larger ones "
+                  "through shared-memory streams the receiver grants (0 = libfabric only)"});
   rows.push_back({"CF_PEER_TIMEOUT", std::to_string(peer_timeout_ms / 1000.0).substr(0, 5),
                   "seconds: a dead or unreachable peer fails every wait with CF_ERR_PEER_LOST within this time "
                   "(liveness links with TCP keepalives; whole seconds, at least 2, for an unreachable host)"});
