@@ -104,7 +104,19 @@ void HostRings::unlink() {
 
 bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key,
                      const void* data, uint64_t nbytes, int status, uint64_t digest) {
-  if (nbytes > kMaxBytes || segments_[dst_node] == nullptr) return false;
+  if (nbytes > kMaxBytes) return false;
+  return publish(dst_node, kData, src, dst, key, data, nbytes, status, digest, 0, 0);
+}
+
+bool HostRings::push_control(uint32_t dst_node, Type type, uint32_t src, uint32_t dst, const MsgKey& key,
+                             int status, uint64_t digest, uint64_t cookie, uint64_t size) {
+  return publish(dst_node, type, src, dst, key, nullptr, 0, status, digest, cookie, size);
+}
+
+bool HostRings::publish(uint32_t dst_node, Type type, uint32_t src, uint32_t dst, const MsgKey& key,
+                        const void* data, uint64_t nbytes, int status, uint64_t digest, uint64_t cookie,
+                        uint64_t size) {
+  if (segments_[dst_node] == nullptr) return false;
   const uint32_t chunks = nbytes == 0 ? 1 : static_cast<uint32_t>((nbytes + kPayload - 1) / kPayload);
   Producer& p = producers_[dst_node];
   p.lock.lock();
@@ -123,8 +135,9 @@ bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey
   first.status = status;
   first.digest = digest;
   first.chunks = chunks;
-  first.type = kData;
-  first.cookie = first.size = 0;
+  first.type = type;
+  first.cookie = cookie;
+  first.size = size;
   const char* bytes = static_cast<const char*>(data);
   for (uint32_t i = 0; i < chunks; ++i) {
     const uint64_t at = uint64_t{i} * kPayload;
@@ -138,33 +151,6 @@ bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey
   }
   first.seq.store(p.pos + 1, std::memory_order_seq_cst);
   p.pos += chunks;
-  p.lock.unlock();
-  ring_doorbell(dst_node);
-  return true;
-}
-
-bool HostRings::push_control(uint32_t dst_node, Type type, uint32_t src, uint32_t dst, const MsgKey& key,
-                             int status, uint64_t digest, uint64_t cookie, uint64_t size) {
-  if (segments_[dst_node] == nullptr) return false;
-  Producer& p = producers_[dst_node];
-  p.lock.lock();
-  Slot& slot = ring(segments_[dst_node], node_)[p.pos % kSlots];
-  if (slot.seq.load(std::memory_order_acquire) != p.pos) {
-    p.lock.unlock();
-    return false;
-  }
-  slot.nbytes = 0;
-  slot.src = src;
-  slot.dst = dst;
-  slot.key = key;
-  slot.status = status;
-  slot.digest = digest;
-  slot.chunks = 1;
-  slot.type = type;
-  slot.cookie = cookie;
-  slot.size = size;
-  slot.seq.store(p.pos + 1, std::memory_order_seq_cst);
-  p.pos += 1;
   p.lock.unlock();
   ring_doorbell(dst_node);
   return true;

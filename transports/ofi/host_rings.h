@@ -158,6 +158,11 @@ class HostRings {
     return reinterpret_cast<Control*>(static_cast<char*>(segments_[node]) +
                                       size_t{nodes_} * kSlots * sizeof(Slot));
   }
+  // push and push_control: one message of `type` into the ring to dst_node
+  // (its payload in consecutive slots, the first slot published last).
+  bool publish(uint32_t dst_node, Type type, uint32_t src, uint32_t dst, const MsgKey& key,
+               const void* data, uint64_t nbytes, int status, uint64_t digest, uint64_t cookie,
+               uint64_t size);
   void ring_doorbell(uint32_t node);  // wakes `node`'s sleepers, if any
   bool pending() const;      // a message waits in one of this node's rings
   Slot* ring(void* segment, uint32_t src_node) const {

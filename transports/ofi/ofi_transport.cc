@@ -724,7 +724,7 @@ void OfiTransport::arrive_from_ring(const HostRings::Message& m, Actions* action
   ImageQueues& q = queues(m.dst);
   MsgOp* posted = q.posted.take(m.src, m.key);
   const bool rts = m.type == HostRings::kRts;
-  if (posted == nullptr) {
+  if (posted == nullptr || rts) {
     Header h;
     h.type = rts ? kRingRts : kEager;
     h.src_node = map_.node_of(m.src);
@@ -735,18 +735,11 @@ void OfiTransport::arrive_from_ring(const HostRings::Message& m, Actions* action
     h.status = static_cast<int8_t>(m.status);
     h.digest = m.digest;
     h.cookie = m.cookie;
-    store_unexpected(h, m.data, rts ? 0 : m.nbytes);
-    return;
-  }
-  if (rts) {
-    Header h;
-    h.type = kRingRts;
-    h.src_node = map_.node_of(m.src);
-    h.nbytes = m.size;
-    h.status = static_cast<int8_t>(m.status);
-    h.digest = m.digest;
-    h.cookie = m.cookie;
-    match(posted, h, nullptr, nullptr, nullptr, actions);
+    if (posted == nullptr) {
+      store_unexpected(h, m.data, rts ? 0 : m.nbytes);
+    } else {
+      match(posted, h, nullptr, nullptr, nullptr, actions);  // an RTS: the stream starts
+    }
     return;
   }
   stats_.direct++;
