@@ -10,12 +10,12 @@
 
 namespace carflow::api {
 
-extern thread_local ImageContext* t_image CF_FAST_TLS;  // the calling thread's image
+extern thread_local constinit ImageContext* t_image CF_FAST_TLS;  // the calling thread's image
 
 // Records a failure (status, message naming the argument and rule); aborts
 // in CF_ERRORS_ARE_FATAL mode. Returns status.
 int fail(int status, const std::string& message);
-extern thread_local int t_status CF_FAST_TLS;
+extern thread_local constinit int t_status CF_FAST_TLS;
 inline int succeed(int status = CF_OK) { return t_status = status; }
 int last_status();
 // The calling thread's image, or nullptr after reporting why not.
@@ -83,14 +83,46 @@ inline CallMemo& memo_slot(ImageContext& img, CollKind kind, int flags) {
 inline CallMemo* memo_hit(ImageContext& img, CollKind kind, const Signature& sig) {
   CallMemo& memo = memo_slot(img, kind, static_cast<int>(sig[2]));
   if (!memo.valid || memo.epoch != img.epoch) return nullptr;
-  uint64_t differ = 0;  // no early exit: a hit compares every word anyway
+  // No early exit: a hit compares every word anyway. Two accumulators,
+  // so the words are compared side by side rather than in one chain.
+  uint64_t differ[2] = {0, 0};
 #pragma GCC unroll 16
-  for (int w = 0; w < CallMemo::kWords; ++w) differ |= memo.signature[w] ^ sig[w];
-  return differ == 0 ? &memo : nullptr;
+  for (int w = 0; w < CallMemo::kWords; ++w) differ[w & 1] |= memo.signature[w] ^ sig[w];
+  return (differ[0] | differ[1]) == 0 ? &memo : nullptr;
 }
+// Starts the memo's call (memo.call, its addresses bound); the memo is
+// dropped if the start fails.
+cf_coll_handle_t start_memo_call(ImageContext& img, CallMemo& memo);
 // Starts the memo's call with these addresses (call.src / call.dst as the
-// checked path would bind them); the memo is dropped if the start fails.
-cf_coll_handle_t start_memo(ImageContext& img, CallMemo& memo, void* src, void* dst);
+// checked path would bind them). Inline: a repeated aggregate member only
+// records its buffers, and that is most of an aggregate's calls.
+inline cf_coll_handle_t start_memo(ImageContext& img, CallMemo& memo, void* src, void* dst) {
+  memo.call.src = memo.src_len > 0 ? src : unused_buffer();
+  memo.call.dst = memo.dst_len > 0 ? dst : unused_buffer();
+  if (memo.call.aggregate &&
+      img.engine->join_prepared(img, memo.call, memo.prepared, memo.call.src, memo.call.dst)) {
+    succeed();
+    return CF_COLL_INVALID_HANDLE;
+  }
+  return start_memo_call(img, memo);
+}
+// The memo path of a call with no more than scalars and two addresses:
+// when the calling image's memo holds `sig` and the addresses pass
+// build's checks (not NULL where bytes are used, no overlap, not even a
+// permitted one), starts the call into *out and returns true. Inline in
+// the C entry points, so a repeated call builds no argument record and
+// enters no checked path; false sends the call down the checked path.
+[[gnu::always_inline]] inline bool start_repeated(CollKind kind, const Signature& sig, void* src, void* dst, cf_coll_handle_t* out) {
+  ImageContext* img = t_image;
+  if (img == nullptr || !Runtime::get().initialized()) return false;
+  CallMemo* memo = memo_hit(*img, kind, sig);
+  if (memo == nullptr || (memo->src_len > 0 && src == nullptr) || (memo->dst_len > 0 && dst == nullptr) ||
+      ranges_overlap(src, memo->src_len, dst, memo->dst_len)) {
+    return false;
+  }
+  *out = start_memo(*img, *memo, src, dst);
+  return true;
+}
 // Starts a call the checked path built and, when it starts, remembers it
 // under `sig` with the byte counts of src and dst the image uses.
 cf_coll_handle_t start_remembered(ImageContext& img, const CollectiveCall& call, const Signature& sig,

@@ -23,8 +23,8 @@ using carflow::Runtime;
 
 namespace carflow::api {
 
-thread_local ImageContext* t_image CF_FAST_TLS = nullptr;
-thread_local int t_status CF_FAST_TLS = CF_OK;
+thread_local constinit ImageContext* t_image CF_FAST_TLS = nullptr;
+thread_local constinit int t_status CF_FAST_TLS = CF_OK;
 thread_local std::string t_error;  // not CF_FAST_TLS: see transports/transport.h
 
 int last_status() { return t_status; }
@@ -200,15 +200,7 @@ cf_coll_handle_t start(ImageContext& img, const CollectiveCall& call) {
   return static_cast<cf_coll_handle_t>(handle);  // 0 (INVALID) for an aggregate's non-last member
 }
 
-cf_coll_handle_t start_memo(ImageContext& img, CallMemo& memo, void* src, void* dst) {
-  memo.call.src = memo.src_len > 0 ? src : unused_buffer();
-  memo.call.dst = memo.dst_len > 0 ? dst : unused_buffer();
-  // A repeated aggregate member only records its buffers.
-  if (memo.call.aggregate &&
-      img.engine->join_prepared(img, memo.call, memo.prepared, memo.call.src, memo.call.dst)) {
-    succeed();
-    return CF_COLL_INVALID_HANDLE;
-  }
+cf_coll_handle_t start_memo_call(ImageContext& img, CallMemo& memo) {
   uint64_t handle = 0;
   std::string error;
   const int status = img.engine->start(img, memo.call, &handle, &error, &memo.prepared);

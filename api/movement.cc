@@ -151,30 +151,37 @@ bool memoizable(const Movement& m) {
   return !m.multi_address && !m.variable && m.kind != CollKind::Permute;
 }
 
-void signature_of(const Movement& m, Signature& sig) {
-  sig[0] = static_cast<uint64_t>(m.kind) | uint64_t{m.blocking} << 8;
-  sig[1] = reinterpret_cast<uint64_t>(m.team);
-  sig[2] = static_cast<uint32_t>(m.flags) | uint64_t{m.root} << 32;
-  sig[3] = m.nbytes;
+// The memo signature of a memoizable movement call (unused words zero).
+inline void movement_signature(CollKind kind, bool blocking, cf_team_t team, int flags, cf_image_t root,
+                               size_t nbytes, Signature& sig) {
+  sig[0] = static_cast<uint64_t>(kind) | uint64_t{blocking} << 8;
+  sig[1] = reinterpret_cast<uint64_t>(team);
+  sig[2] = static_cast<uint32_t>(flags) | uint64_t{root} << 32;
+  sig[3] = nbytes;
   for (int w = 4; w < CallMemo::kWords; ++w) sig[w] = 0;
+}
+
+void signature_of(const Movement& m, Signature& sig) {
+  movement_signature(m.kind, m.blocking, m.team, m.flags, m.root, m.nbytes, sig);
+}
+
+// The entry points' memo path (start_repeated) for a single-address call;
+// root is 0 for a call without one, as in Movement.
+[[gnu::always_inline]] inline bool repeated(CollKind kind, cf_team_t team, int flags, cf_image_t root, void* src, void* dst,
+                     size_t nbytes, cf_coll_handle_t* out) {
+  Signature sig;
+  movement_signature(kind, false, team, flags, root, nbytes, sig);
+  return start_repeated(kind, sig, src, dst, out);
 }
 
 cf_coll_handle_t start_movement(const Movement& m) {
   ImageContext* img = current_image(m.function);
   if (img == nullptr) return CF_COLL_INVALID_HANDLE;
+  // A memo hit started in the entry point (repeated); this is the checked
+  // path, which remembers a memoizable call for next time.
   Signature sig;
   const bool memo_path = memoizable(m);
-  if (memo_path) {
-    signature_of(m, sig);
-    if (CallMemo* memo = memo_hit(*img, m.kind, sig)) {
-      // The address checks of build_movement; anything unusual (NULL, an
-      // overlap, even a permitted one) takes the checked path.
-      if ((memo->src_len == 0 || m.src != nullptr) && (memo->dst_len == 0 || m.dst != nullptr) &&
-          !ranges_overlap(m.src, memo->src_len, m.dst, memo->dst_len)) {
-        return start_memo(*img, *memo, m.src, m.dst);
-      }
-    }
-  }
+  if (memo_path) signature_of(m, sig);
   std::string error;
   carflow::Team* team = nullptr;
   if (!check_common(*img, m.team, m.flags, m.blocking, &error, m.multi_address, &team)) {
@@ -206,6 +213,18 @@ cf_coll_handle_t start_movement(const Movement& m) {
   return start(*img, call);
 }
 
+// The checked path of a single-address call, out of line so that the
+// entry points' memo path (repeated) keeps a small frame. root_name is
+// nullptr for a call without a root.
+[[gnu::noinline]] cf_coll_handle_t checked_single(const char* function, CollKind kind, const char* root_name,
+                                                  cf_image_t root, cf_team_t team, void* dst, void* src,
+                                                  size_t nbytes, int flags) {
+  Movement m{function, kind, team, flags};
+  if (root_name != nullptr) m.rooted = true, m.root_name = root_name, m.root = root;
+  m.dst = dst, m.src = src, m.nbytes = nbytes;
+  return start_movement(m);
+}
+
 cf_coll_handle_t list_missing(const char* function, const char* list) {
   if (current_image(function) == nullptr) return CF_COLL_INVALID_HANDLE;
   return fail(CF_ERR_BAD_ARG, std::string(list) + ": NULL"), CF_COLL_INVALID_HANDLE;
@@ -221,40 +240,42 @@ extern "C" {
 
 cf_coll_handle_t cf_coll_broadcast_nb(cf_team_t team, void* dst, cf_image_t srcimage, void* src,
                                       size_t nbytes, int flags) {
-  Movement m{"cf_coll_broadcast_nb", CollKind::Broadcast, team, flags};
-  m.rooted = true, m.root_name = "srcimage", m.root = srcimage;
-  m.dst = dst, m.src = src, m.nbytes = nbytes;
-  return start_movement(m);
+  cf_coll_handle_t handle;
+  if (repeated(CollKind::Broadcast, team, flags, srcimage, src, dst, nbytes, &handle)) return handle;
+  return checked_single("cf_coll_broadcast_nb", CollKind::Broadcast,
+                        "srcimage", srcimage, team, dst, src, nbytes, flags);
 }
 
 cf_coll_handle_t cf_coll_scatter_nb(cf_team_t team, void* dst, cf_image_t srcimage, void* src,
                                     size_t nbytes, int flags) {
-  Movement m{"cf_coll_scatter_nb", CollKind::Scatter, team, flags};
-  m.rooted = true, m.root_name = "srcimage", m.root = srcimage;
-  m.dst = dst, m.src = src, m.nbytes = nbytes;
-  return start_movement(m);
+  cf_coll_handle_t handle;
+  if (repeated(CollKind::Scatter, team, flags, srcimage, src, dst, nbytes, &handle)) return handle;
+  return checked_single("cf_coll_scatter_nb", CollKind::Scatter,
+                        "srcimage", srcimage, team, dst, src, nbytes, flags);
 }
 
 cf_coll_handle_t cf_coll_gather_nb(cf_team_t team, cf_image_t dstimage, void* dst, void* src,
                                    size_t nbytes, int flags) {
-  Movement m{"cf_coll_gather_nb", CollKind::Gather, team, flags};
-  m.rooted = true, m.root_name = "dstimage", m.root = dstimage;
-  m.dst = dst, m.src = src, m.nbytes = nbytes;
-  return start_movement(m);
+  cf_coll_handle_t handle;
+  if (repeated(CollKind::Gather, team, flags, dstimage, src, dst, nbytes, &handle)) return handle;
+  return checked_single("cf_coll_gather_nb", CollKind::Gather,
+                        "dstimage", dstimage, team, dst, src, nbytes, flags);
 }
 
 cf_coll_handle_t cf_coll_gather_all_nb(cf_team_t team, void* dst, void* src, size_t nbytes,
                                        int flags) {
-  Movement m{"cf_coll_gather_all_nb", CollKind::GatherAll, team, flags};
-  m.dst = dst, m.src = src, m.nbytes = nbytes;
-  return start_movement(m);
+  cf_coll_handle_t handle;
+  if (repeated(CollKind::GatherAll, team, flags, 0, src, dst, nbytes, &handle)) return handle;
+  return checked_single("cf_coll_gather_all_nb", CollKind::GatherAll,
+                        nullptr, 0, team, dst, src, nbytes, flags);
 }
 
 cf_coll_handle_t cf_coll_exchange_nb(cf_team_t team, void* dst, void* src, size_t nbytes,
                                      int flags) {
-  Movement m{"cf_coll_exchange_nb", CollKind::Exchange, team, flags};
-  m.dst = dst, m.src = src, m.nbytes = nbytes;
-  return start_movement(m);
+  cf_coll_handle_t handle;
+  if (repeated(CollKind::Exchange, team, flags, 0, src, dst, nbytes, &handle)) return handle;
+  return checked_single("cf_coll_exchange_nb", CollKind::Exchange,
+                        nullptr, 0, team, dst, src, nbytes, flags);
 }
 
 cf_coll_handle_t cf_coll_permute_nb(cf_team_t team, void* dst, void* src, size_t nbytes,

@@ -406,15 +406,18 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
   }
   Schedule* merged = aggregate_schedule(img, team, error);
   if (merged == nullptr) {
-    team.aggregate.pop_back();  // the failed last call joins nothing; the aggregate stays open
+    // The failed last call joins nothing; the aggregate stays open.
+    if (team.aggregate.back().reduces) team.aggregate_ops.pop_back();
+    team.aggregate.pop_back();
     return kErrBadArg;
   }
   Instance* inst = merged->acquire();
+  const ReduceOp* op = team.aggregate_ops.data();
   for (uint32_t m = 0; m < team.aggregate.size(); ++m) {
     const AggregatePart& part = team.aggregate[m];
     // Data movement has no op to bind: only reductions read ops[m].
-    if (is_computational(part.schedule->spec().kind)) {
-      inst->bind(m, part.src, part.dst, part.op);
+    if (part.reduces) {
+      inst->bind(m, part.src, part.dst, *op++);
     } else {
       inst->bind_buffers(m, part.src, part.dst);
     }
@@ -422,6 +425,7 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
   }
   const uint32_t members = static_cast<uint32_t>(team.aggregate.size());
   team.aggregate.clear();
+  team.aggregate_ops.clear();
   *handle = launch(img, inst, team, members);
   return kOk;
 }
@@ -694,7 +698,19 @@ void Engine::execute(CarState* cs) {
 void Engine::copy_range(const Instance& inst, uint32_t member, const BufferRef& src, const BufferRef& dst) {
   char* to = inst.resolve(dst, member);
   const char* from = inst.resolve(src, member);
-  if (to != from && dst.length > 0) std::memcpy(to, from, dst.length);
+  const uint64_t n = dst.length;
+  if (to == from || n == 0) return;
+  // An aggregate's pack and unpack copies are a few bytes each: 8 to 16
+  // bytes as two overlapping words, without a call into the library.
+  if (n >= 8 && n <= 16) {
+    uint64_t head, tail;
+    std::memcpy(&head, from, 8);
+    std::memcpy(&tail, from + n - 8, 8);
+    std::memcpy(to, &head, 8);
+    std::memcpy(to + n - 8, &tail, 8);
+    return;
+  }
+  std::memcpy(to, from, n);
 }
 
 // A Fold / Prefix REDUCE (graph/car.h, ReduceShape): one kernel call per

@@ -60,6 +60,7 @@ struct Team {
   // CF_COLL_AGGREGATE: the members of the aggregate being formed on this
   // team, in call order (empty when none is open; Engine::start).
   std::vector<AggregatePart> aggregate;
+  std::vector<ReduceOp> aggregate_ops;  // the reduction members' ops, in call order
   uint32_t size() const { return static_cast<uint32_t>(members.size()); }
 };
 
@@ -118,14 +119,16 @@ struct CollectiveCall {
 // transform) and what its call bound.
 struct AggregatePart {
   // Built in place (emplace_back): field by field, no temporary.
-  AggregatePart(Schedule* schedule, void* src, void* dst, const ReduceOp& op, bool in_allsync,
-                bool out_allsync, uint64_t digest)
-      : schedule(schedule), src(src), dst(dst), op(op), in_allsync(in_allsync),
+  // A reduction's op goes to Team::aggregate_ops: data movement, most
+  // members, copies none.
+  AggregatePart(Schedule* schedule, void* src, void* dst, bool reduces, bool in_allsync, bool out_allsync,
+                uint64_t digest)
+      : schedule(schedule), src(src), dst(dst), reduces(reduces), in_allsync(in_allsync),
         out_allsync(out_allsync), digest(digest) {}
   Schedule* schedule;
   void* src;
   void* dst;
-  ReduceOp op;
+  bool reduces;  // a reduction: its op is the next one in Team::aggregate_ops
   bool in_allsync, out_allsync;
   uint64_t digest;  // CF_CHECK: the member's argument digest (engine/arg_check.h)
 };
@@ -341,8 +344,10 @@ class Engine final : public TransportHooks {
   int join_aggregate(ImageContext& img, const CollectiveCall& call, PreparedCall& prepared,
                      uint64_t* handle, std::string* error);
   void add_part(Team& team, const CollectiveCall& call, const PreparedCall& p, void* src, void* dst) {
-    team.aggregate.emplace_back(p.member, src, dst, call.op, call.in_allsync, call.out_allsync,
+    const bool reduces = is_computational(call.kind);
+    team.aggregate.emplace_back(p.member, src, dst, reduces, call.in_allsync, call.out_allsync,
                                 config_.check ? p.digest : 0);
+    if (reduces) team.aggregate_ops.push_back(call.op);
   }
   Schedule* aggregate_schedule(ImageContext& img, const Team& team, std::string* error);
   // Numbers, registers and starts a bound instance; `seqs` sequence numbers

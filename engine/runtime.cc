@@ -92,6 +92,12 @@ bool exchange(JobStore& store, uint32_t node, uint32_t nodes, const std::string&
 }  // namespace
 
 Runtime::Runtime() = default;
+
+Runtime& Runtime::make() {
+  static Runtime& runtime = *new Runtime;  // thread-safe first creation
+  instance_.store(&runtime, std::memory_order_release);
+  return runtime;
+}
 Runtime::~Runtime() = default;
 
 int Runtime::init(std::string* error) {

@@ -25,10 +25,10 @@ class Runtime {
   // reader and the liveness thread may still use the runtime; destroying it
   // then crashed in the transports. The operating system reclaims it at
   // exit; cf_finalize is what tears things down in order. Inline: every
-  // API call asks for it.
+  // API call asks for it, and once it exists that is one load.
   static Runtime& get() {
-    static Runtime& runtime = *new Runtime;
-    return runtime;
+    Runtime* runtime = instance_.load(std::memory_order_acquire);
+    return runtime != nullptr ? *runtime : make();
   }
   ~Runtime();
   Runtime(const Runtime&) = delete;
@@ -73,6 +73,8 @@ class Runtime {
 
   std::mutex mutex_;
   std::atomic<bool> initialized_{false};
+  static Runtime& make();  // the first get(): creates the runtime once
+  static constinit inline std::atomic<Runtime*> instance_{nullptr};
   std::unique_ptr<JobStore> boot_;  // cfrun's store, or PMIx; nullptr = one node
   std::unique_ptr<OfiTransport> ofi_;
   // Finds lost peers without the launcher (transports/liveness); its poll
