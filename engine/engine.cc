@@ -649,8 +649,7 @@ void Engine::execute(CarState* cs) {
       if (car.seg_count == 0) {
         copy_range(inst, car.member, car.src, car.dst);
       } else {
-        const CopySegment* seg = inst.schedule->segments(car);
-        for (uint32_t i = 0; i < car.seg_count; ++i) copy_range(inst, seg[i].member, seg[i].src, seg[i].dst);
+        copy_segments(inst, car);
       }
       complete(cs, kOk);
       return;
@@ -693,6 +692,11 @@ void Engine::execute(CarState* cs) {
     op.deliver = Deliver{&Engine::reduce_incoming, cs, !reduce.amsafe, std::max<uint32_t>(1, reduce.elem_size)};
   }
   transport_for(op.peer).recv(&op);
+}
+
+void Engine::copy_segments(const Instance& inst, const CompiledCar& car) {
+  const CopySegment* seg = inst.schedule->segments(car);
+  for (uint32_t i = 0; i < car.seg_count; ++i) copy_range(inst, seg[i].member, seg[i].src, seg[i].dst);
 }
 
 void Engine::copy_range(const Instance& inst, uint32_t member, const BufferRef& src, const BufferRef& dst) {
@@ -766,6 +770,12 @@ void Engine::complete(CarState* cs, int status) {
   }
   const CompiledCar& car = inst.schedule->cars()[cs->index];
   const uint32_t* succ = inst.schedule->successors(car);
+  // A RECV that took over its unpack COPY (schedule.h) runs it now, as the
+  // COPY would have run (not after a CF_CHECK mismatch: see execute).
+  if (car.kind == CarKind::Recv && car.seg_count > 0 && status == kOk &&
+      !(inst.digest != 0 && inst.status.load(std::memory_order_acquire) == kErrMismatch)) {
+    copy_segments(inst, car);
+  }
   // Every CAR reaches the exit, so the instance is done exactly when the
   // exit completes; no per-instance counter is needed. After its last
   // fetch_sub a thread must not touch `inst`: the owner may recycle it.

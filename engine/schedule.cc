@@ -16,6 +16,7 @@ struct Plan {
   std::vector<std::vector<uint32_t>> preds, succs;
   std::vector<bool> live;
   std::vector<std::vector<uint32_t>> fused;  // a fused COPY's absorbed CARs, in index order
+  std::vector<uint32_t> unpack;              // a RECV's absorbed COPY (UINT32_MAX: none)
 };
 
 void insert_unique(std::vector<uint32_t>* v, uint32_t x) {
@@ -71,6 +72,27 @@ Plan plan_dependencies(const LocalDag& dag) {
     p.succs[j].clear();
     p.live[j] = false;
   }
+  // A COPY that is a RECV's only successor, and has no other predecessor
+  // (an aggregate's unpack), runs as part of the RECV's completion: the
+  // RECV takes over its successors. Nothing waited for the RECV alone, so
+  // nothing starts later than before (a SEND that forwards the received
+  // bytes beside a copy of them still goes first).
+  p.unpack.assign(n, UINT32_MAX);
+  for (uint32_t c = 0; c < n; ++c) {
+    if (!p.live[c] || dag.cars[c].kind != CarKind::Copy || p.preds[c].size() != 1) continue;
+    const uint32_t r = p.preds[c][0];
+    if (dag.cars[r].kind != CarKind::Recv || p.succs[r].size() != 1) continue;
+    p.unpack[r] = c;
+    erase_value(&p.succs[r], c);
+    for (uint32_t s : p.succs[c]) {
+      erase_value(&p.preds[s], c);
+      insert_unique(&p.preds[s], r);
+      insert_unique(&p.succs[r], s);
+    }
+    p.preds[c].clear();
+    p.succs[c].clear();
+    p.live[c] = false;
+  }
   return p;
 }
 
@@ -97,10 +119,14 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
                     car.src,     car.src2,          car.dst,   static_cast<uint32_t>(successors_.size()),
                     static_cast<uint32_t>(plan.succs[i].size()), static_cast<int32_t>(plan.preds[i].size())};
     for (uint32_t s : posting_first(plan.succs[i])) successors_.push_back(compact[s]);
-    if (!plan.fused[i].empty()) {
+    // A fused COPY's segments are its own copy and its absorbed ones; a
+    // RECV's are those of the COPY it took over.
+    const uint32_t copy = car.kind == CarKind::Copy ? static_cast<uint32_t>(i) : plan.unpack[i];
+    if (copy != UINT32_MAX && (copy != i || !plan.fused[i].empty())) {
       c.seg_begin = static_cast<uint32_t>(segments_.size());
-      segments_.push_back(CopySegment{car.member, car.src, car.dst});
-      for (uint32_t f : plan.fused[i]) {
+      const Car& first = dag_.cars[copy];
+      segments_.push_back(CopySegment{first.member, first.src, first.dst});
+      for (uint32_t f : plan.fused[copy]) {
         const Car& other = dag_.cars[f];
         segments_.push_back(CopySegment{other.member, other.src, other.dst});
       }

@@ -10,6 +10,9 @@
 // LocalDag itself, and its JSON, stay as generated):
 // - COPYs with the same predecessors run as one compiled CAR with a list of
 //   segments (an aggregate's pack and unpack copies);
+// - a COPY that is a RECV's only successor and has no other predecessor
+//   runs in the RECV's completion, as the RECV's segments (an aggregate's
+//   unpack), and the RECV releases the COPY's successors;
 // - a JOIN other than the exit whose removal adds no edges (one predecessor
 //   or one successor) is bypassed: its predecessors release its successors.
 // Dependencies between the remaining CARs are exactly the transitive ones
@@ -45,8 +48,8 @@ struct CompiledCar {
   uint32_t succ_begin;   // into Schedule::successors
   uint32_t succ_count;
   int32_t deps;          // predecessor count
-  uint32_t seg_begin = 0;  // a fused COPY: its segments in Schedule::segments
-  uint32_t seg_count = 0;  // (0: the CAR's own src/dst)
+  uint32_t seg_begin = 0;  // a fused COPY: its segments in Schedule::segments (0: the
+  uint32_t seg_count = 0;  // CAR's own src/dst); a RECV: the copies its completion runs
 };
 
 // One copy of a fused COPY.

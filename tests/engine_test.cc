@@ -110,6 +110,30 @@ TEST_CASE("a schedule readies message CARs before local copies, among its roots 
   CHECK(schedule.successors(recv)[1] == fwd_copy);
 }
 
+TEST_CASE("a RECV runs the COPY that is its only successor in its completion, and releases the COPY's successors") {
+  // Image 0 of 2: RECV into a temp slot, two unpack COPYs out of it (fused),
+  // then a SEND of the received slot that waits for the copies.
+  DagBuilder b(0, 2, 64);
+  const uint32_t slot = b.temp_slot(16);
+  const BufferRef whole = temp(slot, 0, 16);
+  const CarId r = b.recv(1, 1, whole);
+  const CarId c1 = b.copy(user_dst(0, 8), temp(slot, 0, 8), {after_buffer(r)});
+  const CarId c2 = b.copy(user_dst(32, 8), temp(slot, 8, 8), {after_buffer(r)});
+  const CarId s = b.send(1, 2, whole, {after_buffer(c1), after_buffer(c2)});
+  b.join({after(s)});
+  Schedule schedule(CollectiveSpec{}, b.finish());
+  // Left: the RECV (with both copies as segments), the SEND and the exit.
+  REQUIRE(schedule.live_cars() == 3);
+  const CompiledCar& recv = schedule.cars()[0];
+  CHECK(recv.kind == CarKind::Recv);
+  REQUIRE(recv.seg_count == 2);
+  CHECK(schedule.segments(recv)[0].dst == user_dst(0, 8));
+  CHECK(schedule.segments(recv)[1].dst == user_dst(32, 8));
+  REQUIRE(recv.succ_count == 1);
+  CHECK(schedule.cars()[schedule.successors(recv)[0]].kind == CarKind::Send);
+  CHECK(schedule.cars()[schedule.successors(recv)[0]].deps == 1);
+}
+
 // Runs `body(engine, image)` on one thread per image.
 template <typename F>
 void on_images(Engine& engine, F body) {
