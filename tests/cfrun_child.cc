@@ -6,6 +6,7 @@
 //                     to stderr, bye, exit 0
 //   env               print CF_RANK, CF_NODES, CF_IMAGES, CF_KVS and what
 //                     Bootstrap read from them, bye, exit 0
+//   cpus              print "cpus" and the CPUs it may run on, bye, exit 0
 //   kill              rank 1 raises SIGKILL after the fence
 //   exit3             rank 1 exits 3 after the fence, without bye
 //   nobye             rank 1 exits 0 after the fence, without bye
@@ -14,6 +15,7 @@
 //   hang              rank 1 exits 3 after the fence; the others never exit
 //   hang-ignore-term  as hang, and the others ignore SIGTERM
 //   sleep             every rank prints READY after the fence and never exits
+#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -81,6 +83,19 @@ int print_env(carflow::Bootstrap& b) {
   return b.bye(&error) ? 0 : fail(error);
 }
 
+int print_cpus(carflow::Bootstrap& b) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return fail("sched_getaffinity failed");
+  std::string line = "cpus";
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) line += " " + std::to_string(c);
+  }
+  say(line);
+  std::string error;
+  return b.bye(&error) ? 0 : fail(error);
+}
+
 // Rank 1 fails as `mode` says after the fence; the others report the LOST
 // (mode "quiet", under cfrun --no-lost-notices: rank 1 exits 3, and the
 // others say NO NOTICE when none came within kQuietMs).
@@ -132,6 +147,7 @@ int run(const std::string& mode) {
   if (mode == "kv") return exchange_values(*b);
   if (mode == "print") return print_lines(*b);
   if (mode == "env") return print_env(*b);
+  if (mode == "cpus") return print_cpus(*b);
   if (mode == "kill" || mode == "exit3" || mode == "nobye" || mode == "hang" ||
       mode == "hang-ignore-term" || mode == "quiet") {
     return lose_rank_one(*b, mode);

@@ -14,10 +14,12 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -27,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -346,6 +349,61 @@ TEST_CASE("each process gets CF_RANK, CF_NODES, CF_KVS and CF_IMAGES") {
   CHECK(plain.out.find("images=0\n") != std::string::npos);
 }
 
+// The CPUs this test may run on, as cfrun_child's "cpus" line lists them.
+std::vector<int> own_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(::sched_getaffinity(0, sizeof set, &set) == 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// Rank r's CPUs from "[r] cpus 0 1 ..." in cfrun's output (empty: no line).
+std::vector<int> cpus_of(const std::string& out, int rank) {
+  const std::string prefix = "[" + std::to_string(rank) + "] cpus";
+  const size_t at = out.find(prefix);
+  if (at == std::string::npos) return {};
+  std::istringstream line(out.substr(at + prefix.size(), out.find('\n', at) - at - prefix.size()));
+  std::vector<int> cpus;
+  for (int c; line >> c;) cpus.push_back(c);
+  return cpus;
+}
+
+TEST_CASE("--bind auto gives each process its own share of the CPUs when they suffice; none and too many leave them unbound") {
+  const std::vector<int> all = own_cpus();
+  const int n = std::min<int>(static_cast<int>(all.size()), 4);
+  if (n >= 2) {
+    const RunResult r = run_cfrun(with_child({"-n", std::to_string(n), "--timeout", "30"}, "cpus"));
+    INFO(describe(r));
+    REQUIRE(r.status == 0);
+    std::vector<int> seen;
+    for (int rank = 0; rank < n; ++rank) {
+      const std::vector<int> mine = cpus_of(r.out, rank);
+      CHECK(mine.size() >= all.size() / n);
+      CHECK(mine.size() <= (all.size() + n - 1) / n);
+      seen.insert(seen.end(), mine.begin(), mine.end());
+    }
+    std::sort(seen.begin(), seen.end());
+    CHECK(seen == all);  // disjoint, and together every CPU
+  } else {
+    MESSAGE("one CPU: nothing to share out; checking the unbound cases only");
+  }
+  const RunResult none = run_cfrun(with_child({"-n", "2", "--bind", "none", "--timeout", "30"}, "cpus"));
+  INFO(describe(none));
+  REQUIRE(none.status == 0);
+  CHECK(cpus_of(none.out, 0) == all);
+  CHECK(cpus_of(none.out, 1) == all);
+  const std::string many = std::to_string(all.size() + 1);
+  const RunResult over = run_cfrun(with_child({"-n", many, "--timeout", "30"}, "cpus"));
+  INFO(describe(over));
+  REQUIRE(over.status == 0);
+  CHECK(cpus_of(over.out, 0) == all);
+  CHECK(cpus_of(over.out, static_cast<int>(all.size())) == all);
+}
+
 TEST_CASE("a lost rank (SIGKILL, exit 3) is reported once and the others see LOST naming it") {
   struct Case {
     const char* mode;
@@ -455,6 +513,7 @@ TEST_CASE("bad usage exits 2 with a message naming the argument and starts nothi
       {{"-n", "1", "--images", "0", "touch", marker}, "--images '0'"},
       {{"-n", "1", "--kvs-host", "nowhere", "touch", marker}, "--kvs-host 'nowhere'"},
       {{"-n", "1", "--timeout"}, "--timeout needs a value"},
+      {{"-n", "1", "--bind", "cores", "touch", marker}, "--bind 'cores'"},
   };
   for (const Case& c : cases) {
     std::string joined;

@@ -4,7 +4,17 @@
 // when one of them is lost.
 //
 //   cfrun -n N [--images K] [--hosts H1,H2,...] [--kvs-host IP]
-//         [--timeout SECONDS] [--no-lost-notices] PROGRAM ARGS...
+//         [--timeout SECONDS] [--bind auto|none] [--no-lost-notices] PROGRAM ARGS...
+//
+// Binding (--bind auto, the default): when the processes are no more than
+// the CPUs cfrun may run on, each process is bound to its own share of
+// them (contiguous, disjoint, sizes differing by at most one), as Open MPI
+// binds to cores for small jobs. Unbound, two processes that hand messages
+// back and forth were now and then put on one CPU by the kernel (a waking
+// process goes where its waker ran) and stayed there for a whole run: every
+// hand-over became a context switch, 8-byte gathers took 1.0-1.2 us instead
+// of 0.16-0.24 us. More processes than CPUs are left unbound. All processes
+// run on this machine (network namespaces included), so they share its CPUs.
 //
 // One thread, one poll(2) over: the store's listening socket, one socket per
 // process, each process's stdout and stderr pipe, and a signalfd for
@@ -27,6 +37,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -65,13 +76,15 @@ constexpr size_t kMaxForwardedLine = 64 * 1024;  // longer output lines are cut 
 
 const char kUsage[] =
     "usage: cfrun -n N [--images K] [--hosts H1,H2,...] [--kvs-host IP] [--timeout SECONDS]\n"
-    "             [--no-lost-notices] PROGRAM ARGS...\n"
+    "             [--bind auto|none] [--no-lost-notices] PROGRAM ARGS...\n"
     "  -n N              processes to start (1..1024); each gets CF_RANK, CF_NODES, CF_KVS\n"
     "  --images K        images per process, passed as CF_IMAGES\n"
     "  --hosts H,...     one entry per process: local, localhost, or ns:NAME (run inside\n"
     "                    network namespace NAME via 'ip netns exec')\n"
     "  --kvs-host IP     address the processes reach the store at (default 127.0.0.1)\n"
     "  --timeout S       wall-clock limit; on expiry kill everything and exit 124\n"
+    "  --bind auto|none  auto (default): with no more processes than CPUs, bind each\n"
+    "                    process to its own share of the CPUs; none: never bind\n"
     "  --no-lost-notices do not tell the other processes when one is lost; they still\n"
     "                    find out within CF_PEER_TIMEOUT through their own liveness\n"
     "                    links (for testing that detection needs no launcher)\n"
@@ -115,6 +128,7 @@ struct LaunchOptions {
   double timeout_s = 0;             // 0 = none
   double exit_timeout_s = 5;
   bool lost_notices = true;         // --no-lost-notices: false
+  bool bind = true;                 // --bind auto (true) or none
   std::vector<std::string> command;
   bool help = false;
 };
@@ -175,6 +189,14 @@ bool apply_option(const std::string& name, const std::string& value, LaunchOptio
   if (name == "--images") return parse_count("--images", value, 1, kMaxImages, &o->images, error);
   if (name == "--hosts") return parse_hosts(value, &o->netns, error);
   if (name == "--timeout") return parse_seconds("--timeout", value, false, &o->timeout_s, error);
+  if (name == "--bind") {
+    if (value != "auto" && value != "none") {
+      *error = "--bind '" + value + "': expected auto or none";
+      return false;
+    }
+    o->bind = value == "auto";
+    return true;
+  }
   // --kvs-host
   in_addr addr{};
   if (::inet_pton(AF_INET, value.c_str(), &addr) != 1) {
@@ -246,7 +268,7 @@ bool parse_args(int argc, char** argv, LaunchOptions* o, std::string* error) {
       inline_value = true;
     }
     if (name != "-n" && name != "--images" && name != "--hosts" && name != "--kvs-host" &&
-        name != "--timeout") {
+        name != "--timeout" && name != "--bind") {
       *error = "unknown option '" + arg + "'";
       return false;
     }
@@ -414,6 +436,7 @@ class Launcher {
   std::vector<uint64_t> rank_connection_;       // rank -> serial, 0 = none
 
   rlimit files_at_start_{RLIM_INFINITY, RLIM_INFINITY};
+  std::vector<cpu_set_t> cpus_;  // per rank under --bind auto; empty = unbound
   std::optional<Clock::time_point> timeout_at_, grace_until_, kill_at_;
   bool teardown_ = false;      // grace or termination under way
   bool timed_out_ = false;
@@ -455,6 +478,27 @@ bool Launcher::open_signals(std::string* error) {
   return true;
 }
 
+// --bind auto: each of `nodes` processes' CPU set, when they are no more
+// than the CPUs cfrun may use (its own affinity); else empty (unbound).
+// Process r gets the r-th of `nodes` contiguous runs of those CPUs.
+std::vector<cpu_set_t> cpu_shares(uint32_t nodes) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (nodes < 2 || ::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return {};
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  if (cpus.size() < nodes) return {};
+  std::vector<cpu_set_t> shares(nodes);
+  for (uint32_t r = 0; r < nodes; ++r) {
+    CPU_ZERO(&shares[r]);
+    const size_t begin = cpus.size() * r / nodes, end = cpus.size() * (r + 1) / nodes;
+    for (size_t i = begin; i < end; ++i) CPU_SET(cpus[i], &shares[r]);
+  }
+  return shares;
+}
+
 // What one child executes, built before fork.
 struct ExecImage {
   std::vector<std::string> args, env;
@@ -485,7 +529,8 @@ ExecImage Launcher::exec_image(uint32_t rank) const {
 }
 
 // In the forked child. cfrun is single-threaded, so it may call anything.
-[[noreturn]] void exec_child(const ExecImage& x, int out_fd, int err_fd, const rlimit& files) {
+[[noreturn]] void exec_child(const ExecImage& x, int out_fd, int err_fd, const rlimit& files,
+                             const cpu_set_t* cpus) {
   ::setpgid(0, 0);
   const int devnull = ::open("/dev/null", O_RDONLY);
   ::dup2(devnull, STDIN_FILENO);
@@ -493,6 +538,11 @@ ExecImage Launcher::exec_image(uint32_t rank) const {
   ::dup2(err_fd, STDERR_FILENO);
   std::signal(SIGPIPE, SIG_DFL);  // undo what cfrun changed for itself
   ::setrlimit(RLIMIT_NOFILE, &files);
+  // Inherited through exec (and 'ip netns exec'). Failing leaves the
+  // process unbound, which is slower at worst: say so, go on.
+  if (cpus != nullptr && ::sched_setaffinity(0, sizeof *cpus, cpus) != 0) {
+    std::fprintf(stderr, "cfrun: warning: cannot bind to its CPUs: %s\n", std::strerror(errno));
+  }
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -515,7 +565,7 @@ bool Launcher::spawn(uint32_t rank, std::string* error) {
     for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
     return false;
   }
-  if (pid == 0) exec_child(image, out[1], err[1], files_at_start_);
+  if (pid == 0) exec_child(image, out[1], err[1], files_at_start_, cpus_.empty() ? nullptr : &cpus_[rank]);
   ::setpgid(pid, pid);  // also here, so that signals sent at once reach the group
   ::close(out[1]);
   ::close(err[1]);
@@ -549,6 +599,7 @@ int Launcher::run() {
     timeout_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(o_.timeout_s));
   }
+  if (o_.bind) cpus_ = cpu_shares(o_.nodes);
   for (uint32_t r = 0; r < o_.nodes; ++r) {
     if (!spawn(r, &error)) {
       say(error);
