@@ -136,10 +136,14 @@ bool HostRings::publish(uint32_t dst_node, Type type, uint32_t src, uint32_t dst
   first.digest = digest;
   first.chunks = chunks;
   first.type = type;
-  first.cookie = cookie;
-  first.size = size;
   const char* bytes = static_cast<const char*>(data);
-  for (uint32_t i = 0; i < chunks; ++i) {
+  if (type == kData && nbytes <= kInline) {
+    if (nbytes > 0) std::memcpy(first.tail.inline_data, bytes, nbytes);
+  } else {
+    first.tail.control.cookie = cookie;
+    first.tail.control.size = size;
+  }
+  for (uint32_t i = 0; i < chunks && !(type == kData && nbytes <= kInline); ++i) {
     const uint64_t at = uint64_t{i} * kPayload;
     const uint64_t n = std::min<uint64_t>(kPayload, nbytes - std::min(nbytes, at));
     if (n > 0) std::memcpy(slots[(p.pos + i) % kSlots].data, bytes + at, n);
@@ -276,11 +280,13 @@ uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted 
       m.status = slot.status;
       m.digest = slot.digest;
       m.type = type;
-      m.cookie = known ? slot.cookie : 0;
-      m.size = slot.size;
+      const bool inline_data = type == kData && slot.nbytes <= kInline;
+      m.cookie = known && !inline_data ? slot.tail.control.cookie : 0;
+      m.size = inline_data ? 0 : slot.tail.control.size;
       m.nbytes = type == kData ? std::min<uint32_t>(slot.nbytes, chunks * kPayload) : 0;
       bytes += m.nbytes;
-      for (uint32_t i = 0; i < chunks; ++i) {
+      if (inline_data && m.nbytes > 0) std::memcpy(m.data, slot.tail.inline_data, m.nbytes);
+      for (uint32_t i = 0; i < chunks && !inline_data; ++i) {
         Slot& part = slots[(pos + i) % kSlots];
         const uint32_t at = i * kPayload;
         const uint32_t n = std::min(kPayload, m.nbytes - std::min(m.nbytes, at));

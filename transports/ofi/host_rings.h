@@ -42,6 +42,7 @@ class HostRings {
   // data are touched).
   static constexpr uint32_t kSlots = 256;
   static constexpr uint32_t kPayload = 1024;  // bytes of data per slot
+  static constexpr uint32_t kInline = 16;     // data bytes that fit a slot's header line
   // A message takes up to kMaxChunks consecutive slots (published first slot
   // last): messages up to 16 KiB (the default CF_EAGER_BYTES) stay here.
   static constexpr uint32_t kMaxChunks = 16;
@@ -129,7 +130,15 @@ class HostRings {
     Type type;
     char pad[3];
     uint64_t digest;  // MsgOp::digest (first slot only)
-    uint64_t cookie, size;  // control messages
+    // Control messages carry a cookie and a size; a data message of at
+    // most kInline bytes rides here, in the header's line, and leaves
+    // `data` untouched: one cache line crosses between the cores, not two.
+    union {
+      struct {
+        uint64_t cookie, size;
+      } control;
+      char inline_data[kInline];
+    } tail;
     char data[kPayload];
   };
   static_assert(sizeof(Slot) % 64 == 0, "slots are whole cache lines");
