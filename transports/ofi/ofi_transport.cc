@@ -95,6 +95,10 @@ std::pair<uint32_t, MsgKey> OfiTransport::UnexpectedKey::operator()(const Unexpe
 
 struct OfiTransport::ImageQueues {
   KeyTable<MsgOp, PostedKey> posted;
+  // posted.size(), kept under lock_ and readable without it: a ring poll
+  // looks at it before taking the lock to ask whether a message is wanted.
+  std::atomic<uint32_t> posted_count{0};
+  void posted_changed() { posted_count.store(static_cast<uint32_t>(posted.size()), std::memory_order_relaxed); }
   KeyTable<Unexpected, UnexpectedKey> unexpected;
   // Deliveries that need this image's own thread (non-AMSAFE combines).
   std::vector<Actions::Delivery> app_only;
@@ -303,6 +307,7 @@ void OfiTransport::set_hooks(TransportHooks* hooks) {
   // messages stay: they may belong to the next run of images.
   for (auto& q : images_) {
     q->posted.clear();
+    q->posted_changed();
     q->app_only.clear();
     q->app_only_pending.store(false, std::memory_order_relaxed);
   }
@@ -564,6 +569,7 @@ void OfiTransport::recv(MsgOp* op) {
         actions.complete.emplace_back(op, peers_[map_.node_of(op->peer)].lost);
       } else {
         q.posted.insert(op);
+        q.posted_changed();
       }
     } else {
       match(op, u->h, u->data(), u, nullptr, &actions);
@@ -671,6 +677,7 @@ void OfiTransport::handle_arrival(RxBuf* rx, Actions* actions) {
   ImageQueues& q = queues(h.dst);
   MsgOp* posted = q.posted.take(h.src, h.key);
   if (posted != nullptr) {
+    q.posted_changed();
     returned_credit(h.src_node, actions);
     match(posted, h, rx->data.data() + sizeof(Header), nullptr, rx, actions);
     return;
@@ -723,6 +730,7 @@ void OfiTransport::arrive_from_ring(const HostRings::Message& m, Actions* action
   if (!map_.is_local(m.dst)) return;
   ImageQueues& q = queues(m.dst);
   MsgOp* posted = q.posted.take(m.src, m.key);
+  if (posted != nullptr) q.posted_changed();
   const bool rts = m.type == HostRings::kRts;
   if (posted == nullptr || rts) {
     Header h;
@@ -961,6 +969,13 @@ bool OfiTransport::ring_message_wanted(void* ctx, uint32_t src, uint32_t dst, co
                                        uint32_t taken) {
   if (taken == 0) return true;
   auto* t = static_cast<OfiTransport*>(ctx);
+  // No more receives posted at dst than messages taken already in this
+  // poll (a receiver with its one receive, and a sender running ahead):
+  // leave it, without the lock. A wanted message left so is the first of
+  // the next poll, which always takes one.
+  if (t->map_.is_local(dst) && t->queues(dst).posted_count.load(std::memory_order_relaxed) <= taken) {
+    return false;
+  }
   std::lock_guard<std::mutex> guard(t->lock_);
   // Images are checked here too: the ring is memory another process writes.
   if (!t->map_.is_local(dst) || src >= t->map_.total()) return true;  // taken, then dropped
