@@ -79,15 +79,19 @@ inline CallMemo& memo_slot(ImageContext& img, CollKind kind, int flags) {
   return img.memo[static_cast<int>(kind)][(flags & CF_COLL_AGGREGATE) != 0];
 }
 // Inline, so that the caller's signature words stay in registers (no
-// store and reload of the array on every call).
+// store and reload of the array on every call). kUsed: the words this
+// kind's signatures may hold; the rest are zero in every signature its
+// memo is given, so they need no compare.
+template <int kUsed = CallMemo::kWords>
 inline CallMemo* memo_hit(ImageContext& img, CollKind kind, const Signature& sig) {
+  static_assert(kUsed >= 3 && kUsed <= CallMemo::kWords, "word 2 holds the flags");
   CallMemo& memo = memo_slot(img, kind, static_cast<int>(sig[2]));
   if (!memo.valid || memo.epoch != img.epoch) return nullptr;
   // No early exit: a hit compares every word anyway. Two accumulators,
   // so the words are compared side by side rather than in one chain.
   uint64_t differ[2] = {0, 0};
 #pragma GCC unroll 16
-  for (int w = 0; w < CallMemo::kWords; ++w) differ[w & 1] |= memo.signature[w] ^ sig[w];
+  for (int w = 0; w < kUsed; ++w) differ[w & 1] |= memo.signature[w] ^ sig[w];
   return (differ[0] | differ[1]) == 0 ? &memo : nullptr;
 }
 // Starts the memo's call (memo.call, its addresses bound); the memo is
@@ -97,13 +101,14 @@ cf_coll_handle_t start_memo_call(ImageContext& img, CallMemo& memo);
 // checked path would bind them). Inline: a repeated aggregate member only
 // records its buffers, and that is most of an aggregate's calls.
 inline cf_coll_handle_t start_memo(ImageContext& img, CallMemo& memo, void* src, void* dst) {
-  memo.call.src = memo.src_len > 0 ? src : unused_buffer();
-  memo.call.dst = memo.dst_len > 0 ? dst : unused_buffer();
-  if (memo.call.aggregate &&
-      img.engine->join_prepared(img, memo.call, memo.prepared, memo.call.src, memo.call.dst)) {
+  src = memo.src_len > 0 ? src : unused_buffer();
+  dst = memo.dst_len > 0 ? dst : unused_buffer();
+  if (memo.call.aggregate && img.engine->join_prepared(img, memo.call, memo.prepared, src, dst)) {
     succeed();
     return CF_COLL_INVALID_HANDLE;
   }
+  memo.call.src = src;
+  memo.call.dst = dst;
   return start_memo_call(img, memo);
 }
 // The memo path of a call with no more than scalars and two addresses:
@@ -112,10 +117,13 @@ inline cf_coll_handle_t start_memo(ImageContext& img, CallMemo& memo, void* src,
 // permitted one), starts the call into *out and returns true. Inline in
 // the C entry points, so a repeated call builds no argument record and
 // enters no checked path; false sends the call down the checked path.
-[[gnu::always_inline]] inline bool start_repeated(CollKind kind, const Signature& sig, void* src, void* dst, cf_coll_handle_t* out) {
+// kUsed: as memo_hit's.
+template <int kUsed>
+[[gnu::always_inline]] inline bool start_repeated(CollKind kind, const Signature& sig, void* src, void* dst,
+                                                  cf_coll_handle_t* out) {
   ImageContext* img = t_image;
   if (img == nullptr || !Runtime::get().initialized()) return false;
-  CallMemo* memo = memo_hit(*img, kind, sig);
+  CallMemo* memo = memo_hit<kUsed>(*img, kind, sig);
   if (memo == nullptr || (memo->src_len > 0 && src == nullptr) || (memo->dst_len > 0 && dst == nullptr) ||
       ranges_overlap(src, memo->src_len, dst, memo->dst_len)) {
     return false;

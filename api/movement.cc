@@ -151,14 +151,15 @@ bool memoizable(const Movement& m) {
   return !m.multi_address && !m.variable && m.kind != CollKind::Permute;
 }
 
-// The memo signature of a memoizable movement call (unused words zero).
+// The memo signature of a memoizable movement call: words 0-3, the rest zero.
+constexpr int kMovementWords = 4;
 inline void movement_signature(CollKind kind, bool blocking, cf_team_t team, int flags, cf_image_t root,
                                size_t nbytes, Signature& sig) {
   sig[0] = static_cast<uint64_t>(kind) | uint64_t{blocking} << 8;
   sig[1] = reinterpret_cast<uint64_t>(team);
   sig[2] = static_cast<uint32_t>(flags) | uint64_t{root} << 32;
   sig[3] = nbytes;
-  for (int w = 4; w < CallMemo::kWords; ++w) sig[w] = 0;
+  for (int w = kMovementWords; w < CallMemo::kWords; ++w) sig[w] = 0;
 }
 
 void signature_of(const Movement& m, Signature& sig) {
@@ -171,7 +172,7 @@ void signature_of(const Movement& m, Signature& sig) {
                      size_t nbytes, cf_coll_handle_t* out) {
   Signature sig;
   movement_signature(kind, false, team, flags, root, nbytes, sig);
-  return start_repeated(kind, sig, src, dst, out);
+  return start_repeated<kMovementWords>(kind, sig, src, dst, out);
 }
 
 cf_coll_handle_t start_movement(const Movement& m) {

@@ -44,6 +44,26 @@ Worklist& this_worklist() {
 // The image makes handles of different image threads differ, so syncing
 // another thread's handle is caught; the generation catches stale handles.
 constexpr uint64_t kSlotMask = 0xffffffffull;
+
+// One COPY (or one segment of a fused COPY); inline in its callers.
+inline void copy_range(const Instance& inst, uint32_t member, const BufferRef& src, const BufferRef& dst) {
+  char* to = inst.resolve(dst, member);
+  const char* from = inst.resolve(src, member);
+  const uint64_t n = dst.length;
+  if (to == from || n == 0) return;
+  // An aggregate's pack and unpack copies are a few bytes each: 8 to 16
+  // bytes as two overlapping words, without a call into the library.
+  if (n >= 8 && n <= 16) {
+    uint64_t head, tail;
+    std::memcpy(&head, from, 8);
+    std::memcpy(&tail, from + n - 8, 8);
+    std::memcpy(to, &head, 8);
+    std::memcpy(to + n - 8, &tail, 8);
+    return;
+  }
+  std::memcpy(to, from, n);
+}
+
 uint64_t make_handle(uint32_t generation, uint32_t image, uint32_t slot) {
   return (uint64_t{generation & 0xffff} << 48) | (uint64_t{image & 0xffff} << 32) | (slot + 1);
 }
@@ -699,23 +719,6 @@ void Engine::copy_segments(const Instance& inst, const CompiledCar& car) {
   for (uint32_t i = 0; i < car.seg_count; ++i) copy_range(inst, seg[i].member, seg[i].src, seg[i].dst);
 }
 
-void Engine::copy_range(const Instance& inst, uint32_t member, const BufferRef& src, const BufferRef& dst) {
-  char* to = inst.resolve(dst, member);
-  const char* from = inst.resolve(src, member);
-  const uint64_t n = dst.length;
-  if (to == from || n == 0) return;
-  // An aggregate's pack and unpack copies are a few bytes each: 8 to 16
-  // bytes as two overlapping words, without a call into the library.
-  if (n >= 8 && n <= 16) {
-    uint64_t head, tail;
-    std::memcpy(&head, from, 8);
-    std::memcpy(&tail, from + n - 8, 8);
-    std::memcpy(to, &head, 8);
-    std::memcpy(to + n - 8, &tail, 8);
-    return;
-  }
-  std::memcpy(to, from, n);
-}
 
 // A Fold / Prefix REDUCE (graph/car.h, ReduceShape): one kernel call per
 // chunk, with the chunk's carry when the CAR has one.

@@ -372,7 +372,6 @@ class Engine final : public TransportHooks {
   static void on_message_complete(MsgOp* op, int status);
   static void reduce_incoming(void* ctx, void* dst, const void* incoming, size_t nbytes);
   static void run_chunked(const Instance& inst, const CompiledCar& car);
-  static void copy_range(const Instance& inst, uint32_t member, const BufferRef& src, const BufferRef& dst);
   static void copy_segments(const Instance& inst, const CompiledCar& car);
 
   Transport& transport_for(uint32_t peer) {  // per message: base_/local_, not the map's vector

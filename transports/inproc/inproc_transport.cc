@@ -277,6 +277,7 @@ bool InprocTransport::progress(uint32_t image, uint32_t peer, bool on_app_thread
 }
 
 bool InprocTransport::progress_all(uint32_t image, bool on_app_thread) {
+  if (images_ == 1) return false;  // a node of one image: nothing moves in process
   Mailbox& mb = mailbox(image);
   bool did = false;
   if (fastbox_bytes_ > 0 && on_app_thread) {
