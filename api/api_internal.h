@@ -112,22 +112,19 @@ inline cf_coll_handle_t start_memo(ImageContext& img, CallMemo& memo, void* src,
   return start_memo_call(img, memo);
 }
 // The memo path of a call with no more than scalars and two addresses:
-// when the calling image's memo holds `sig` and the addresses pass
-// build's checks (not NULL where bytes are used, no overlap, not even a
-// permitted one), starts the call into *out and returns true. Inline in
-// the C entry points, so a repeated call builds no argument record and
-// enters no checked path; false sends the call down the checked path.
-// kUsed: as memo_hit's.
-template <int kUsed>
+// when the calling image's memo holds `sig` and addresses_ok(memo) finds
+// the addresses fit build's checks (the caller's kind's, e.g. not NULL
+// where bytes are used, no overlap), starts the call into *out and returns
+// true. Inline in the C entry points, so a repeated call builds no argument
+// record and enters no checked path; false sends the call down the checked
+// path, which reports whatever is wrong. kUsed: as memo_hit's.
+template <int kUsed, typename AddressesOk>
 [[gnu::always_inline]] inline bool start_repeated(CollKind kind, const Signature& sig, void* src, void* dst,
-                                                  cf_coll_handle_t* out) {
+                                                  cf_coll_handle_t* out, AddressesOk addresses_ok) {
   ImageContext* img = t_image;
   if (img == nullptr || !Runtime::get().initialized()) return false;
   CallMemo* memo = memo_hit<kUsed>(*img, kind, sig);
-  if (memo == nullptr || (memo->src_len > 0 && src == nullptr) || (memo->dst_len > 0 && dst == nullptr) ||
-      ranges_overlap(src, memo->src_len, dst, memo->dst_len)) {
-    return false;
-  }
+  if (memo == nullptr || !addresses_ok(*img, *memo)) return false;
   *out = start_memo(*img, *memo, src, dst);
   return true;
 }

@@ -171,28 +171,53 @@ bool build_computation(const Computation& c, ImageContext& img, carflow::Team* t
 bool memoizable(const Computation& c) { return !c.multi_address && !c.variable; }
 
 // In place (src == dst) is part of the signature: it changes the schedule.
-void signature_of(const Computation& c, Signature& sig) {
-  sig[0] = static_cast<uint64_t>(c.kind) | uint64_t{c.blocking} << 8 | uint64_t{c.src == c.dst} << 9;
-  sig[1] = reinterpret_cast<uint64_t>(c.team);
-  sig[2] = static_cast<uint32_t>(c.flags) | uint64_t{c.rooted ? c.root : 0} << 32;
-  sig[3] = c.elem_size;
-  sig[4] = c.elem_count;
-  sig[5] = c.src_blksz;
-  sig[6] = c.src_offset;
-  sig[7] = c.dst_blksz;
-  sig[8] = c.dst_offset;
-  sig[9] = static_cast<uint32_t>(c.func) | uint64_t{static_cast<uint32_t>(c.func_arg)} << 32;
+// blocks: src_blksz, src_offset, dst_blksz, dst_offset (0 for the vector forms).
+inline void computation_signature(CollKind kind, bool blocking, cf_team_t team, int flags, uint32_t root,
+                                  const void* src, const void* dst, size_t elem_size, size_t elem_count,
+                                  const uint64_t (&blocks)[4], int func, int func_arg, Signature& sig) {
+  sig[0] = static_cast<uint64_t>(kind) | uint64_t{blocking} << 8 | uint64_t{src == dst} << 9;
+  sig[1] = reinterpret_cast<uint64_t>(team);
+  sig[2] = static_cast<uint32_t>(flags) | uint64_t{root} << 32;
+  sig[3] = elem_size;
+  sig[4] = elem_count;
+  for (int k = 0; k < 4; ++k) sig[5 + k] = blocks[k];
+  sig[9] = static_cast<uint32_t>(func) | uint64_t{static_cast<uint32_t>(func_arg)} << 32;
   for (int w = 10; w < CallMemo::kWords; ++w) sig[w] = 0;
+}
+
+void signature_of(const Computation& c, Signature& sig) {
+  const uint64_t blocks[4] = {c.src_blksz, c.src_offset, c.dst_blksz, c.dst_offset};
+  computation_signature(c.kind, c.blocking, c.team, c.flags, c.rooted ? c.root : 0, c.src, c.dst, c.elem_size,
+                        c.elem_count, blocks, c.func, c.func_arg, sig);
 }
 
 // The address checks of build_computation on a memo hit: true when they
 // all pass (anything else takes the checked path, which reports it).
-bool addresses_ok(const Computation& c, const CallMemo& memo, uint64_t align) {
-  if ((memo.src_len > 0 && c.src == nullptr) || (memo.dst_len > 0 && c.dst == nullptr)) return false;
-  if (!memo.call.in_place && ranges_overlap(c.src, memo.src_len, c.dst, memo.dst_len)) return false;
-  const uint64_t want = std::min<uint64_t>(c.elem_size & (~c.elem_size + 1), align);
-  return (memo.src_len == 0 || reinterpret_cast<uintptr_t>(c.src) % want == 0) &&
-         (memo.dst_len == 0 || reinterpret_cast<uintptr_t>(c.dst) % want == 0);
+inline bool addresses_ok(const void* src, const void* dst, size_t elem_size, const CallMemo& memo,
+                         uint64_t align) {
+  if ((memo.src_len > 0 && src == nullptr) || (memo.dst_len > 0 && dst == nullptr)) return false;
+  if (!memo.call.in_place && ranges_overlap(src, memo.src_len, dst, memo.dst_len)) return false;
+  const uint64_t want = std::min<uint64_t>(elem_size & (~elem_size + 1), align);
+  return (memo.src_len == 0 || reinterpret_cast<uintptr_t>(src) % want == 0) &&
+         (memo.dst_len == 0 || reinterpret_cast<uintptr_t>(dst) % want == 0);
+}
+
+// The entry points' memo path (start_repeated) for a vector call
+// (allreduce, reduce_vec, scan, reduce_scatter); root is 0 for a call
+// without one, as in Computation.
+[[gnu::always_inline]] inline bool repeated_vector(CollKind kind, cf_team_t team, int flags, cf_image_t root,
+                                                   void* dst, const void* src, size_t elem_size,
+                                                   size_t elem_count, int func, int func_arg,
+                                                   cf_coll_handle_t* out) {
+  Signature sig;
+  const uint64_t no_blocks[4] = {0, 0, 0, 0};
+  computation_signature(kind, false, team, flags, root, src, dst, elem_size, elem_count, no_blocks, func,
+                        func_arg, sig);
+  return start_repeated<CallMemo::kWords>(kind, sig, const_cast<void*>(src), dst, out,
+                                          [&](ImageContext& img, const CallMemo& memo) {
+                                            return addresses_ok(src, dst, elem_size, memo,
+                                                                img.engine->config().data_alignment);
+                                          });
 }
 
 cf_coll_handle_t start_computation(const Computation& c) {
@@ -203,7 +228,8 @@ cf_coll_handle_t start_computation(const Computation& c) {
   if (memo_path) {
     signature_of(c, sig);
     CallMemo* memo = memo_hit(*img, c.kind, sig);
-    if (memo != nullptr && addresses_ok(c, *memo, img->engine->config().data_alignment)) {
+    const uint64_t align = img->engine->config().data_alignment;
+    if (memo != nullptr && addresses_ok(c.src, c.dst, c.elem_size, *memo, align)) {
       return start_memo(*img, *memo, const_cast<void*>(c.src), c.dst);
     }
   }
@@ -281,6 +307,11 @@ extern "C" {
 
 cf_coll_handle_t cf_coll_allreduce_nb(cf_team_t team, void* dst, const void* src, size_t elem_size,
                                       size_t elem_count, int func, int func_arg, int flags) {
+  cf_coll_handle_t handle;
+  if (repeated_vector(CollKind::Allreduce, team, flags, 0, dst, src, elem_size, elem_count, func, func_arg,
+                      &handle)) {
+    return handle;
+  }
   return run(vector_call("cf_coll_allreduce_nb", CollKind::Allreduce, team, dst, src, elem_size,
                          elem_count, func, func_arg, flags),
              false);
@@ -294,6 +325,11 @@ int cf_coll_allreduce(cf_team_t team, void* dst, const void* src, size_t elem_si
 cf_coll_handle_t cf_coll_reduce_vec_nb(cf_team_t team, cf_image_t dstimage, void* dst,
                                        const void* src, size_t elem_size, size_t elem_count,
                                        int func, int func_arg, int flags) {
+  cf_coll_handle_t handle;
+  if (repeated_vector(CollKind::ReduceVec, team, flags, dstimage, dst, src, elem_size, elem_count, func,
+                      func_arg, &handle)) {
+    return handle;
+  }
   Computation c = vector_call("cf_coll_reduce_vec_nb", CollKind::ReduceVec, team, dst, src,
                               elem_size, elem_count, func, func_arg, flags);
   c.rooted = true, c.root = dstimage;
@@ -309,6 +345,11 @@ int cf_coll_reduce_vec(cf_team_t team, cf_image_t dstimage, void* dst, const voi
 
 cf_coll_handle_t cf_coll_scan_nb(cf_team_t team, void* dst, const void* src, size_t elem_size,
                                  size_t elem_count, int func, int func_arg, int flags) {
+  cf_coll_handle_t handle;
+  if (repeated_vector(CollKind::Scan, team, flags, 0, dst, src, elem_size, elem_count, func, func_arg,
+                      &handle)) {
+    return handle;
+  }
   return run(vector_call("cf_coll_scan_nb", CollKind::Scan, team, dst, src, elem_size, elem_count,
                          func, func_arg, flags),
              false);
@@ -322,6 +363,11 @@ int cf_coll_scan(cf_team_t team, void* dst, const void* src, size_t elem_size, s
 cf_coll_handle_t cf_coll_reduce_scatter_nb(cf_team_t team, void* dst, const void* src,
                                            size_t elem_size, size_t elem_count, int func,
                                            int func_arg, int flags) {
+  cf_coll_handle_t handle;
+  if (repeated_vector(CollKind::ReduceScatter, team, flags, 0, dst, src, elem_size, elem_count, func,
+                      func_arg, &handle)) {
+    return handle;
+  }
   return run(vector_call("cf_coll_reduce_scatter_nb", CollKind::ReduceScatter, team, dst, src,
                          elem_size, elem_count, func, func_arg, flags),
              false);

@@ -172,7 +172,12 @@ void signature_of(const Movement& m, Signature& sig) {
                      size_t nbytes, cf_coll_handle_t* out) {
   Signature sig;
   movement_signature(kind, false, team, flags, root, nbytes, sig);
-  return start_repeated<kMovementWords>(kind, sig, src, dst, out);
+  return start_repeated<kMovementWords>(kind, sig, src, dst, out, [&](ImageContext&, const CallMemo& memo) {
+    // build_movement's address checks; anything unusual (NULL, an overlap,
+    // even a permitted one) takes the checked path.
+    return (memo.src_len == 0 || src != nullptr) && (memo.dst_len == 0 || dst != nullptr) &&
+           !ranges_overlap(src, memo.src_len, dst, memo.dst_len);
+  });
 }
 
 cf_coll_handle_t start_movement(const Movement& m) {
