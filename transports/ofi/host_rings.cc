@@ -75,6 +75,7 @@ std::unique_ptr<HostRings> HostRings::create(uint32_t node, uint32_t nodes, std:
   r->segments_.assign(nodes, nullptr);
   r->segments_[node] = mine;
   new (r->control(node)) Control{};
+  r->control(node)->pid.store(static_cast<int32_t>(getpid()), std::memory_order_release);
   r->producers_ = std::make_unique<Producer[]>(nodes);
   r->consumers_ = std::make_unique<Consumer[]>(nodes);
   *name = r->name_;
@@ -109,8 +110,16 @@ bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey
 }
 
 bool HostRings::push_control(uint32_t dst_node, Type type, uint32_t src, uint32_t dst, const MsgKey& key,
-                             int status, uint64_t digest, uint64_t cookie, uint64_t size) {
-  return publish(dst_node, type, src, dst, key, nullptr, 0, status, digest, cookie, size);
+                             int status, uint64_t digest, uint64_t cookie, uint64_t size, uint64_t addr) {
+  // An RTS's address travels as its slot's 8 bytes of data.
+  return publish(dst_node, type, src, dst, key, type == kRts ? &addr : nullptr, type == kRts ? sizeof addr : 0,
+                 status, digest, cookie, size);
+}
+
+int HostRings::pid_of(uint32_t node) const {
+  if (node >= nodes_ || segments_[node] == nullptr) return 0;
+  const int pid = control(node)->pid.load(std::memory_order_acquire);
+  return pid > 0 ? pid : 0;  // written by another process
 }
 
 bool HostRings::publish(uint32_t dst_node, Type type, uint32_t src, uint32_t dst, const MsgKey& key,
@@ -284,6 +293,8 @@ uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted 
       m.cookie = known && !inline_data ? slot.tail.control.cookie : 0;
       m.size = inline_data ? 0 : slot.tail.control.size;
       m.nbytes = type == kData ? std::min<uint32_t>(slot.nbytes, chunks * kPayload) : 0;
+      m.addr = 0;
+      if (type == kRts && slot.nbytes == sizeof m.addr) std::memcpy(&m.addr, slot.data, sizeof m.addr);
       bytes += m.nbytes;
       if (inline_data && m.nbytes > 0) std::memcpy(m.data, slot.tail.inline_data, m.nbytes);
       for (uint32_t i = 0; i < chunks && !inline_data; ++i) {

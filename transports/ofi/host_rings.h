@@ -58,9 +58,11 @@ class HostRings {
   // What a ring message is. kData carries its payload; the others are
   // one-slot control messages of the stream protocol, with `cookie` the
   // sender's MsgOp: kRts announces a large message of `size` bytes (src,
-  // dst, key, status and digest as for data); kCts grants the stream, in
-  // chunks of `size` bytes; kFin declines it with `status` (a mismatch, or
-  // the sender's own failure passed back).
+  // dst, key, status and digest as for data) and where it lies in the
+  // sender (`addr`, for a direct read); kCts grants the stream, in chunks
+  // of `size` bytes; kFin declines it with `status` (a mismatch, or the
+  // sender's own failure passed back), or with status 0 says the receiver
+  // read the bytes itself.
   enum Type : uint8_t { kData = 0, kRts = 1, kCts = 2, kFin = 3 };
 
   struct Message {
@@ -71,6 +73,7 @@ class HostRings {
     uint64_t digest = 0;  // MsgOp::digest
     Type type = kData;
     uint64_t cookie = 0, size = 0;  // control messages (see Type)
+    uint64_t addr = 0;              // kRts: the data's address in the sender
     alignas(64) char data[kMaxBytes];  // aligned: reduction kernels read it as elements
   };
 
@@ -86,9 +89,12 @@ class HostRings {
   // Queues a message for `dst_node`; false when it does not fit or the ring is full.
   bool push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key, const void* data,
             uint64_t nbytes, int status, uint64_t digest);
-  // Queues a one-slot control message (see Type); false when the ring is full.
+  // Queues a one-slot control message (see Type; addr: kRts's); false when
+  // the ring is full.
   bool push_control(uint32_t dst_node, Type type, uint32_t src, uint32_t dst, const MsgKey& key,
-                    int status, uint64_t digest, uint64_t cookie, uint64_t size);
+                    int status, uint64_t digest, uint64_t cookie, uint64_t size, uint64_t addr = 0);
+  // The process that owns `node`'s segment (0: unknown), for direct reads.
+  int pid_of(uint32_t node) const;
   // Takes waiting messages into out[] in each ring's order, up to `max`
   // and until they hold max_bytes. Before each data message or RTS it asks
   // wanted(ctx, src image, dst image, key, messages taken so far) and
@@ -147,6 +153,7 @@ class HostRings {
   struct alignas(64) Control {
     std::atomic<uint32_t> doorbell;
     std::atomic<uint32_t> sleepers;
+    std::atomic<int32_t> pid;  // the segment's owner
   };
   struct alignas(64) StreamSlot {
     std::atomic<uint32_t> seq;

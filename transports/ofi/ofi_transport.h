@@ -73,7 +73,8 @@ struct OfiStats {
   uint64_t mr_hits = 0, mr_misses = 0;
   uint64_t host_ring = 0;    // small messages sent through the host rings
   uint64_t ring_spills = 0;  // ... that found the ring full and waited in the sender's backlog
-  uint64_t streamed = 0;     // large messages sent through host streams
+  uint64_t streamed = 0;     // large messages sent through host streams (RTS on the ring)
+  uint64_t direct_reads = 0; // ... that this node received by reading the sender's buffer (CMA)
 };
 
 class OfiTransport final : public Transport {
@@ -251,9 +252,17 @@ class OfiTransport final : public Transport {
   std::unique_ptr<StreamIn[]> streams_in_;
   std::atomic<uint32_t> streams_busy_{0};  // stream sends and receives not yet complete
   std::atomic<uint64_t> streamed_{0};      // sends that went through a stream
+  std::atomic<uint64_t> direct_reads_{0};  // stream receives read with process_vm_readv
   void stream_control(const HostRings::Message& m, Actions* actions);  // CTS / FIN, under lock_
-  // A receive met an RTS from the ring; decline >= 0: answer FIN with it instead.
-  void accept_stream(MsgOp* op, uint32_t node, uint64_t cookie, int decline, Actions* actions);  // under lock_
+  // A receive met an RTS from the ring; decline >= 0: answer FIN with it
+  // instead. addr: the data in the sender (0: unknown).
+  void accept_stream(MsgOp* op, uint32_t node, uint64_t cookie, int decline, uint64_t addr,
+                     Actions* actions);  // under lock_
+  // Both directions between this node and `node` busy: a receive reads the
+  // sender's buffer itself (process_vm_readv, one copy) instead of the
+  // stream's two (the sender's in, its own out); false when it cannot.
+  bool want_direct(uint32_t node, const MsgOp& op, uint64_t addr);
+  bool read_direct(uint32_t node, MsgOp& op, uint64_t addr);
   bool advance_streams();  // without lock_
   bool advance_out(uint32_t node);
   bool advance_in(uint32_t node);
