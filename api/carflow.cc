@@ -633,6 +633,7 @@ int cf_get_net_stats(cf_net_stats_t* out) {
     out->injected = o.injected;
     out->eager = o.eager;
     out->rendezvous = o.rendezvous + o.streamed;
+    out->direct_reads = o.direct_reads;
     out->unexpected = o.unexpected;
     out->credit_waits = o.credit_waits;
     out->credit_msgs = o.credit_msgs;

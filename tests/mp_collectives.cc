@@ -624,11 +624,13 @@ int main(int argc, char** argv) {
   cf_net_stats_t net{};
   cf_get_net_stats(&net);
   std::printf("mp %s: node %u of %u, %u images per node: %llu checks, %zu failures, %.2f s wall, %.2f s cpu, "
-              "provider %s, %llu unexpected, %llu credit waits, %llu rendezvous, %llu host ring, %llu ring full\n",
+              "provider %s, %llu unexpected, %llu credit waits, %llu rendezvous, %llu host ring, %llu ring full, "
+              "%llu direct reads\n",
               mode.c_str(), cf_mynode(), cf_nodes(), images, (unsigned long long)log.checks.load(),
               log.failures.size(), seconds, cpu, net.provider, (unsigned long long)net.unexpected,
               (unsigned long long)net.credit_waits, (unsigned long long)net.rendezvous,
-              (unsigned long long)net.host_ring, (unsigned long long)net.ring_spills);
+              (unsigned long long)net.host_ring, (unsigned long long)net.ring_spills,
+              (unsigned long long)net.direct_reads);
   std::fflush(stdout);
   const bool lost = lost_seen > 0;
   // The cut node's link to the launcher is cut too: its goodbye could only

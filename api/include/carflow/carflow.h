@@ -477,7 +477,8 @@ typedef struct {
                              read them (RTS, fi_read, FIN) or, between
                              processes of one host with host rings, the
                              sender streamed them once granted (RTS, CTS,
-                             chunks through shared memory) */
+                             chunks through shared memory) or the receiver
+                             read them (see direct_reads) */
   uint64_t unexpected;    /* arrivals with no posted receive */
   uint64_t credit_waits;  /* sends that waited for flow-control credits */
   uint64_t credit_msgs;   /* explicit credit returns sent */
@@ -489,6 +490,10 @@ typedef struct {
                              waits, its send not complete, until the
                              sender's progress finds room (the receiver is
                              behind); they no longer go through libfabric */
+  uint64_t direct_reads;  /* large messages this node received from a
+                             process of its host by reading the sender's
+                             buffer (process_vm_readv, one copy), as it does
+                             while it is also sending to that process */
 } cf_net_stats_t;
 int cf_get_net_stats(cf_net_stats_t *out);
 
