@@ -69,6 +69,7 @@ std::unique_ptr<HostRings> HostRings::create(uint32_t node, uint32_t nodes, std:
   for (uint32_t src = 0; src < nodes; ++src) {
     Slot* slots = r->ring(mine, src);
     for (uint32_t i = 0; i < kSlots; ++i) new (&slots[i].seq) std::atomic<uint32_t>(i);
+    new (r->tail(mine, src)) Tail{};
     StreamSlot* chunks = r->stream(mine, src);
     for (uint32_t i = 0; i < kStreamSlots; ++i) new (&chunks[i].seq) std::atomic<uint32_t>(i);
   }
@@ -130,11 +131,14 @@ bool HostRings::publish(uint32_t dst_node, Type type, uint32_t src, uint32_t dst
   Producer& p = producers_[dst_node];
   p.lock.lock();
   Slot* slots = ring(segments_[dst_node], node_);
-  // The consumer frees slots in order: the last one free means all are.
-  const uint32_t last = p.pos + chunks - 1;
-  if (slots[last % kSlots].seq.load(std::memory_order_acquire) != last) {
-    p.lock.unlock();
-    return false;  // full: the receiver is behind
+  // Free up to p.limit; past it, look at how far the consumer has come
+  // (acquire: its reads of those slots are done before we overwrite them).
+  if (static_cast<int32_t>(p.pos + chunks - p.limit) > 0) {
+    p.limit = tail(segments_[dst_node], node_)->consumed.load(std::memory_order_acquire) + kSlots;
+    if (static_cast<int32_t>(p.pos + chunks - p.limit) > 0) {
+      p.lock.unlock();
+      return false;  // full: the receiver is behind
+    }
   }
   Slot& first = slots[p.pos % kSlots];
   first.nbytes = static_cast<uint32_t>(nbytes);
@@ -303,11 +307,10 @@ uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted 
         const uint32_t n = std::min(kPayload, m.nbytes - std::min(m.nbytes, at));
         if (n > 0) std::memcpy(m.data + at, part.data, n);
       }
-      for (uint32_t i = 0; i < chunks; ++i) {
-        slots[(pos + i) % kSlots].seq.store(pos + i + kSlots, std::memory_order_release);
-      }
       pos += chunks;
     }
+    // The slots up to pos are the producer's again (release: after our reads).
+    tail(mine, src)->consumed.store(pos, std::memory_order_release);
     c.pos.store(pos, std::memory_order_relaxed);
     c.lock.unlock();
   }

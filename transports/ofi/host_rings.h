@@ -155,6 +155,13 @@ class HostRings {
     std::atomic<uint32_t> sleepers;
     std::atomic<int32_t> pid;  // the segment's owner
   };
+  // After Control, one per source node: how far the consumer has taken
+  // that node's ring. The producer reads it only when the slots it knows
+  // to be free run out, so a message costs one cache line between the
+  // cores each way (the slot), not a free-mark in the slot as well.
+  struct alignas(64) Tail {
+    std::atomic<uint32_t> consumed;
+  };
   struct alignas(64) StreamSlot {
     std::atomic<uint32_t> seq;
     uint32_t nbytes;
@@ -162,11 +169,15 @@ class HostRings {
     char data[kStreamChunk];
   };
   static size_t segment_bytes(uint32_t nodes) {
-    return size_t{nodes} * kSlots * sizeof(Slot) + sizeof(Control) +
+    return size_t{nodes} * kSlots * sizeof(Slot) + sizeof(Control) + size_t{nodes} * sizeof(Tail) +
            size_t{nodes} * kStreamSlots * sizeof(StreamSlot);
   }
-  StreamSlot* stream(void* segment, uint32_t src_node) const {
+  Tail* tail(void* segment, uint32_t src_node) const {
     char* base = static_cast<char*>(segment) + size_t{nodes_} * kSlots * sizeof(Slot) + sizeof(Control);
+    return reinterpret_cast<Tail*>(base) + src_node;
+  }
+  StreamSlot* stream(void* segment, uint32_t src_node) const {
+    char* base = reinterpret_cast<char*>(tail(segment, 0)) + size_t{nodes_} * sizeof(Tail);
     return reinterpret_cast<StreamSlot*>(base) + size_t{src_node} * kStreamSlots;
   }
 
@@ -193,6 +204,7 @@ class HostRings {
   struct alignas(64) Producer {
     SpinLock lock;
     uint32_t pos = 0;
+    uint32_t limit = kSlots;  // positions below this are known free (the consumer's Tail + kSlots)
     uint32_t stream_pos = 0;  // the stream to the node (its caller serializes)
   };
   std::unique_ptr<Producer[]> producers_;
