@@ -100,7 +100,8 @@ cf_coll_handle_t start_memo_call(ImageContext& img, CallMemo& memo);
 // Starts the memo's call with these addresses (call.src / call.dst as the
 // checked path would bind them). Inline: a repeated aggregate member only
 // records its buffers, and that is most of an aggregate's calls.
-inline cf_coll_handle_t start_memo(ImageContext& img, CallMemo& memo, void* src, void* dst) {
+[[gnu::always_inline]] inline cf_coll_handle_t start_memo(ImageContext& img, CallMemo& memo, void* src,
+                                                        void* dst) {
   src = memo.src_len > 0 ? src : unused_buffer();
   dst = memo.dst_len > 0 ? dst : unused_buffer();
   if (memo.call.aggregate && img.engine->join_prepared(img, memo.call, memo.prepared, src, dst)) {

@@ -408,7 +408,7 @@ LocalDag merged_dag(const std::vector<const Schedule*>& parts, uint32_t image, b
 int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, PreparedCall& prepared,
                            uint64_t* handle, std::string* error) {
   Team& team = team_of(img, call);
-  if (team.aggregate.size() + 1 >= kMaxAggregateMembers && call.aggregate) {
+  if (aggregate_full(team) && call.aggregate) {
     *error = "flags: an aggregate holds at most " + std::to_string(kMaxAggregateMembers) +
              " calls; end it with a call without CF_COLL_AGGREGATE";
     return kErrBadArg;

@@ -287,11 +287,18 @@ class Engine final : public TransportHooks {
                      void* dst) {
     Team& team = team_of(img, call);
     if (p.member == nullptr || (config_.check && !p.has_digest) ||
-        team.aggregate.size() + 1 >= kMaxAggregateMembers) {
+        aggregate_full(team)) {
       return false;
     }
     add_part(team, call, p, src, dst);
     return true;
+  }
+  // No room for another member that is not the last (size() + 1 >=
+  // kMaxAggregateMembers), as a byte distance: no division per call.
+  static bool aggregate_full(const Team& team) {
+    const auto bytes = reinterpret_cast<const char*>(std::to_address(team.aggregate.end())) -
+                       reinterpret_cast<const char*>(std::to_address(team.aggregate.begin()));
+    return bytes >= static_cast<std::ptrdiff_t>((kMaxAggregateMembers - 1) * sizeof(AggregatePart));
   }
   // The team a call runs on.
   static Team& team_of(ImageContext& img, const CollectiveCall& call) {
