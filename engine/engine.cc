@@ -45,11 +45,8 @@ Worklist& this_worklist() {
 // another thread's handle is caught; the generation catches stale handles.
 constexpr uint64_t kSlotMask = 0xffffffffull;
 
-// One COPY (or one segment of a fused COPY); inline in its callers.
-inline void copy_range(const Instance& inst, uint32_t member, const BufferRef& src, const BufferRef& dst) {
-  char* to = inst.resolve(dst, member);
-  const char* from = inst.resolve(src, member);
-  const uint64_t n = dst.length;
+// One COPY's bytes (copy_range: a COPY's, copy_segments: a fused COPY's).
+inline void copy_bytes(char* to, const char* from, uint64_t n) {
   if (to == from || n == 0) return;
   // An aggregate's pack and unpack copies are a few bytes each: 8 to 16
   // bytes as two overlapping words, without a call into the library.
@@ -62,6 +59,10 @@ inline void copy_range(const Instance& inst, uint32_t member, const BufferRef& s
     return;
   }
   std::memcpy(to, from, n);
+}
+
+inline void copy_range(const Instance& inst, uint32_t member, const BufferRef& src, const BufferRef& dst) {
+  copy_bytes(inst.resolve(dst, member), inst.resolve(src, member), dst.length);
 }
 
 uint64_t make_handle(uint32_t generation, uint32_t image, uint32_t slot) {
@@ -716,7 +717,12 @@ void Engine::execute(CarState* cs) {
 
 void Engine::copy_segments(const Instance& inst, const CompiledCar& car) {
   const CopySegment* seg = inst.schedule->segments(car);
-  for (uint32_t i = 0; i < car.seg_count; ++i) copy_range(inst, seg[i].member, seg[i].src, seg[i].dst);
+  for (uint32_t i = 0; i < car.seg_count; ++i) {
+    const CopySegment& s = seg[i];
+    char* to = (s.dst.temp ? inst.temp : inst.user[s.dst.user]) + s.dst.offset;
+    const char* from = (s.src.temp ? inst.temp : inst.user[s.src.user]) + s.src.offset;
+    copy_bytes(to, from, s.length);
+  }
 }
 
 

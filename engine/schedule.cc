@@ -101,6 +101,10 @@ Plan plan_dependencies(const LocalDag& dag) {
 Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), dag_(std::move(dag)) {
   const size_t n = dag_.cars.size();
   const Plan plan = plan_dependencies(dag_);
+  for (uint64_t bytes : dag_.temps) {  // before the segments, which resolve temps
+    temp_offsets_.push_back(temp_bytes_);
+    temp_bytes_ += (bytes + 63) / 64 * 64;
+  }
   // Only the CARs that still run are compiled, numbered densely in DAG
   // order: an aggregate's fused COPYs and bypassed JOINs are most of its
   // DAG, and an instance then carries no state for them.
@@ -124,12 +128,8 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
     const uint32_t copy = car.kind == CarKind::Copy ? static_cast<uint32_t>(i) : plan.unpack[i];
     if (copy != UINT32_MAX && (copy != i || !plan.fused[i].empty())) {
       c.seg_begin = static_cast<uint32_t>(segments_.size());
-      const Car& first = dag_.cars[copy];
-      segments_.push_back(CopySegment{first.member, first.src, first.dst});
-      for (uint32_t f : plan.fused[copy]) {
-        const Car& other = dag_.cars[f];
-        segments_.push_back(CopySegment{other.member, other.src, other.dst});
-      }
+      segments_.push_back(segment(dag_.cars[copy]));
+      for (uint32_t f : plan.fused[copy]) segments_.push_back(segment(dag_.cars[f]));
       c.seg_count = static_cast<uint32_t>(segments_.size()) - c.seg_begin;
     }
     if (plan.preds[i].empty()) roots_.push_back(static_cast<uint32_t>(i));
@@ -138,10 +138,16 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
   for (uint32_t& r : roots_) r = compact[r];
   exit_ = compact[dag_.exit];  // never bypassed
   members_ = std::max<uint32_t>(1, static_cast<uint32_t>(dag_.members.size()));
-  for (uint64_t bytes : dag_.temps) {
-    temp_offsets_.push_back(temp_bytes_);
-    temp_bytes_ += (bytes + 63) / 64 * 64;
-  }
+}
+
+CopySegment Schedule::segment(const Car& copy) const {
+  auto place = [&](const BufferRef& b) {
+    if (b.space == BufferSpace::Temp) return CopySegment::Place{0, true, temp_offsets_[b.slot] + b.offset};
+    // A COPY reads and writes user buffers and temps only (graph/validate).
+    const uint32_t user = 2 * copy.member + (b.space == BufferSpace::UserDst ? 1 : 0);
+    return CopySegment::Place{user, false, b.offset};
+  };
+  return CopySegment{place(copy.src), place(copy.dst), copy.dst.length};
 }
 
 // CARs made ready together run in list order, local work (COPY, REDUCE)

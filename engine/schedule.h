@@ -52,10 +52,17 @@ struct CompiledCar {
   uint32_t seg_count = 0;  // CAR's own src/dst); a RECV: the copies its completion runs
 };
 
-// One copy of a fused COPY.
+// One copy of a fused COPY, its buffers resolved as far as the schedule
+// can: a place is Instance::user[user] + offset, or, when `temp`, the
+// instance's temp arena + offset (the slot's offset included).
 struct CopySegment {
-  uint32_t member;
-  BufferRef src, dst;
+  struct Place {
+    uint32_t user;
+    bool temp;
+    uint64_t offset;
+  };
+  Place src, dst;
+  uint64_t length;
 };
 
 // Per-call state of one CAR. The message op is embedded, so posting a SEND or
@@ -104,6 +111,7 @@ class Schedule {
   std::vector<uint32_t> successors_;
   std::vector<uint32_t> roots_;
   std::vector<uint32_t> posting_first(std::vector<uint32_t> ids) const;
+  CopySegment segment(const Car& copy) const;  // needs temp_offsets_
   std::vector<CopySegment> segments_;
   std::vector<uint64_t> temp_offsets_;
   uint64_t temp_bytes_ = 0;
