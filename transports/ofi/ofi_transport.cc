@@ -264,7 +264,7 @@ std::string OfiTransport::address() const {
 }
 
 bool OfiTransport::connect(const std::vector<std::string>& addresses, std::string* error) {
-  std::lock_guard<std::mutex> guard(lock_);
+  std::lock_guard<SpinLock> guard(lock_);
   for (uint32_t n = 0; n < addresses.size(); ++n) {
     fi_addr_t addr = FI_ADDR_UNSPEC;
     if (fi_av_insert(av_, addresses[n].data(), 1, &addr, 0, nullptr) != 1) {
@@ -292,7 +292,7 @@ bool OfiTransport::connect(const std::vector<std::string>& addresses, std::strin
 }
 
 void OfiTransport::set_node_map(const NodeMap& map) {
-  std::lock_guard<std::mutex> guard(lock_);
+  std::lock_guard<SpinLock> guard(lock_);
   // The queues outlive one run of images (cf_run_images after
   // cf_run_images): a faster node may already have sent messages of the
   // next run, waiting here as unexpected. They stay unless the images change.
@@ -304,7 +304,7 @@ void OfiTransport::set_node_map(const NodeMap& map) {
 }
 
 void OfiTransport::set_hooks(TransportHooks* hooks) {
-  std::lock_guard<std::mutex> guard(lock_);
+  std::lock_guard<SpinLock> guard(lock_);
   hooks_ = hooks;
   if (hooks != nullptr) return;
   // The engine is going away: forget every operation it posted (only a
@@ -547,7 +547,7 @@ void OfiTransport::send(MsgOp* op) {
   }
   Actions actions;
   {
-    std::lock_guard<std::mutex> guard(lock_);
+    std::lock_guard<SpinLock> guard(lock_);
     PeerNode& node = peers_[map_.node_of(op->peer)];
     if (node.lost != 0) {
       actions.complete.emplace_back(op, node.lost);
@@ -566,7 +566,7 @@ void OfiTransport::recv(MsgOp* op) {
   ScopedActions scoped;
   Actions& actions = *scoped;
   {
-    std::lock_guard<std::mutex> guard(lock_);
+    std::lock_guard<SpinLock> guard(lock_);
     ImageQueues& q = queues(op->self);
     Unexpected* u = q.unexpected.take(op->peer, op->key);
     if (u == nullptr) {
@@ -1021,7 +1021,7 @@ bool OfiTransport::poll_rings() {
   ScopedActions scoped;
   Actions& actions = *scoped;
   {
-    std::lock_guard<std::mutex> guard(lock_);
+    std::lock_guard<SpinLock> guard(lock_);
     for (uint32_t i = 0; i < n; ++i) arrive_from_ring(messages[i], &actions);
   }
   run(actions);  // deliveries point into `messages`, alive until here
@@ -1039,7 +1039,7 @@ bool OfiTransport::ring_message_wanted(void* ctx, uint32_t src, uint32_t dst, co
   if (t->map_.is_local(dst) && t->queues(dst).posted_count.load(std::memory_order_relaxed) <= taken) {
     return false;
   }
-  std::lock_guard<std::mutex> guard(t->lock_);
+  std::lock_guard<SpinLock> guard(t->lock_);
   // Images are checked here too: the ring is memory another process writes.
   if (!t->map_.is_local(dst) || src >= t->map_.total()) return true;  // taken, then dropped
   return t->queues(dst).posted.contains(src, key);
@@ -1132,7 +1132,7 @@ void OfiTransport::run(Actions& actions) {
   for (auto& d : actions.deliveries) {
     MsgOp* op = d.op;
     if (op != nullptr && d.status == 0 && op->deliver.app_thread_only && !tls_on_app_thread) {
-      std::lock_guard<std::mutex> guard(lock_);
+      std::lock_guard<SpinLock> guard(lock_);
       if (d.block == nullptr && d.rx == nullptr && d.read == nullptr && d.data != nullptr && d.data != op->buf) {
         // A host-ring message points into the polling thread's batch, which
         // the next poll overwrites: the parked delivery keeps its own copy
@@ -1167,7 +1167,7 @@ void OfiTransport::run(Actions& actions) {
   TransportHooks* hooks;
   Actions more;  // completions found while reposting
   {
-    std::lock_guard<std::mutex> guard(lock_);
+    std::lock_guard<SpinLock> guard(lock_);
     hooks = hooks_;
     for (const Later& l : later) {
       if (l.rx != nullptr) post_rx(l.rx, &more);
@@ -1253,7 +1253,7 @@ void OfiTransport::wait(int wake_fd, int timeout_ms) {
   int n = 0;
   int step = timeout_ms;
   {
-    std::lock_guard<std::mutex> guard(lock_);
+    std::lock_guard<SpinLock> guard(lock_);
     if (wait_fd_ >= 0) {
       fid* cq = &cq_->fid;
       if (fi_trywait(fabric_, &cq, 1) != FI_SUCCESS) return;  // events are waiting
@@ -1271,7 +1271,7 @@ void OfiTransport::wait(int wake_fd, int timeout_ms) {
 void OfiTransport::fail_node(uint32_t n, int status) {
   Actions actions;
   {
-    std::lock_guard<std::mutex> guard(lock_);
+    std::lock_guard<SpinLock> guard(lock_);
     if (n >= peers_.size()) return;
     PeerNode& node = peers_[n];
     node.lost = status;
@@ -1327,7 +1327,7 @@ bool OfiTransport::quiesce(int timeout_ms) {
       advance_streams();
     }
     {
-      std::lock_guard<std::mutex> guard(lock_);
+      std::lock_guard<SpinLock> guard(lock_);
       poll_cq(&actions);
       idle = sends_in_flight_ == 0 && ring_backlogged_.load(std::memory_order_acquire) == 0 &&
              streams_busy_.load(std::memory_order_acquire) == 0;
@@ -1341,12 +1341,12 @@ bool OfiTransport::quiesce(int timeout_ms) {
 }
 
 TransportStats OfiTransport::stats() const {
-  std::lock_guard<std::mutex> guard(lock_);
+  std::lock_guard<SpinLock> guard(lock_);
   return stats_;
 }
 
 OfiStats OfiTransport::ofi_stats() const {
-  std::lock_guard<std::mutex> guard(lock_);
+  std::lock_guard<SpinLock> guard(lock_);
   OfiStats s = ofi_stats_;
   s.host_ring = ring_sent_.load(std::memory_order_relaxed);
   s.ring_spills = ring_spills_.load(std::memory_order_relaxed);

@@ -44,6 +44,7 @@
 
 #include "transports/inproc/key_table.h"
 #include "transports/ofi/host_rings.h"
+#include "transports/spin_lock.h"
 #include "transports/transport.h"
 
 struct fid_fabric;
@@ -201,7 +202,11 @@ class OfiTransport final : public Transport {
   fid_av* av_ = nullptr;
   int wait_fd_ = -1;  // the CQ's wait object, when the provider has one
 
-  mutable std::mutex lock_;
+  // Short sections (queue and table updates) on every message: a spin lock
+  // costs less than a futex mutex there. Sections that call into libfabric
+  // (CQ reads, without host rings) are longer; a waiter yields after a few
+  // dozen spins (transports/spin_lock.h).
+  mutable SpinLock lock_;
   TransportHooks* hooks_ = nullptr;  // guarded by lock_
   NodeMap map_;
   std::vector<PeerNode> peers_;
