@@ -108,9 +108,12 @@ struct OfiTransport::ImageQueues {
 
 class OfiTransport::ScopedActions {
  public:
+  // The first kCached depths come from a plain thread-local array (no TLS
+  // wrapper call); t_pool owns every Actions and is touched only to grow.
   ScopedActions() {
-    if (t_pool.size() <= t_depth) t_pool.push_back(std::make_unique<Actions>());
-    actions_ = t_pool[t_depth++].get();
+    Actions* cached = t_depth < kCached ? t_cached[t_depth] : nullptr;
+    actions_ = cached != nullptr ? cached : grow();
+    ++t_depth;
   }
   ~ScopedActions() {
     actions_->complete.clear();
@@ -122,12 +125,21 @@ class OfiTransport::ScopedActions {
   Actions& operator*() { return *actions_; }
 
  private:
+  static constexpr size_t kCached = 8;
+  static Actions* grow() {
+    if (t_pool.size() <= t_depth) t_pool.push_back(std::make_unique<Actions>());
+    Actions* a = t_pool[t_depth].get();
+    if (t_depth < kCached) t_cached[t_depth] = a;
+    return a;
+  }
   Actions* actions_;
   static thread_local std::vector<std::unique_ptr<Actions>> t_pool;
-  static thread_local size_t t_depth;
+  static thread_local constinit size_t t_depth CF_FAST_TLS;
+  static thread_local constinit Actions* t_cached[kCached] CF_FAST_TLS;
 };
 thread_local std::vector<std::unique_ptr<OfiTransport::Actions>> OfiTransport::ScopedActions::t_pool;
-thread_local size_t OfiTransport::ScopedActions::t_depth = 0;
+thread_local constinit size_t OfiTransport::ScopedActions::t_depth CF_FAST_TLS = 0;
+thread_local constinit OfiTransport::Actions* OfiTransport::ScopedActions::t_cached[kCached] CF_FAST_TLS = {};
 
 struct alignas(64) OfiTransport::StreamOut {
   SpinLock lock;                  // the queues and `lost`
@@ -1212,8 +1224,6 @@ bool OfiTransport::progress(uint32_t image, uint32_t peer, bool on_app_thread) {
 }
 
 bool OfiTransport::progress_all(uint32_t image, bool on_app_thread) {
-  ScopedActions scoped;
-  Actions& actions = *scoped;
   bool did = rings_ != nullptr && (poll_rings() | flush_ring_backlogs() | advance_streams());
   // With host rings, every message between the processes goes through
   // shared memory (rings and streams): libfabric's CQ has nothing to read,
@@ -1222,6 +1232,8 @@ bool OfiTransport::progress_all(uint32_t image, bool on_app_thread) {
   const bool app_only = on_app_thread && !images_.empty() &&
                         queues(image).app_only_pending.load(std::memory_order_acquire);
   if ((rings_ == nullptr || app_only) && lock_.try_lock()) {
+    ScopedActions scoped;  // only here: with rings, a poll that finds nothing needs none
+    Actions& actions = *scoped;
     if (rings_ == nullptr) did |= poll_cq(&actions);
     if (app_only) {
       ImageQueues& q = queues(image);
@@ -1231,8 +1243,8 @@ bool OfiTransport::progress_all(uint32_t image, bool on_app_thread) {
       did = true;
     }
     lock_.unlock();
+    run(actions);
   }
-  run(actions);
   return did;
 }
 
