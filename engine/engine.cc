@@ -725,7 +725,6 @@ void Engine::copy_segments(const Instance& inst, const CompiledCar& car) {
   }
 }
 
-
 // A Fold / Prefix REDUCE (graph/car.h, ReduceShape): one kernel call per
 // chunk, with the chunk's carry when the CAR has one.
 void Engine::run_chunked(const Instance& inst, const CompiledCar& car) {

@@ -1,0 +1,72 @@
+// The floor under any small message between two cores: one cache line's
+// round trip. Two threads on two different CPUs pass a counter back and
+// forth through two atomics (each on its own line), no carflow. A 2-process
+// barrier or 8-byte allreduce needs at least one such hand-over each way.
+//
+//   bazel run //bench:pingpong_floor -- [round_trips=2000000]
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct alignas(64) Line {
+  std::atomic<uint64_t> value{0};
+};
+
+// The first two CPUs this process may run on, or {} when it has one.
+std::vector<int> two_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus.size() == 2 ? cpus : std::vector<int>{};
+}
+
+void pin(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const uint64_t trips = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 2000000;
+  const std::vector<int> cpus = two_cpus();
+  if (cpus.empty() || trips == 0) {
+    std::fprintf(stderr, "pingpong_floor: needs two CPUs and at least one round trip\n");
+    return 1;
+  }
+  Line ping, pong;
+  std::thread echo([&] {
+    pin(cpus[1]);
+    for (uint64_t i = 1; i <= trips; ++i) {
+      while (ping.value.load(std::memory_order_acquire) != i) {
+      }
+      pong.value.store(i, std::memory_order_release);
+    }
+  });
+  pin(cpus[0]);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (uint64_t i = 1; i <= trips; ++i) {
+    ping.value.store(i, std::memory_order_release);
+    while (pong.value.load(std::memory_order_acquire) != i) {
+    }
+  }
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  echo.join();
+  std::printf("{\"bench\":\"pingpong_floor\",\"cpus\":[%d,%d],\"round_trip_ns\":%.1f}\n", cpus[0], cpus[1],
+              ns / static_cast<double>(trips));
+  return 0;
+}
