@@ -78,6 +78,9 @@ const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint
       if (threads_oversubscribed) return get(kind, "hierarchical");
       return power_of_two ? get(kind, "recursive_doubling") : get(kind, "bruck");
     case CollKind::Exchange:
+      // Two images: one partner, nothing for Bruck to pack; pairwise
+      // receives straight into the destination (no temp and unpack COPY).
+      if (images <= 2) return get(kind, "pairwise");
       return nbytes < config_.exchange_small_bytes ? get(kind, "bruck") : get(kind, "pairwise");
     case CollKind::Permute:
       return get(kind, "direct");
@@ -91,6 +94,9 @@ const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint
       return nbytes >= config_.reduce_large_bytes || oversubscribed ? get(kind, "linear")
                                                                     : get(kind, "dissemination");
     case CollKind::ReduceScatter:
+      // Two images: the ring's one step (SEND, own block, RECV_REDUCE) is
+      // recursive halving's exchange without its packing copies.
+      if (images <= 2) return order_safe(get(kind, "ring"), commutative, "direct");
       // nbytes is one block: the whole vector is P blocks.
       return order_safe(nbytes * images >= config_.reduce_large_bytes ? get(kind, "ring")
                                                                       : get(kind, "recursive_halving"),

@@ -451,3 +451,19 @@ TEST_CASE("collective calls from a thread that is not an image give CF_ERR_NOT_I
 }
 
 }  // namespace
+
+TEST_CASE("two images choose the one-partner forms: pairwise exchange and the ring's reduce-scatter") {
+  ImageLog log(2);
+  const int status = run_images(2, [&](cf_image_t me) {
+    const std::pair<int, const char*> want[] = {{CF_KIND_EXCHANGE, "pairwise"}, {CF_KIND_REDUCE_SCATTER, "ring"}};
+    for (const auto& [kind, name] : want) {
+      const char* chosen = cf_coll_algorithm(kind, 8, 8);
+      log.expect(me, chosen != nullptr && std::string(chosen) == name, [&, kind = kind, name = name] {
+        return cat("kind ", kind, ": chose '", chosen ? chosen : "(null)", "', expected '", name, "'");
+      });
+    }
+  });
+  REQUIRE(status == CF_OK);
+  log.report();
+  CHECK(log.checks() == 2 * 2);
+}

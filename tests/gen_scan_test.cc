@@ -290,3 +290,38 @@ TEST_CASE("ring reduce-scatter reorders operands, so it declares preserves_order
 
 }  // namespace
 }  // namespace carflow
+
+namespace carflow {
+namespace {
+
+// The CAR kinds of image `image`'s DAG, exit included.
+std::vector<CarKind> kinds_of(const GlobalDag& dag, uint32_t image) {
+  std::vector<CarKind> kinds;
+  for (const Car& car : dag.images[image].cars) kinds.push_back(car.kind);
+  return kinds;
+}
+
+TEST_CASE("two images: scan and allreduce combine as the data arrives (RECV_REDUCE, no REDUCE after it)") {
+  // Scan (inclusive): image 1's x_0 op x_1 is one combining receive.
+  CollectiveSpec scan = testref::make_spec(CollKind::Scan, "dissemination", 2, 0, 16);
+  scan.elem_size = 8;
+  const GlobalDag s = testref::generate_valid(scan);
+  CHECK(kinds_of(s, 1) == std::vector<CarKind>{CarKind::RecvReduce, CarKind::Join});
+  const Car& combine = s.images[1].cars[0];
+  CHECK(combine.incoming_left);  // x_0 stays on the left
+  CHECK(combine.src == user_src(0, 16));
+  // Allreduce: each image sends its source and combines the partner's
+  // into its destination, its own source the local operand.
+  CollectiveSpec allreduce = testref::make_spec(CollKind::Allreduce, "recursive_doubling", 2, 0, 16);
+  allreduce.elem_size = 8;
+  const GlobalDag a = testref::generate_valid(allreduce);
+  for (uint32_t image : {0u, 1u}) {
+    CAPTURE(image);
+    CHECK(kinds_of(a, image) == std::vector<CarKind>{CarKind::Send, CarKind::RecvReduce, CarKind::Join});
+    CHECK(a.images[image].cars[1].incoming_left == (image == 1));  // the lower rank on the left
+    CHECK(a.images[image].temps.empty());
+  }
+}
+
+}  // namespace
+}  // namespace carflow

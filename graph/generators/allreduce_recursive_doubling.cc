@@ -46,14 +46,22 @@ LocalDag recursive_doubling_allreduce(const CollectiveSpec& spec, uint32_t image
   for (uint32_t k = 0; k < rounds; ++k) {
     const uint32_t partner_new = newrank ^ (1u << k);
     const uint32_t partner = fold.real(partner_new);
+    const bool theirs_left = partner_new < newrank;
     CarId sent = b.send(partner, 1 + k, cur, deps_on_cur());
+    if (cur.space == BufferSpace::UserSrc) {
+      // The first round from the user's source: the partner's vector is
+      // combined as it arrives, straight into the destination (which no
+      // SEND reads yet), with the source as the local operand.
+      cur_car = b.recv_reduce(partner, 1 + k, user_dst(0, n), theirs_left, {}, cur);
+      cur = user_dst(0, n);
+      continue;
+    }
     uint32_t slot = b.temp_slot(n);
     CarId got = b.recv(partner, 1 + k, temp(slot, 0, n));
     DagBuilder::Deps deps = deps_on_cur();
     deps.push_back(after_buffer(got));
     deps.push_back(after_buffer(sent));  // the result overwrites what was sent
     BufferRef theirs = temp(slot, 0, n);
-    const bool theirs_left = partner_new < newrank;
     cur_car = b.reduce(user_dst(0, n), theirs_left ? theirs : cur, theirs_left ? cur : theirs,
                        deps);
     cur = user_dst(0, n);

@@ -73,6 +73,12 @@ LocalDag dissemination_scan(const CollectiveSpec& spec, uint32_t image) {
     }
     if (image >= d) {
       const uint32_t from = static_cast<uint32_t>(image - d);
+      if (k == 0 && rounds == 1 && !exclusive) {
+        // Two images: E_1 = x_0 is all that comes, so the inclusive result
+        // x_0 op x_1 is combined as it arrives (no REDUCE after it).
+        b.recv_reduce(from, k, acc, true, {}, x);
+        return b.finish();
+      }
       if (k == 0) {
         acc_car = b.recv(from, k, acc);
       } else {
