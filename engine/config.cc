@@ -204,7 +204,8 @@ std::vector<std::vector<std::string>> Config::describe() const {
                   "between processes: unexpected data held before senders are throttled"});
   rows.push_back({"CF_HOST_RINGS", host_rings ? "1" : "0",
                   "between processes of one host: messages up to 16 KiB through shared-memory rings, larger ones "
-                  "through shared-memory streams the receiver grants (0 = libfabric only)"});
+                  "through shared-memory streams the receiver grants, or read from the sender's buffer "
+                  "(process_vm_readv) while both directions are busy (0 = libfabric only)"});
   rows.push_back({"CF_PEER_TIMEOUT", std::to_string(peer_timeout_ms / 1000.0).substr(0, 5),
                   "seconds: a dead or unreachable peer fails every wait with CF_ERR_PEER_LOST within this time "
                   "(liveness links with TCP keepalives; whole seconds, at least 2, for an unreachable host)"});

@@ -845,6 +845,7 @@ bool OfiTransport::advance_out(uint32_t node) {
     if (const int lost = out.lost.load(std::memory_order_acquire); lost != 0) {
       finished[count++] = {op, lost};
       out.active = nullptr;
+      out.copying.store(false, std::memory_order_relaxed);
       continue;
     }
     const uint64_t put = rings_->stream_put(node, static_cast<const char*>(op->buf) + out.done,
