@@ -575,24 +575,32 @@ void OfiTransport::send(MsgOp* op) {
 }
 
 void OfiTransport::recv(MsgOp* op) {
-  ScopedActions scoped;
-  Actions& actions = *scoped;
+  bool posted = false;
   {
-    std::lock_guard<SpinLock> guard(lock_);
-    ImageQueues& q = queues(op->self);
-    Unexpected* u = q.unexpected.take(op->peer, op->key);
-    if (u == nullptr) {
-      if (peers_[map_.node_of(op->peer)].lost != 0) {
-        actions.complete.emplace_back(op, peers_[map_.node_of(op->peer)].lost);
+    ScopedActions scoped;
+    Actions& actions = *scoped;
+    {
+      std::lock_guard<SpinLock> guard(lock_);
+      ImageQueues& q = queues(op->self);
+      Unexpected* u = q.unexpected.take(op->peer, op->key);
+      if (u == nullptr) {
+        if (peers_[map_.node_of(op->peer)].lost != 0) {
+          actions.complete.emplace_back(op, peers_[map_.node_of(op->peer)].lost);
+        } else {
+          q.posted.insert(op);
+          q.posted_changed();
+          posted = true;
+        }
       } else {
-        q.posted.insert(op);
-        q.posted_changed();
+        match(op, u->h, u->data(), u, nullptr, &actions);
       }
-    } else {
-      match(op, u->h, u->data(), u, nullptr, &actions);
     }
+    run(actions);
   }
-  run(actions);
+  // A sender running ahead left the message in the ring, where the poll
+  // the receive would wait for finds it: look now, from here (not from
+  // inside a poll, whose batch is still being delivered).
+  if (posted && rings_ != nullptr) poll_rings();
 }
 
 // A receive meets its message: eager data (in a receive buffer or an
@@ -1017,7 +1025,17 @@ bool OfiTransport::advance_in(uint32_t node) {
   return did || count > 0;
 }
 
+// Set while this thread is inside poll_rings: its deliveries point into the
+// thread's batch, so a poll started from one of them (a receive posted by
+// a collective that the delivery completed) must not refill it.
+static thread_local constinit bool t_polling_rings CF_FAST_TLS = false;
+
 bool OfiTransport::poll_rings() {
+  if (t_polling_rings) return false;
+  struct Flag {
+    Flag() { t_polling_rings = true; }
+    ~Flag() { t_polling_rings = false; }
+  } polling;
   // 16 messages of up to 16 KiB: on the heap, once per polling thread.
   thread_local std::unique_ptr<HostRings::Message[]> batch(new HostRings::Message[16]);
   HostRings::Message* messages = batch.get();
