@@ -189,12 +189,16 @@ TEST_CASE("a flood of 10,000 unexpected messages at one image completes under cr
       // With rings, a sender's side-barrier message can take a ring slot
       // freed while its earlier gathers still wait in its backlog, so image
       // 0 may post some receives before they land: the count of unexpected
-      // arrivals is not fixed. What is fixed: the rings carried the whole
-      // flood (2500 gathers per sender), full rings held senders back (image
-      // 0 drains only once it has started its own 10,000 calls), image 0
-      // took unexpected arrivals, and every value was verified above.
+      // arrivals is not fixed. Whether a ring fills depends on how fast
+      // image 0, polling inside its side barrier, takes the first message of
+      // each poll into its unexpected queue: since its polls got faster
+      // (this is the case that made ring_full 0 in one run of many), that is
+      // timing, not a guarantee; host_rings_test checks the full ring
+      // itself. What is fixed: the rings carried the whole flood (2500
+      // gathers per sender), image 0 took unexpected arrivals, and every
+      // value was verified above.
       CHECK(ring_sends >= 10000);
-      CHECK(ring_full > 0);
+      MESSAGE("senders found a ring full ", ring_full, " times");
       CHECK(unexpected > 0);
     }
   }

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <climits>
@@ -76,6 +77,9 @@ std::unique_ptr<HostRings> HostRings::create(uint32_t node, uint32_t nodes, std:
   r->segments_.assign(nodes, nullptr);
   r->segments_[node] = mine;
   new (r->control(node)) Control{};
+  r->token_ = (uint64_t{random()} << 32 | random()) | 1;
+  r->control(node)->token.store(r->token_, std::memory_order_relaxed);
+  r->control(node)->token_addr.store(reinterpret_cast<uint64_t>(&r->token_), std::memory_order_relaxed);
   r->control(node)->pid.store(static_cast<int32_t>(getpid()), std::memory_order_release);
   r->producers_ = std::make_unique<Producer[]>(nodes);
   r->consumers_ = std::make_unique<Consumer[]>(nodes);
@@ -115,6 +119,17 @@ bool HostRings::push_control(uint32_t dst_node, Type type, uint32_t src, uint32_
   // An RTS's address travels as its slot's 8 bytes of data.
   return publish(dst_node, type, src, dst, key, type == kRts ? &addr : nullptr, type == kRts ? sizeof addr : 0,
                  status, digest, cookie, size);
+}
+
+bool HostRings::reads_owner(uint32_t node) const {
+  const int pid = pid_of(node);
+  if (pid == 0) return false;
+  const Control* c = control(node);
+  uint64_t seen = 0;
+  iovec local{&seen, sizeof seen};
+  iovec remote{reinterpret_cast<void*>(c->token_addr.load(std::memory_order_relaxed)), sizeof seen};
+  return ::process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof seen) &&
+         seen != 0 && seen == c->token.load(std::memory_order_relaxed);
 }
 
 int HostRings::pid_of(uint32_t node) const {

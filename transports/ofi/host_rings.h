@@ -95,6 +95,12 @@ class HostRings {
                     int status, uint64_t digest, uint64_t cookie, uint64_t size, uint64_t addr = 0);
   // The process that owns `node`'s segment (0: unknown), for direct reads.
   int pid_of(uint32_t node) const;
+  // True when pid_of(node) is that segment's owner as this process sees it:
+  // a token in the owner's private memory, read with process_vm_readv,
+  // equals the one in its segment. (A pid from another PID namespace, or
+  // one reused, names some other process; reading it would deliver its
+  // bytes.)
+  bool reads_owner(uint32_t node) const;
   // Takes waiting messages into out[] in each ring's order, up to `max`
   // and until they hold max_bytes. Before each data message or RTS it asks
   // wanted(ctx, src image, dst image, key, messages taken so far) and
@@ -154,6 +160,8 @@ class HostRings {
     std::atomic<uint32_t> doorbell;
     std::atomic<uint32_t> sleepers;
     std::atomic<int32_t> pid;  // the segment's owner
+    std::atomic<uint64_t> token;       // reads_owner: the owner's token ...
+    std::atomic<uint64_t> token_addr;  // ... and where it lies in the owner's memory
   };
   // After Control, one per source node: how far the consumer has taken
   // that node's ring. The producer reads it only when the slots it knows
@@ -197,6 +205,7 @@ class HostRings {
   }
 
   HostRings() = default;
+  uint64_t token_ = 0;  // Control::token, in this process's own memory
   uint32_t node_ = 0, nodes_ = 0;
   std::string name_;
   std::vector<void*> segments_;  // by node: its inbound rings, mapped here

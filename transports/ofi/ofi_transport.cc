@@ -168,6 +168,7 @@ struct alignas(64) OfiTransport::StreamIn {
   Matched now{};
   bool answered = false;  // the CTS / FIN is in the ring
   bool direct = false;    // this receive reads the sender's buffer itself (read_direct)
+  bool owner_checked = false;  // HostRings::reads_owner asked for this node (once)
   std::atomic<bool> direct_failed{false};  // a direct read from this node failed once: streams only
   uint32_t chunk = 0;
   uint64_t done = 0;
@@ -878,9 +879,14 @@ bool OfiTransport::advance_out(uint32_t node) {
 // here (4 MiB broadcast 335 us against 400 us through libfabric's CMA).
 // Plain copies only: a combine keeps the stream's chunkwise path.
 bool OfiTransport::want_direct(uint32_t node, const MsgOp& op, uint64_t addr) {
-  if (addr == 0 || op.deliver.fn != nullptr || streams_in_[node].direct_failed.load(std::memory_order_relaxed) ||
-      rings_->pid_of(node) == 0) {
-    return false;
+  StreamIn& in = streams_in_[node];  // its copier is ours
+  if (addr == 0 || op.deliver.fn != nullptr || in.direct_failed.load(std::memory_order_relaxed)) return false;
+  if (!in.owner_checked) {
+    in.owner_checked = true;
+    if (!rings_->reads_owner(node)) {
+      in.direct_failed.store(true, std::memory_order_relaxed);
+      return false;
+    }
   }
   StreamOut& out = streams_out_[node];
   out.lock.lock();
