@@ -47,7 +47,8 @@ TEST_CASE("a host ring holds kSlots messages, frees what the consumer took, and 
   auto size_of = [&](uint32_t i) { return sizes[i % 5]; };
   auto push = [&](uint32_t i) {
     const std::vector<char> b = payload(i, size_of(i));
-    return p.node[1]->push(0, 1, 0, MsgKey{0, i, 7}, b.data(), b.size(), 0, i);
+    const char none = 0;  // an empty message still passes a valid pointer
+    return p.node[1]->push(0, 1, 0, MsgKey{0, i, 7}, b.empty() ? &none : b.data(), b.size(), 0, i);
   };
   auto drain = [&](uint32_t max) {
     uint32_t n = p.node[0]->poll(batch.get(), max, UINT64_MAX, &take_all, nullptr);
@@ -58,7 +59,7 @@ TEST_CASE("a host ring holds kSlots messages, frees what the consumer took, and 
       CHECK(m.digest == got);
       REQUIRE(m.nbytes == size_of(got));
       const std::vector<char> want = payload(got, size_of(got));
-      CHECK(std::memcmp(m.data, want.data(), want.size()) == 0);
+      CHECK((want.empty() || std::memcmp(m.data, want.data(), want.size()) == 0));
     }
     return n;
   };
