@@ -168,8 +168,8 @@ void signature_of(const Movement& m, Signature& sig) {
 
 // The entry points' memo path (start_repeated) for a single-address call;
 // root is 0 for a call without one, as in Movement.
-[[gnu::always_inline]] inline bool repeated(CollKind kind, cf_team_t team, int flags, cf_image_t root, void* src, void* dst,
-                     size_t nbytes, cf_coll_handle_t* out) {
+[[gnu::always_inline]] inline bool repeated(CollKind kind, cf_team_t team, int flags, cf_image_t root,
+                                            void* src, void* dst, size_t nbytes, cf_coll_handle_t* out) {
   Signature sig;
   movement_signature(kind, false, team, flags, root, nbytes, sig);
   return start_repeated<kMovementWords>(kind, sig, src, dst, out, [&](ImageContext&, const CallMemo& memo) {

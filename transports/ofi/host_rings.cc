@@ -117,7 +117,8 @@ bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey
 bool HostRings::push_control(uint32_t dst_node, Type type, uint32_t src, uint32_t dst, const MsgKey& key,
                              int status, uint64_t digest, uint64_t cookie, uint64_t size, uint64_t addr) {
   // An RTS's address travels as its slot's 8 bytes of data.
-  return publish(dst_node, type, src, dst, key, type == kRts ? &addr : nullptr, type == kRts ? sizeof addr : 0,
+  const bool rts = type == kRts;
+  return publish(dst_node, type, src, dst, key, rts ? &addr : nullptr, rts ? sizeof addr : 0,
                  status, digest, cookie, size);
 }
 

@@ -99,7 +99,9 @@ struct OfiTransport::ImageQueues {
   // posted.size(), kept under lock_ and readable without it: a ring poll
   // looks at it before taking the lock to ask whether a message is wanted.
   std::atomic<uint32_t> posted_count{0};
-  void posted_changed() { posted_count.store(static_cast<uint32_t>(posted.size()), std::memory_order_relaxed); }
+  void posted_changed() {
+    posted_count.store(static_cast<uint32_t>(posted.size()), std::memory_order_relaxed);
+  }
   KeyTable<Unexpected, UnexpectedKey> unexpected;
   // Deliveries that need this image's own thread (non-AMSAFE combines).
   std::vector<Actions::Delivery> app_only;
@@ -511,7 +513,8 @@ void OfiTransport::set_host_rings(std::unique_ptr<HostRings> rings) {
 bool OfiTransport::push_to_ring(uint32_t node, const MsgOp& op) {
   if (op.nbytes > HostRings::kMaxBytes) {
     return rings_->push_control(node, HostRings::kRts, op.self, op.peer, op.key, op.status, op.digest,
-                                reinterpret_cast<uint64_t>(&op), op.nbytes, reinterpret_cast<uint64_t>(op.buf));
+                                reinterpret_cast<uint64_t>(&op), op.nbytes,
+                                reinterpret_cast<uint64_t>(op.buf));
   }
   return rings_->push(node, op.self, op.peer, op.key, op.buf, op.nbytes, op.status, op.digest);
 }
@@ -968,7 +971,9 @@ bool OfiTransport::advance_in(uint32_t node) {
         in.direct = false;
       } else {
         in.done = op->nbytes;
-        if (!rings_->push_control(node, HostRings::kFin, op->self, op->peer, op->key, 0, 0, in.now.cookie, 0)) {
+        const bool fin = rings_->push_control(node, HostRings::kFin, op->self, op->peer, op->key, 0, 0,
+                                              in.now.cookie, 0);
+        if (!fin) {
           break;  // the ring back is full: FIN at the next progress
         }
         in.answered = true;
