@@ -120,6 +120,7 @@ bool Config::from_env(Config* out, std::string* error) {
       !read_uint("CF_ROOTED_TREE_BYTES", 0, uint64_t{1} << 40, &c.rooted_tree_bytes, error) ||
       !read_uint("CF_GATHER_ALL_SMALL_BYTES", 0, uint64_t{1} << 40, &c.gather_all_small_bytes, error) ||
       !read_uint("CF_EXCHANGE_SMALL_BYTES", 0, uint64_t{1} << 40, &c.exchange_small_bytes, error) ||
+      !read_uint("CF_ALLREDUCE_DIRECT_BYTES", 0, uint64_t{1} << 40, &c.allreduce_direct_bytes, error) ||
       !read_uint("CF_TREE_RADIX", 2, 64, &radix, error) ||
       !read_uint("CF_EXCHANGE_WINDOW", 1, 65536, &window, error) ||
       !read_uint("CF_LOGP_L", 0, 1000000000, &L, error) ||
@@ -178,6 +179,8 @@ std::vector<std::vector<std::string>> Config::describe() const {
        "default gather_all: recursive_doubling (P a power of two) or bruck below this block size, direct at or above"},
       {"CF_EXCHANGE_SMALL_BYTES", std::to_string(exchange_small_bytes),
        "default exchange: bruck below this block size, pairwise at or above"},
+      {"CF_ALLREDUCE_DIRECT_BYTES", std::to_string(allreduce_direct_bytes),
+       "default allreduce when processes outnumber the cores: direct (one round) below this size"},
       {"CF_TREE_RADIX", std::to_string(tree_radix), "k of the knomial broadcast and kary barrier"},
       {"CF_EXCHANGE_WINDOW", std::to_string(exchange_window),
        "windowed exchange: messages in flight per image"},

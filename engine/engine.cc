@@ -116,7 +116,8 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
       local_(map.local()),
       base_(map.base()),
       config_(config),
-      selection_(config, std::max(1u, std::thread::hardware_concurrency()), map.local()),
+      selection_(config, std::max(1u, std::thread::hardware_concurrency()), map.local(),
+                 host_images != 0 ? host_images : map.local()),
       remote_(remote) {
   {
     std::vector<uint32_t> everyone(images_);

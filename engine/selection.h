@@ -20,8 +20,11 @@ class SelectionTable {
   // cores each message waits for its receiver's turn on a core and fewer
   // rounds still win (measured: 4 processes on 2 cores, 8-byte allreduce
   // 15-24 us by recursive doubling, 35-65 us by reduce_bcast).
-  // `local_images`: image threads of this process.
-  SelectionTable(const Config& config, uint32_t cores, uint32_t local_images = UINT32_MAX);
+  // `local_images`: image threads of this process. `host_images`: images of
+  // every process on this host (a team's images beyond them run on other
+  // hosts' cores).
+  SelectionTable(const Config& config, uint32_t cores, uint32_t local_images = UINT32_MAX,
+                 uint32_t host_images = UINT32_MAX);
   // The generator for a call; never nullptr. `nbytes`: the call's size as
   // the table reads it (whole vector for broadcast and allreduce, one
   // block for scatter, gather, gather_all and exchange, the largest block
@@ -40,6 +43,7 @@ class SelectionTable {
   const Config config_;
   const uint32_t cores_;
   const uint32_t local_images_;
+  const uint32_t host_images_;
   std::array<const GeneratorInfo*, kCollKinds> forced_{};
 };
 

@@ -26,6 +26,7 @@ struct ReduceGen {
 const ReduceGen kGenerators[] = {
     {CollKind::Allreduce, "rabenseifner", false},
     {CollKind::Allreduce, "reduce_bcast", true},
+    {CollKind::Allreduce, "direct", false},
     {CollKind::ReduceVec, "binomial", true},
     {CollKind::ReduceVec, "rabenseifner", false},
     {CollKind::ReduceVec, "flat", false},
@@ -229,6 +230,17 @@ TEST_CASE("reduce_bcast allreduce sends 2(P-1) messages per segment in 2 log2 P 
         }
       }
     }
+  }
+}
+
+TEST_CASE("direct allreduce sends P(P-1) whole vectors, none waiting for a message") {
+  for (uint32_t P = 2; P <= 17; ++P) {
+    const CollectiveSpec spec = reduce_spec(CollKind::Allreduce, "direct", P, 0, 10, 16);
+    const GlobalDag dag = testref::generate_valid(spec);
+    INFO("P=", P);
+    CHECK(dag_stats(dag).messages == uint64_t{P} * (P - 1));
+    CHECK(dag_stats(dag).message_bytes == uint64_t{P} * (P - 1) * spec.nbytes);
+    CHECK(testref::message_depth(dag) == 1);  // no SEND waits for a message
   }
 }
 

@@ -34,6 +34,7 @@ int64_t expected_messages(const CollectiveSpec& spec) {
         return pof2 * patterns::ceil_log2(static_cast<uint32_t>(pof2)) + 2 * rem;
       }
       if (a == "ring") return 2 * P * (P - 1);
+      if (a == "direct") return P * (P - 1);
       break;
     default:
       break;
