@@ -792,9 +792,13 @@ void Engine::complete(CarState* cs, int status) {
     finish(inst);
     return;
   }
+  const CompiledCar* cars = inst.schedule->cars().data();
   for (uint32_t i = 0; i < car.succ_count; ++i) {
     CarState* next = &inst.cars[succ[i]];
-    if (next->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(next);
+    // This CAR is a sole predecessor's: nothing else can release `next`.
+    if (cars[succ[i]].deps == 1 || next->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      make_ready(next);
+    }
   }
 }
 

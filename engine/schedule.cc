@@ -17,6 +17,7 @@ struct Plan {
   std::vector<bool> live;
   std::vector<std::vector<uint32_t>> fused;  // a fused COPY's absorbed CARs, in index order
   std::vector<uint32_t> unpack;              // a RECV's absorbed COPY (UINT32_MAX: none)
+  uint32_t exit = 0;
 };
 
 void insert_unique(std::vector<uint32_t>* v, uint32_t x) {
@@ -93,6 +94,17 @@ Plan plan_dependencies(const LocalDag& dag) {
     p.succs[c].clear();
     p.live[c] = false;
   }
+  // An exit JOIN that only waits for one CAR, which nothing else waits for
+  // (a broadcast's receiver: RECV -> exit): that CAR is the exit.
+  p.exit = dag.exit;
+  if (dag.cars[dag.exit].kind == CarKind::Join && p.preds[dag.exit].size() == 1 &&
+      p.succs[p.preds[dag.exit][0]].size() == 1) {
+    const uint32_t last = p.preds[dag.exit][0];
+    p.succs[last].clear();
+    p.preds[dag.exit].clear();
+    p.live[dag.exit] = false;
+    p.exit = last;
+  }
   return p;
 }
 
@@ -136,7 +148,7 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
   }
   roots_ = posting_first(roots_);
   for (uint32_t& r : roots_) r = compact[r];
-  exit_ = compact[dag_.exit];  // never bypassed
+  exit_ = compact[plan.exit];
   members_ = std::max<uint32_t>(1, static_cast<uint32_t>(dag_.members.size()));
 }
 

@@ -14,7 +14,10 @@
 //   runs in the RECV's completion, as the RECV's segments (an aggregate's
 //   unpack), and the RECV releases the COPY's successors;
 // - a JOIN other than the exit whose removal adds no edges (one predecessor
-//   or one successor) is bypassed: its predecessors release its successors.
+//   or one successor) is bypassed: its predecessors release its successors;
+// - an exit JOIN with one predecessor, which has no other successor, is
+//   dropped: that predecessor is the exit;
+// - a CAR with one predecessor is released without touching its counter.
 // Dependencies between the remaining CARs are exactly the transitive ones
 // of the DAG. Only the CARs that still run are compiled, numbered densely
 // in DAG order (cars(), roots(), exit() and successor lists use these

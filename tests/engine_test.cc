@@ -78,8 +78,10 @@ TEST_CASE("compiling fuses sibling COPYs and bypasses pass-through JOINs, keepin
   Engine engine(1, Config{});
   ImageContext& img = engine.image(0);
   Schedule schedule(CollectiveSpec{}, std::move(dag));
-  // 7 copies absorbed by the first, 8 single-predecessor JOINs bypassed.
-  CHECK(schedule.live_cars() == total - (kCopies - 1) - kCopies);
+  // 7 copies absorbed by the first, 8 single-predecessor JOINs bypassed,
+  // and the exit JOIN dropped (it waited for the last REDUCE alone).
+  CHECK(schedule.live_cars() == total - (kCopies - 1) - kCopies - 1);
+  CHECK(schedule.cars()[schedule.exit()].kind == CarKind::Reduce);
   for (uint64_t round = 1; round <= 3; ++round) {
     std::vector<uint64_t> out(kCopies + 2, 0);
     std::string error;
@@ -122,8 +124,10 @@ TEST_CASE("a RECV runs the COPY that is its only successor in its completion, an
   const CarId s = b.send(1, 2, whole, {after_buffer(c1), after_buffer(c2)});
   b.join({after(s)});
   Schedule schedule(CollectiveSpec{}, b.finish());
-  // Left: the RECV (with both copies as segments), the SEND and the exit.
-  REQUIRE(schedule.live_cars() == 3);
+  // Left: the RECV (with both copies as segments) and the SEND, which is
+  // the exit (the exit JOIN waited for it alone).
+  REQUIRE(schedule.live_cars() == 2);
+  CHECK(schedule.exit() == 1);
   const CompiledCar& recv = schedule.cars()[0];
   CHECK(recv.kind == CarKind::Recv);
   REQUIRE(recv.seg_count == 2);

@@ -182,6 +182,7 @@ bool HostRings::publish(uint32_t dst_node, Type type, uint32_t src, uint32_t dst
   for (uint32_t i = chunks; i-- > 1;) {
     slots[(p.pos + i) % kSlots].seq.store(p.pos + i + 1, std::memory_order_release);
   }
+  if (type == kData) p.data_sent.store(p.data_sent.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   first.seq.store(p.pos + 1, std::memory_order_seq_cst);
   p.pos += chunks;
   p.lock.unlock();
@@ -243,6 +244,12 @@ void HostRings::stream_pop(uint32_t src_node) {
   uint32_t& pos = consumers_[src_node].stream_pos;
   stream(segments_[node_], src_node)[pos % kStreamSlots].seq.store(pos + kStreamSlots, std::memory_order_release);
   ++pos;
+}
+
+uint64_t HostRings::data_sent() const {
+  uint64_t sum = 0;
+  for (uint32_t n = 0; n < nodes_; ++n) sum += producers_[n].data_sent.load(std::memory_order_relaxed);
+  return sum;
 }
 
 void HostRings::ring_doorbell(uint32_t node) {

@@ -120,6 +120,8 @@ class HostRings {
   void wait(int timeout_ms, int wake_fd = -1);
   // Rings this node's doorbell (local news for a sleeping image thread).
   void wake() { ring_doorbell(node_); }
+  // Data messages (kData) published so far, to every node.
+  uint64_t data_sent() const;
 
   // Streams. The caller runs one transfer at a time per node pair and
   // serializes the calls for each stream.
@@ -215,6 +217,10 @@ class HostRings {
     uint32_t pos = 0;
     uint32_t limit = kSlots;  // positions below this are known free (the consumer's Tail + kSlots)
     uint32_t stream_pos = 0;  // the stream to the node (its caller serializes)
+    // Counted under `lock` without a locked add (one of those after the
+    // publishing store would wait for that store's cache line); read by
+    // data_sent() from any thread.
+    std::atomic<uint64_t> data_sent{0};
   };
   std::unique_ptr<Producer[]> producers_;
   // Consumer side (this process), per source node.

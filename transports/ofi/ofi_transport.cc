@@ -539,7 +539,6 @@ void OfiTransport::send(MsgOp* op) {
     }
     if (push_to_ring(dst_node, *op)) {
       if (streamed) return;  // the SEND completes when its bytes are in the stream
-      ring_sent_.fetch_add(1, std::memory_order_relaxed);
       op->on_complete(op, 0);
       return;
     }
@@ -1108,7 +1107,6 @@ bool OfiTransport::flush_ring_backlogs() {
     ring_backlogged_.fetch_sub(count, std::memory_order_acq_rel);
     for (uint32_t i = 0; i < count; ++i) {
       if (pushed[i]->nbytes > HostRings::kMaxBytes) continue;  // an RTS: its stream completes it
-      ring_sent_.fetch_add(1, std::memory_order_relaxed);
       pushed[i]->on_complete(pushed[i], 0);
     }
     did = true;
@@ -1390,7 +1388,7 @@ TransportStats OfiTransport::stats() const {
 OfiStats OfiTransport::ofi_stats() const {
   std::lock_guard<SpinLock> guard(lock_);
   OfiStats s = ofi_stats_;
-  s.host_ring = ring_sent_.load(std::memory_order_relaxed);
+  s.host_ring = rings_ != nullptr ? rings_->data_sent() : 0;
   s.ring_spills = ring_spills_.load(std::memory_order_relaxed);
   s.streamed = streamed_.load(std::memory_order_relaxed);
   s.direct_reads = direct_reads_.load(std::memory_order_relaxed);

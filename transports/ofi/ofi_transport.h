@@ -229,7 +229,6 @@ class OfiTransport final : public Transport {
   TransportStats stats_;
   OfiStats ofi_stats_;
   std::unique_ptr<HostRings> rings_;
-  std::atomic<uint64_t> ring_sent_{0};
   std::atomic<uint64_t> ring_spills_{0};
   // Host-ring sends that found their ring full, per destination node, in
   // order. They wait here, their SENDs not complete, until progress pushes
