@@ -227,6 +227,20 @@ TEST_CASE("under Open MPI's mpirun, cf_init joins the job through PMIx (no carfl
   for (const auto& m : summaries(r.output)) CHECK(m[3].str() == "3");  // one job of 3 nodes
 }
 
+TEST_CASE("under Slurm's srun --mpi=pmix, cf_init joins the job through PMIx (no carflow launcher)") {
+  // Opt-in: srun on a shared cluster may queue. CI makes a one-node cluster
+  // with tests/slurm_local.sh and sets CF_TEST_SRUN=1.
+  const char* opt_in = std::getenv("CF_TEST_SRUN");
+  if (opt_in == nullptr || std::string(opt_in) != "1") {
+    MESSAGE("skipped: set CF_TEST_SRUN=1 with a Slurm cluster at hand (tests/slurm_local.sh makes one)");
+    return;
+  }
+  // -O: three tasks on fewer CPUs; --export: CF_IMAGES reaches the tasks.
+  const Run r = capture("timeout 200 srun --mpi=pmix -O -n 3 --export=ALL,CF_IMAGES=2 " + g_program + " 2>&1");
+  expect_all_verified(r, 3, 150);
+  for (const auto& m : summaries(r.output)) CHECK(m[3].str() == "3");  // one job of 3 nodes
+}
+
 TEST_CASE("under a PMI-1 launcher (MPICH's mpirun) cf_init refuses with a clear error") {
   if (std::system("command -v mpirun.mpich >/dev/null 2>&1") != 0) {
     MESSAGE("skipped: mpirun.mpich is not installed");

@@ -1,0 +1,127 @@
+// The host rings alone (transports/ofi/host_rings.h), no engine: what an
+// 8-byte message between two processes of one host costs in the transport
+// carflow uses for them. Two pinned threads of one process each own a
+// node's segment (the cache traffic is that of two processes).
+//
+// - round_trip_ns: node 0 pushes, node 1 polls it and pushes back, node 0
+//   polls the answer; per round trip (compare bench/pingpong_floor's one
+//   cache line, and a 2-process 8-byte allreduce or barrier);
+// - stream_ns: node 0 pushes messages back to back (retrying when the ring
+//   is full), node 1 takes them; per message (compare a 2-process 8-byte
+//   broadcast, whose root runs ahead the same way).
+//
+//   bazel run -c opt //bench:ring_floor -- [messages=2000000]
+#include <pthread.h>
+#include <sched.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transports/ofi/host_rings.h"
+
+namespace {
+
+using carflow::HostRings;
+using carflow::MsgKey;
+
+std::vector<int> two_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus.size() == 2 ? cpus : std::vector<int>{};
+}
+
+void pin(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+bool take_all(void*, uint32_t, uint32_t, const MsgKey&, uint32_t) { return true; }
+
+// Takes one message from `rings`, spinning until it is there.
+void take_one(HostRings& rings, HostRings::Message* m) {
+  while (rings.poll(m, 1, UINT64_MAX, &take_all, nullptr) == 0) {
+  }
+}
+
+void push_one(HostRings& rings, uint32_t to, uint64_t i) {
+  while (!rings.push(to, 1 - to, to, MsgKey{0, static_cast<uint32_t>(i), 0}, &i, sizeof i, 0, 0)) {
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const uint64_t messages = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 2000000;
+  const std::vector<int> cpus = two_cpus();
+  if (cpus.empty() || messages == 0) {
+    std::fprintf(stderr, "ring_floor: needs two CPUs and at least one message\n");
+    return 1;
+  }
+  std::unique_ptr<HostRings> node[2];
+  std::string names[2], error;
+  for (uint32_t n = 0; n < 2; ++n) {
+    node[n] = HostRings::create(n, 2, &names[n], &error);
+    if (node[n] == nullptr) {
+      std::fprintf(stderr, "ring_floor: %s\n", error.c_str());
+      return 1;
+    }
+  }
+  for (uint32_t n = 0; n < 2; ++n) {
+    if (!node[n]->attach({names[0], names[1]}, &error)) {
+      std::fprintf(stderr, "ring_floor: %s\n", error.c_str());
+      return 1;
+    }
+  }
+  for (uint32_t n = 0; n < 2; ++n) node[n]->unlink();
+
+  bool bad = false;  // written by the echo thread, read after join
+  std::thread echo([&] {
+    pin(cpus[1]);
+    auto m = std::make_unique<HostRings::Message>();
+    for (uint64_t i = 0; i < messages; ++i) {  // round trips
+      take_one(*node[1], m.get());
+      push_one(*node[1], 0, i);
+    }
+    for (uint64_t i = 0; i < messages; ++i) {  // stream
+      take_one(*node[1], m.get());
+      if (m->key.seq != static_cast<uint32_t>(i)) bad = true;
+    }
+  });
+  pin(cpus[0]);
+  auto m = std::make_unique<HostRings::Message>();
+  auto t0 = std::chrono::steady_clock::now();
+  for (uint64_t i = 0; i < messages; ++i) {
+    push_one(*node[0], 1, i);
+    take_one(*node[0], m.get());
+    if (m->key.seq != static_cast<uint32_t>(i)) bad = true;
+  }
+  const double round_trip = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  for (uint64_t i = 0; i < messages; ++i) push_one(*node[0], 1, i);
+  echo.join();
+  const double stream = seconds_since(t0);
+  if (bad) {
+    std::fprintf(stderr, "ring_floor: a message came out of order\n");
+    return 1;
+  }
+  std::printf("{\"bench\":\"ring_floor\",\"cpus\":[%d,%d],\"messages\":%llu,\"round_trip_ns\":%.1f,\"stream_ns\":%.1f}\n",
+              cpus[0], cpus[1], static_cast<unsigned long long>(messages),
+              1e9 * round_trip / static_cast<double>(messages), 1e9 * stream / static_cast<double>(messages));
+  return 0;
+}
