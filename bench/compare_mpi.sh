@@ -5,6 +5,7 @@
 #   bench/compare_mpi.sh [--np 2] [--colls broadcast,allreduce,...]
 #       [--sizes 8,64,1K,16K,256K,4M] [--iters 1000] [--rounds 3]
 #       [--out DIR] [--bin-dir DIR] [--no-install] [--no-malloc-env]
+#       [--mpi openmpi,mpich]
 #
 # carflow runs as `cfrun -n NP carflow bench --images 1` (one image per
 # process); each MPI runs bench/osu_mpi.c under its own mpirun. Per round and
@@ -21,7 +22,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ALL_COLLS=broadcast,barrier,allreduce,scatter,gather,gather_all,exchange,reduce_vec,scan,reduce_scatter
 NP=2 COLLS=$ALL_COLLS SIZES=8,64,1K,16K,256K,4M ITERS=1000 ROUNDS=3 OUT="$ROOT/bench/results"
-INSTALL=1 BIN_DIR='' MALLOC_ENV=1
+INSTALL=1 BIN_DIR='' MALLOC_ENV=1 MPI_LIST=openmpi,mpich
 # glibc's allocator knobs, set for every implementation alike (--no-malloc-env
 # drops them). An MPI that mallocs and frees a large temporary per call gives
 # the pages back on free (munmap, heap trim) and faults in fresh ones on the
@@ -37,7 +38,7 @@ RUN_TIMEOUT_S=300
 STEP_BUDGET_BYTES=$((64 << 20))
 
 fail() { echo "compare_mpi: $*" >&2; exit 1; }
-usage() { echo usage: >&2; sed -n '5,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,2\}//' >&2; exit 2; }
+usage() { echo usage: >&2; sed -n '5,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,2\}//' >&2; exit 2; }
 note() { echo "compare_mpi: $*" >&2; }
 
 parse_args() {
@@ -52,6 +53,7 @@ parse_args() {
       --bin-dir) BIN_DIR="${2:?--bin-dir: missing value}"; shift 2 ;;
       --no-install) INSTALL=0; shift ;;
       --no-malloc-env) MALLOC_ENV=0; shift ;;
+      --mpi) MPI_LIST="${2:?--mpi: missing value}"; shift 2 ;;
       -h|--help) usage ;;
       *) echo "compare_mpi: unknown argument '$1'" >&2; usage ;;
     esac
@@ -65,8 +67,14 @@ parse_args() {
   if ! [[ "$ROUNDS" =~ ^[0-9]+$ ]] || [ "$ROUNDS" -lt 1 ]; then
     echo "compare_mpi: --rounds: a positive count, got '$ROUNDS'" >&2; exit 2
   fi
-  IFS=, read -ra COLL_LIST <<<"$COLLS"
+  IFS=, read -ra MPI_NAMES <<<"$MPI_LIST"
   local c
+  [ ${#MPI_NAMES[@]} -gt 0 ] || { echo "compare_mpi: --mpi: empty" >&2; exit 2; }
+  for c in "${MPI_NAMES[@]}"; do
+    [[ "$c" == openmpi || "$c" == mpich ]] ||
+      { echo "compare_mpi: --mpi: '$c' is not one of openmpi,mpich" >&2; exit 2; }
+  done
+  IFS=, read -ra COLL_LIST <<<"$COLLS"
   [ ${#COLL_LIST[@]} -gt 0 ] || { echo "compare_mpi: --colls: empty" >&2; exit 2; }
   for c in "${COLL_LIST[@]}"; do
     [[ ",$ALL_COLLS," == *",$c,"* ]] ||
@@ -113,7 +121,8 @@ iters_for() {
   echo $((n < ITERS ? n : ITERS))
 }
 
-# The MPIs this script knows: Debian's alternatives-free command names.
+# The MPIs this script knows (--mpi picks from them): Debian's
+# alternatives-free command names.
 MPI_NAMES=(openmpi mpich)
 declare -A MPICC=([openmpi]=mpicc.openmpi [mpich]=mpicc.mpich)
 declare -A MPIRUN=([openmpi]=mpirun.openmpi [mpich]=mpirun.mpich)

@@ -27,6 +27,7 @@ int64_t expected_messages(const CollectiveSpec& spec) {
       break;
     case CollKind::Barrier:
       if (a == "dissemination") return P * patterns::ceil_log2(static_cast<uint32_t>(P));
+      if (a == "direct") return P * (P - 1);
       break;
     case CollKind::Allreduce:
       if (a == "recursive_doubling") {
