@@ -4,9 +4,6 @@
 // barrier or 8-byte allreduce needs at least one such hand-over each way.
 //
 //   bazel run //bench:pingpong_floor -- [round_trips=2000000]
-#include <pthread.h>
-#include <sched.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -14,30 +11,16 @@
 #include <thread>
 #include <vector>
 
+#include "bench/two_cpus.h"
+
 namespace {
+
+using carflow_bench::pin;
+using carflow_bench::two_cpus;
 
 struct alignas(64) Line {
   std::atomic<uint64_t> value{0};
 };
-
-// The first two CPUs this process may run on, or {} when it has one.
-std::vector<int> two_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus.size() == 2 ? cpus : std::vector<int>{};
-}
-
-void pin(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
 
 }  // namespace
 

@@ -11,9 +11,6 @@
 //   broadcast, whose root runs ahead the same way).
 //
 //   bazel run -c opt //bench:ring_floor -- [messages=2000000]
-#include <pthread.h>
-#include <sched.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,30 +19,15 @@
 #include <thread>
 #include <vector>
 
+#include "bench/two_cpus.h"
 #include "transports/ofi/host_rings.h"
 
 namespace {
 
 using carflow::HostRings;
 using carflow::MsgKey;
-
-std::vector<int> two_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus.size() == 2 ? cpus : std::vector<int>{};
-}
-
-void pin(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
+using carflow_bench::pin;
+using carflow_bench::two_cpus;
 
 bool take_all(void*, uint32_t, uint32_t, const MsgKey&, uint32_t) { return true; }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "engine/status.h"
 #include "transports/bootstrap/bootstrap.h"
@@ -307,6 +308,7 @@ std::unique_ptr<Engine> Runtime::make_engine(const std::vector<uint32_t>& counts
   for (uint32_t n = 0; n < counts.size(); ++n) {
     if (n == node_ || (n < same_host_.size() && same_host_[n])) host_images += counts[n];
   }
+  if (ofi_ != nullptr) ofi_->set_cores_shared(host_images > std::max(1u, std::thread::hardware_concurrency()));
   auto engine = std::make_unique<Engine>(map, config_, ofi_.get(), host_images);
   std::lock_guard<std::mutex> lost_lock(lost_mutex_);
   if (!lost_.empty()) engine->fail_all(kErrPeerLost, lost_);

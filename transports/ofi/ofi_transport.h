@@ -100,6 +100,12 @@ class OfiTransport final : public Transport {
   // Small messages to nodes on this host go through shared-memory rings
   // (host_rings.h) from now on. Call before the engine starts.
   void set_host_rings(std::unique_ptr<HostRings> rings);
+  // The host's images outnumber its cores: a large receive from a node on
+  // this host while no other node streams to this one reads the sender's
+  // buffer (one copy, on the receiver's core), not only those of an
+  // exchange. A stream copies twice, and its overlap of copy-in and
+  // copy-out needs two free cores. Call before the engine starts.
+  void set_cores_shared(bool shared) { cores_shared_ = shared; }
   // Every receive from, and send to, `node` completes with `status` from now
   // on (the node is lost).
   void fail_node(uint32_t node, int status);
@@ -257,6 +263,7 @@ class OfiTransport final : public Transport {
   std::atomic<uint32_t> streams_busy_{0};  // stream sends and receives not yet complete
   std::atomic<uint64_t> streamed_{0};      // sends that went through a stream
   std::atomic<uint64_t> direct_reads_{0};  // stream receives read with process_vm_readv
+  bool cores_shared_ = false;               // set_cores_shared
   void stream_control(const HostRings::Message& m, Actions* actions);  // CTS / FIN, under lock_
   // A receive met an RTS from the ring; decline >= 0: answer FIN with it
   // instead. addr: the data in the sender (0: unknown).
@@ -266,6 +273,8 @@ class OfiTransport final : public Transport {
   // sender's buffer itself (process_vm_readv, one copy) instead of the
   // stream's two (the sender's in, its own out); false when it cannot.
   bool want_direct(uint32_t node, const MsgOp& op, uint64_t addr);
+  // Some node other than `node` has stream receives queued or being copied here.
+  bool streams_from_others(uint32_t node) const;
   bool read_direct(uint32_t node, MsgOp& op, uint64_t addr);
   bool advance_streams();  // without lock_
   bool advance_out(uint32_t node);
