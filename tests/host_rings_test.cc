@@ -2,10 +2,12 @@
 // mapped by both. A ring takes exactly kSlots one-slot messages before it
 // reports full, frees slots as the consumer takes them, and hands back every
 // payload (inline ones of up to kInline bytes, multi-slot ones) intact and
-// in order; the owner check of direct reads recognises this process.
+// in order; take_next takes only the next message and only the receive's
+// own; the owner check of direct reads recognises this process.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -92,6 +94,48 @@ TEST_CASE("a multi-slot message takes its slots at once and arrives whole") {
   CHECK(batch[0].nbytes == HostRings::kMaxBytes);
   CHECK(std::memcmp(batch[0].data, big.data(), big.size()) == 0);
   CHECK(p.node[1]->push(0, 1, 0, MsgKey{0, fits, 1}, big.data(), big.size(), 0, 0));  // its slots are free again
+}
+
+TEST_CASE("take_next takes only the next message, and only when it is the receive's") {
+  Pair p;
+  auto batch = std::make_unique<HostRings::Message[]>(4);
+  bool sized = false;
+  int32_t status = 0;
+  uint64_t digest = 0;
+  std::vector<char> into(HostRings::kMaxBytes, 0);
+  // Nothing there.
+  CHECK_FALSE(p.node[0]->take_next(1, 1, 0, MsgKey{0, 0, 1}, into.data(), 8, &sized, &status, &digest));
+  // The next message is someone else's: left for the poll.
+  const std::vector<char> small = payload(1, 8), big = payload(2, 3 * HostRings::kPayload + 5);
+  REQUIRE(p.node[1]->push(0, 1, 0, MsgKey{0, 1, 1}, small.data(), small.size(), 0, 11));
+  REQUIRE(p.node[1]->push(0, 1, 0, MsgKey{0, 2, 1}, big.data(), big.size(), 0, 22));
+  CHECK_FALSE(p.node[0]->take_next(1, 1, 0, MsgKey{0, 2, 1}, into.data(), big.size(), &sized, &status, &digest));
+  CHECK_FALSE(p.node[0]->take_next(1, 2, 0, MsgKey{0, 1, 1}, into.data(), 8, &sized, &status, &digest));  // src
+  CHECK_FALSE(p.node[0]->take_next(1, 1, 3, MsgKey{0, 1, 1}, into.data(), 8, &sized, &status, &digest));  // dst
+  CHECK(p.node[0]->taken_next() == 0);
+  // Its own: an inline payload, then a multi-slot one, each whole.
+  REQUIRE(p.node[0]->take_next(1, 1, 0, MsgKey{0, 1, 1}, into.data(), 8, &sized, &status, &digest));
+  CHECK((sized && status == 0 && digest == 11));
+  CHECK(std::memcmp(into.data(), small.data(), small.size()) == 0);
+  REQUIRE(p.node[0]->take_next(1, 1, 0, MsgKey{0, 2, 1}, into.data(), big.size(), &sized, &status, &digest));
+  CHECK((sized && status == 0 && digest == 22));
+  CHECK(std::memcmp(into.data(), big.data(), big.size()) == 0);
+  CHECK(p.node[0]->taken_next() == 2);
+  // A size that differs, and a failed sender: taken, nothing written.
+  std::fill(into.begin(), into.end(), 0);
+  REQUIRE(p.node[1]->push(0, 1, 0, MsgKey{0, 3, 1}, small.data(), small.size(), 0, 0));
+  REQUIRE(p.node[1]->push(0, 1, 0, MsgKey{0, 4, 1}, small.data(), small.size(), -7, 33));
+  REQUIRE(p.node[0]->take_next(1, 1, 0, MsgKey{0, 3, 1}, into.data(), 16, &sized, &status, &digest));
+  CHECK((!sized && status == 0));
+  REQUIRE(p.node[0]->take_next(1, 1, 0, MsgKey{0, 4, 1}, into.data(), 8, &sized, &status, &digest));
+  CHECK((sized && status == -7 && digest == 33));
+  CHECK(std::all_of(into.begin(), into.end(), [](char c) { return c == 0; }));
+  // The ring is empty and its slots are free: the poll finds nothing, and a
+  // full ring's worth fits again.
+  CHECK(p.node[0]->poll(batch.get(), 4, UINT64_MAX, &take_all, nullptr) == 0);
+  uint32_t fits = 0;
+  while (p.node[1]->push(0, 1, 0, MsgKey{0, 100 + fits, 1}, small.data(), small.size(), 0, 0)) ++fits;
+  CHECK(fits == HostRings::kSlots);
 }
 
 TEST_CASE("direct reads: the owner check knows this process and its pid") {

@@ -246,6 +246,12 @@ void HostRings::stream_pop(uint32_t src_node) {
   ++pos;
 }
 
+uint64_t HostRings::taken_next() const {
+  uint64_t sum = 0;
+  for (uint32_t n = 0; n < nodes_; ++n) sum += consumers_[n].taken_next.load(std::memory_order_relaxed);
+  return sum;
+}
+
 uint64_t HostRings::data_sent() const {
   uint64_t sum = 0;
   for (uint32_t n = 0; n < nodes_; ++n) sum += producers_[n].data_sent.load(std::memory_order_relaxed);
@@ -283,6 +289,46 @@ void HostRings::wait(int timeout_ms, int wake_fd) {
   const bool woken = wake_fd >= 0 && ::poll(&news, 1, 0) > 0;
   if (!woken && !pending()) futex_wait(&c->doorbell, seen, timeout_ms);
   c->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+bool HostRings::take_next(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, void* buf,
+                          uint64_t nbytes, bool* sized, int32_t* status, uint64_t* digest) {
+  if (src_node >= nodes_ || src_node == node_) return false;
+  Consumer& c = consumers_[src_node];
+  Slot* slots = ring(segments_[node_], src_node);
+  const uint32_t peek = c.pos.load(std::memory_order_relaxed);
+  if (slots[peek % kSlots].seq.load(std::memory_order_acquire) != peek + 1) return false;
+  if (!c.lock.try_lock()) return false;
+  const uint32_t pos = c.pos.load(std::memory_order_relaxed);
+  Slot& slot = slots[pos % kSlots];
+  // Another process wrote the slot: every field is checked before use.
+  const bool ours = slot.seq.load(std::memory_order_acquire) == pos + 1 && slot.type == kData &&
+                    slot.src == src && slot.dst == dst && slot.key == key;
+  const uint32_t chunks = slot.chunks >= 1 && slot.chunks <= kMaxChunks ? slot.chunks : 1;
+  if (!ours || slot.nbytes > uint64_t{chunks} * kPayload) {
+    c.lock.unlock();
+    return false;  // not ours (or malformed): the poll takes it as it would
+  }
+  *sized = slot.nbytes == nbytes;
+  *status = slot.status;
+  *digest = slot.digest;
+  char* to = static_cast<char*>(buf);
+  const bool copy = *sized && *status == 0;  // a failed sender's bytes are not data
+  if (copy && slot.nbytes <= kInline) {
+    if (slot.nbytes > 0) std::memcpy(to, slot.tail.inline_data, slot.nbytes);
+  } else if (copy) {
+    for (uint32_t i = 0; i < chunks; ++i) {
+      const uint32_t at = i * kPayload;
+      const uint32_t n = std::min(kPayload, slot.nbytes - std::min(slot.nbytes, at));
+      if (n > 0) std::memcpy(to + at, slots[(pos + i) % kSlots].data, n);
+    }
+  }
+  // The slots are the producer's again (release: after our reads).
+  tail(segments_[node_], src_node)->consumed.store(pos + chunks, std::memory_order_release);
+  c.pos.store(pos + chunks, std::memory_order_relaxed);
+  c.taken_next.store(c.taken_next.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  c.lock.unlock();
+  return true;
 }
 
 uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted wanted, void* ctx) {

@@ -108,6 +108,15 @@ class HostRings {
   // taken). Returns how many it took.
   using Wanted = bool (*)(void* ctx, uint32_t src, uint32_t dst, const MsgKey& key, uint32_t taken);
   uint32_t poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted wanted, void* ctx);
+  // A receive that finds its message next in src_node's ring takes it
+  // there: when that message is data from image `src` to image `dst`
+  // under `key`, copies its payload into buf (only when it is exactly
+  // `nbytes` long and the sender's status is 0), frees its slots and
+  // returns true with the sender's status, whether the size matched
+  // (*sized) and the digest. False (nothing taken) for any other message,
+  // none, or another thread draining the ring.
+  bool take_next(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, void* buf,
+                 uint64_t nbytes, bool* sized, int32_t* status, uint64_t* digest);
   // Sleeps until a message is pushed to this node, wake() is called, or
   // timeout_ms passes: a futex on this node's doorbell word in shared
   // memory, rung by senders that see a sleeper.
@@ -122,6 +131,8 @@ class HostRings {
   void wake() { ring_doorbell(node_); }
   // Data messages (kData) published so far, to every node.
   uint64_t data_sent() const;
+  // Messages taken by take_next so far, from every node.
+  uint64_t taken_next() const;
 
   // Streams. The caller runs one transfer at a time per node pair and
   // serializes the calls for each stream.
@@ -228,6 +239,7 @@ class HostRings {
     SpinLock lock;  // try_lock: one draining thread at a time
     std::atomic<uint32_t> pos{0};  // written under lock; read without it by pending()
     uint32_t stream_pos = 0;  // the stream from the node (its caller serializes)
+    std::atomic<uint64_t> taken_next{0};  // under lock, no locked add; read by taken_next()
   };
   std::unique_ptr<Consumer[]> consumers_;
 };

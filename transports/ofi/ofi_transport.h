@@ -273,6 +273,9 @@ class OfiTransport final : public Transport {
   // sender's buffer itself (process_vm_readv, one copy) instead of the
   // stream's two (the sender's in, its own out); false when it cannot.
   bool want_direct(uint32_t node, const MsgOp& op, uint64_t addr);
+  // A receive whose message is next in its sender's ring takes it from
+  // there (HostRings::take_next) and completes; false: post it.
+  bool take_from_ring(MsgOp* op);
   // Some node other than `node` has stream receives queued or being copied here.
   bool streams_from_others(uint32_t node) const;
   bool read_direct(uint32_t node, MsgOp& op, uint64_t addr);
