@@ -580,15 +580,28 @@ void OfiTransport::send(MsgOp* op) {
 
 // A sender running ahead has usually left the message next in its ring:
 // the receive takes it there, and is never posted. Plain copies land in
-// the destination straight from the ring; a small combine's operand goes
-// through a buffer here first, so that the combine (possibly a client
-// function) runs with no ring locked. A combine that must run on the
-// image's own thread, or a larger one, takes the posted path.
+// the destination straight from the ring; a combine's operand goes through
+// this thread's buffer first, so that the combine (possibly a client
+// function) runs with no ring locked. (Nothing between the copy and the
+// combine can start another receive on this thread.) A combine that must
+// run on the image's own thread takes the posted path.
 bool OfiTransport::take_from_ring(MsgOp* op) {
-  constexpr uint64_t kSmallCombine = 256;
   const bool combine = op->deliver.fn != nullptr;
-  if (combine && (op->deliver.app_thread_only || op->nbytes > kSmallCombine)) return false;
-  alignas(64) char operand[kSmallCombine];
+  if (combine && op->deliver.app_thread_only) return false;
+  // Up to 4 KiB (the poll's batch limit): at 16 KiB the extra pass over
+  // the operand cost more than the posted path (2 processes: allreduce
+  // 3.6 against 3.4 us, reduce_scatter 4.3 against 3.4).
+  constexpr uint64_t kCombineBytes = 4096;
+  struct alignas(64) Operand {
+    char bytes[kCombineBytes];
+  };
+  thread_local std::unique_ptr<Operand> t_operand;
+  char* operand = nullptr;
+  if (combine) {
+    if (op->nbytes > kCombineBytes) return false;
+    if (t_operand == nullptr) t_operand = std::make_unique<Operand>();
+    operand = t_operand->bytes;
+  }
   bool sized = false;
   int32_t status = 0;
   uint64_t digest = 0;
