@@ -87,6 +87,14 @@ std::unique_ptr<HostRings> HostRings::create(uint32_t node, uint32_t nodes, std:
   return r;
 }
 
+// Maps [p, p + bytes) (rounded out to pages) now rather than on first use.
+static void populate(void* p, size_t bytes, int advice) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes + page - 1) / page * page;
+  (void)madvise(reinterpret_cast<void*>(begin), end - begin, advice);  // best effort
+}
+
 HostRings::~HostRings() {
   for (void* s : segments_) {
     if (s != nullptr) munmap(s, segment_bytes(nodes_));
@@ -99,6 +107,12 @@ bool HostRings::attach(const std::vector<std::string>& names, std::string* error
     if (n == node_ || segments_[n] != nullptr) continue;
     segments_[n] = map_segment(names[n], segment_bytes(nodes_), false, error);
     if (segments_[n] == nullptr) return false;
+    // Map now the pages this process writes as the ring's producer (about
+    // 70 of them): faulted in one by one on the first lap, they cost the
+    // first 1000 calls of a 2-process 8-byte broadcast ~0.1 us each.
+    // Best effort: kernels before 5.14 fault them in on first use.
+    populate(ring(segments_[n], node_), kSlots * sizeof(Slot), MADV_POPULATE_WRITE);
+    populate(control(n), sizeof(Control) + size_t{nodes_} * sizeof(Tail), MADV_POPULATE_READ);
   }
   return true;
 }
