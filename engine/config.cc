@@ -174,11 +174,14 @@ std::vector<std::vector<std::string>> Config::describe() const {
       {"CF_BROADCAST_LARGE_BYTES", std::to_string(broadcast_large_bytes),
        "default broadcast on P > 2: knomial below, flat at or above"},
       {"CF_ROOTED_TREE_BYTES", std::to_string(rooted_tree_bytes),
-       "default scatter/gather: binomial below this block size, flat at or above"},
+       "default scatter/gather: binomial below this block size, flat at or above (scatter: flat when "
+       "processes outnumber the cores)"},
       {"CF_GATHER_ALL_SMALL_BYTES", std::to_string(gather_all_small_bytes),
-       "default gather_all: recursive_doubling (P a power of two) or bruck below this block size, direct at or above"},
+       "default gather_all: recursive_doubling (P a power of two) or bruck below this block size, direct at or "
+       "above (and when processes outnumber the cores)"},
       {"CF_EXCHANGE_SMALL_BYTES", std::to_string(exchange_small_bytes),
-       "default exchange: bruck below this block size, pairwise at or above"},
+       "default exchange: bruck below this block size, pairwise at or above (and when processes outnumber "
+       "the cores)"},
       {"CF_ALLREDUCE_DIRECT_BYTES", std::to_string(allreduce_direct_bytes),
        "default allreduce when processes outnumber the cores: direct (one round) below this size"},
       {"CF_TREE_RADIX", std::to_string(tree_radix), "k of the knomial broadcast and kary barrier"},
@@ -208,7 +211,8 @@ std::vector<std::vector<std::string>> Config::describe() const {
   rows.push_back({"CF_HOST_RINGS", host_rings ? "1" : "0",
                   "between processes of one host: messages up to 16 KiB through shared-memory rings, larger ones "
                   "through shared-memory streams the receiver grants, or read from the sender's buffer "
-                  "(process_vm_readv) while both directions are busy (0 = libfabric only)"});
+                  "(process_vm_readv) while both directions are busy or, when the host's images outnumber its "
+                  "cores, while no other node streams to the receiver (0 = libfabric only)"});
   rows.push_back({"CF_PEER_TIMEOUT", std::to_string(peer_timeout_ms / 1000.0).substr(0, 5),
                   "seconds: a dead or unreachable peer fails every wait with CF_ERR_PEER_LOST within this time "
                   "(liveness links with TCP keepalives; whole seconds, at least 2, for an unreachable host)"});
