@@ -131,7 +131,7 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
   // runs (in one process a sender matches for a descheduled receiver), and
   // spinning first made a 4-process barrier on 2 cores 8-11 us instead of
   // 4.2 (Open MPI: 4.1).
-  spin_count_ = on_host <= cores ? config.spin_count : remote_ != nullptr ? 0 : config.spin_count / 64;
+  spin_count_ = !shares_cores(on_host) ? config.spin_count : remote_ != nullptr ? 0 : config.spin_count / 64;
   copy_routing_ = on_host > cores    ? CopyRouting::FlowGraph
                   : on_host == cores ? CopyRouting::ImageThread
                                      : CopyRouting::WaiterOrFlowGraph;

@@ -251,6 +251,10 @@ class Engine final : public TransportHooks {
   ~Engine() override;
 
   uint32_t images() const { return images_; }  // all images, every node
+  // `on_host` images (every process's on this host) outnumber its cores.
+  static bool shares_cores(uint32_t on_host) {
+    return on_host > std::max(1u, std::thread::hardware_concurrency());
+  }
   uint32_t local_images() const { return local_; }
   const NodeMap& nodes() const { return map_; }
   uint32_t all_images_per_node() const { return all_images_per_node_; }  // CF_TEAM_ALL's

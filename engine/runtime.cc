@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 
 #include "engine/status.h"
 #include "transports/bootstrap/bootstrap.h"
@@ -308,7 +307,8 @@ std::unique_ptr<Engine> Runtime::make_engine(const std::vector<uint32_t>& counts
   for (uint32_t n = 0; n < counts.size(); ++n) {
     if (n == node_ || (n < same_host_.size() && same_host_[n])) host_images += counts[n];
   }
-  if (ofi_ != nullptr) ofi_->set_cores_shared(host_images > std::max(1u, std::thread::hardware_concurrency()));
+  // Before the engine, whose progress thread may already poll the transport.
+  if (ofi_ != nullptr) ofi_->set_cores_shared(Engine::shares_cores(std::max(host_images, map.local())));
   auto engine = std::make_unique<Engine>(map, config_, ofi_.get(), host_images);
   std::lock_guard<std::mutex> lost_lock(lost_mutex_);
   if (!lost_.empty()) engine->fail_all(kErrPeerLost, lost_);

@@ -22,32 +22,29 @@ LocalDag direct_allreduce(const CollectiveSpec& spec, uint32_t image) {
   for (uint32_t peer = 0; peer < P; ++peer) {
     if (peer != image) b.send(peer, 0, user_src(0, n));
   }
-  // The chain folds v0, v1, ... into the destination, one link per rank.
-  // Ranks 2.. receive v0 and fold their own vector in with a REDUCE at
-  // their place; ranks 0 and 1 start with a combining receive of the other's
-  // vector against their own source, so no link copies a vector by itself.
-  CarId last = kNoCar;
-  auto after_last = [&]() {
-    DagBuilder::Deps d;
-    if (last != kNoCar) d.push_back(after_buffer(last));
-    return d;
-  };
-  for (uint32_t k = 0; k < P; ++k) {
-    if (k == image) {
-      // Ranks 0 and 1 fold their own vector into the first link.
-      if (image >= 2) last = b.reduce(user_dst(0, n), user_dst(0, n), user_src(0, n), after_last());
-      continue;
-    }
-    if (last == kNoCar && k == 0 && image != 1) {
-      last = b.recv(k, 0, user_dst(0, n));  // v0 lands first
-    } else if (last == kNoCar) {
-      // Rank 0 or 1 folding the other's vector with its own: v0 left.
-      last = b.recv_reduce(k, 0, user_dst(0, n), /*incoming_left=*/k < image, {}, user_src(0, n));
-    } else {
-      last = b.recv_reduce(k, 0, user_dst(0, n), /*incoming_left=*/false, after_last());
-    }
+  if (P == 1) {
+    b.copy(user_dst(0, n), user_src(0, n));
+    return b.finish();
   }
-  if (last == kNoCar) b.copy(user_dst(0, n), user_src(0, n));  // P == 1
+  // The chain folds v0, v1, ... into the destination, one link per rank.
+  // Ranks 0 and 1 start with a combining receive of the other's vector
+  // against their own source (v0 left); ranks 2.. receive v0, then fold
+  // their own vector in with a REDUCE at their place. No link copies a
+  // vector by itself.
+  CarId last;
+  uint32_t next;  // the first rank not yet folded in
+  if (image <= 1) {
+    const uint32_t other = 1 - image;
+    last = b.recv_reduce(other, 0, user_dst(0, n), /*incoming_left=*/other < image, {}, user_src(0, n));
+    next = 2;
+  } else {
+    last = b.recv(0, 0, user_dst(0, n));
+    next = 1;
+  }
+  for (uint32_t k = next; k < P; ++k) {
+    last = k == image ? b.reduce(user_dst(0, n), user_dst(0, n), user_src(0, n), {after_buffer(last)})
+                      : b.recv_reduce(k, 0, user_dst(0, n), /*incoming_left=*/false, {after_buffer(last)});
+  }
   return b.finish();
 }
 

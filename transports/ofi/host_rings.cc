@@ -305,6 +305,20 @@ void HostRings::wait(int timeout_ms, int wake_fd) {
   c->sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
+void HostRings::copy_out(const Slot* slots, uint32_t pos, uint32_t chunks, uint32_t nbytes, bool in_header,
+                         void* to) {
+  char* out = static_cast<char*>(to);
+  if (in_header) {
+    if (nbytes > 0) std::memcpy(out, slots[pos % kSlots].tail.inline_data, nbytes);
+    return;
+  }
+  for (uint32_t i = 0; i < chunks; ++i) {
+    const uint32_t at = i * kPayload;
+    const uint32_t n = std::min(kPayload, nbytes - std::min(nbytes, at));
+    if (n > 0) std::memcpy(out + at, slots[(pos + i) % kSlots].data, n);
+  }
+}
+
 bool HostRings::take_next(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, void* buf,
                           uint64_t nbytes, bool* sized, int32_t* status, uint64_t* digest) {
   if (src_node >= nodes_ || src_node == node_) return false;
@@ -326,17 +340,8 @@ bool HostRings::take_next(uint32_t src_node, uint32_t src, uint32_t dst, const M
   *sized = slot.nbytes == nbytes;
   *status = slot.status;
   *digest = slot.digest;
-  char* to = static_cast<char*>(buf);
-  const bool copy = *sized && *status == 0;  // a failed sender's bytes are not data
-  if (copy && slot.nbytes <= kInline) {
-    if (slot.nbytes > 0) std::memcpy(to, slot.tail.inline_data, slot.nbytes);
-  } else if (copy) {
-    for (uint32_t i = 0; i < chunks; ++i) {
-      const uint32_t at = i * kPayload;
-      const uint32_t n = std::min(kPayload, slot.nbytes - std::min(slot.nbytes, at));
-      if (n > 0) std::memcpy(to + at, slots[(pos + i) % kSlots].data, n);
-    }
-  }
+  // A failed sender's bytes are not data.
+  if (*sized && *status == 0) copy_out(slots, pos, chunks, slot.nbytes, slot.nbytes <= kInline, buf);
   // The slots are the producer's again (release: after our reads).
   tail(segments_[node_], src_node)->consumed.store(pos + chunks, std::memory_order_release);
   c.pos.store(pos + chunks, std::memory_order_relaxed);
@@ -383,13 +388,7 @@ uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted 
       m.addr = 0;
       if (type == kRts && slot.nbytes == sizeof m.addr) std::memcpy(&m.addr, slot.data, sizeof m.addr);
       bytes += m.nbytes;
-      if (inline_data && m.nbytes > 0) std::memcpy(m.data, slot.tail.inline_data, m.nbytes);
-      for (uint32_t i = 0; i < chunks && !inline_data; ++i) {
-        Slot& part = slots[(pos + i) % kSlots];
-        const uint32_t at = i * kPayload;
-        const uint32_t n = std::min(kPayload, m.nbytes - std::min(m.nbytes, at));
-        if (n > 0) std::memcpy(m.data + at, part.data, n);
-      }
+      copy_out(slots, pos, chunks, m.nbytes, inline_data, m.data);
       pos += chunks;
     }
     // The slots up to pos are the producer's again (release: after our reads).

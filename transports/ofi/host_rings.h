@@ -212,6 +212,10 @@ class HostRings {
                const void* data, uint64_t nbytes, int status, uint64_t digest, uint64_t cookie,
                uint64_t size);
   void ring_doorbell(uint32_t node);  // wakes `node`'s sleepers, if any
+  // The payload of the message at `pos` (nbytes over `chunks` slots, or in
+  // the first slot's header line when in_header) into `to`.
+  static void copy_out(const Slot* slots, uint32_t pos, uint32_t chunks, uint32_t nbytes, bool in_header,
+                       void* to);
   bool pending() const;      // a message waits in one of this node's rings
   Slot* ring(void* segment, uint32_t src_node) const {
     return static_cast<Slot*>(segment) + size_t{src_node} * kSlots;

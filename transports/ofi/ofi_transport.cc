@@ -586,6 +586,7 @@ void OfiTransport::send(MsgOp* op) {
 // combine can start another receive on this thread.) A combine that must
 // run on the image's own thread takes the posted path.
 bool OfiTransport::take_from_ring(MsgOp* op) {
+  if (op->nbytes > HostRings::kMaxBytes) return false;  // comes as an RTS, never as data
   const bool combine = op->deliver.fn != nullptr;
   if (combine && op->deliver.app_thread_only) return false;
   // Up to 4 KiB (the poll's batch limit): at 16 KiB the extra pass over
