@@ -435,32 +435,38 @@ int cf_coll_try_sync(cf_coll_handle_t handle) {
 namespace {
 
 // Checks every non-INVALID entry before any is synced (a failed call changes
-// nothing). Fills `live` with the instances, nullptr for INVALID entries.
+// nothing). Fills `live` with the instances: with `positional`, entry i for
+// handles[i] (nullptr for INVALID entries); otherwise only the live ones, in
+// order (an aggregate's members return INVALID: syncing its 8 calls looks
+// at one instance, not 8 slots).
 bool lookup_all(ImageContext& img, const cf_coll_handle_t* handles, size_t n,
-                std::vector<carflow::Instance*>* live, const char* function) {
+                std::vector<carflow::Instance*>* live, const char* function, bool positional) {
   if (n > 0 && handles == nullptr) {
     fail(CF_ERR_BAD_ARG, std::string(function) + ": handles is NULL with n > 0");
     return false;
   }
-  live->assign(n, nullptr);
+  live->clear();
   for (size_t i = 0; i < n; ++i) {
-    if (handles[i] == CF_COLL_INVALID_HANDLE) continue;
-    (*live)[i] = img.engine->lookup(img, handles[i]);
-    if ((*live)[i] == nullptr) {
+    if (handles[i] == CF_COLL_INVALID_HANDLE) {
+      if (positional) live->push_back(nullptr);
+      continue;
+    }
+    carflow::Instance* inst = img.engine->lookup(img, handles[i]);
+    if (inst == nullptr) {
       fail(CF_ERR_BAD_ARG, "handles[" + std::to_string(i) + "]: not a live handle of this image");
       return false;
     }
+    live->push_back(inst);
   }
   return true;
 }
 
-int sync_all(ImageContext& img, cf_coll_handle_t* handles, std::vector<carflow::Instance*>& live) {
+// Syncs every instance of a compact `live` list (all of them done).
+int sync_all(ImageContext& img, const std::vector<carflow::Instance*>& live) {
   int first_error = CF_OK;
-  for (size_t i = 0; i < live.size(); ++i) {
-    if (live[i] == nullptr) continue;
-    const int s = img.engine->sync_done(img, live[i]);
+  for (carflow::Instance* inst : live) {
+    const int s = img.engine->sync_done(img, inst);
     if (s != CF_OK && first_error == CF_OK) first_error = s;
-    (void)handles;
   }
   if (first_error != CF_OK) return fail(first_error, failure_message(img, first_error));
   return succeed();
@@ -487,33 +493,33 @@ int cf_coll_wait_sync_all(cf_coll_handle_t* handles, size_t n) {
   ImageContext* img = current_image("cf_coll_wait_sync_all");
   if (img == nullptr) return t_status;
   std::vector<carflow::Instance*>& live = img->sync_scratch;
-  if (!lookup_all(*img, handles, n, &live, "cf_coll_wait_sync_all")) return t_status;
+  if (!lookup_all(*img, handles, n, &live, "cf_coll_wait_sync_all", false)) return t_status;
   img->engine->wait_until(*img, [&] {
     for (auto* inst : live) {
-      if (inst != nullptr && !img->engine->is_done(inst)) return false;
+      if (!img->engine->is_done(inst)) return false;
     }
     return true;
   });
-  return sync_all(*img, handles, live);
+  return sync_all(*img, live);
 }
 
 int cf_coll_try_sync_all(cf_coll_handle_t* handles, size_t n) {
   ImageContext* img = current_image("cf_coll_try_sync_all");
   if (img == nullptr) return t_status;
   std::vector<carflow::Instance*>& live = img->sync_scratch;
-  if (!lookup_all(*img, handles, n, &live, "cf_coll_try_sync_all")) return t_status;
+  if (!lookup_all(*img, handles, n, &live, "cf_coll_try_sync_all", false)) return t_status;
   img->engine->poll(*img);
   for (auto* inst : live) {
-    if (inst != nullptr && !img->engine->is_done(inst)) return succeed(CF_NOT_READY);
+    if (!img->engine->is_done(inst)) return succeed(CF_NOT_READY);
   }
-  return sync_all(*img, handles, live);
+  return sync_all(*img, live);
 }
 
 int cf_coll_wait_sync_some(cf_coll_handle_t* handles, size_t n) {
   ImageContext* img = current_image("cf_coll_wait_sync_some");
   if (img == nullptr) return t_status;
   std::vector<carflow::Instance*>& live = img->sync_scratch;
-  if (!lookup_all(*img, handles, n, &live, "cf_coll_wait_sync_some")) return t_status;
+  if (!lookup_all(*img, handles, n, &live, "cf_coll_wait_sync_some", true)) return t_status;
   bool any_live = false;
   for (auto* inst : live) any_live |= inst != nullptr;
   if (!any_live) return succeed();
@@ -533,7 +539,7 @@ int cf_coll_try_sync_some(cf_coll_handle_t* handles, size_t n) {
   ImageContext* img = current_image("cf_coll_try_sync_some");
   if (img == nullptr) return t_status;
   std::vector<carflow::Instance*>& live = img->sync_scratch;
-  if (!lookup_all(*img, handles, n, &live, "cf_coll_try_sync_some")) return t_status;
+  if (!lookup_all(*img, handles, n, &live, "cf_coll_try_sync_some", true)) return t_status;
   bool any_live = false;
   for (auto* inst : live) any_live |= inst != nullptr;
   if (!any_live) return succeed();

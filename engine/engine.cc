@@ -426,63 +426,79 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
     *handle = 0;  // the seed leaves it undefined; the API returns CF_COLL_INVALID_HANDLE
     return kOk;
   }
+  OpenAggregate& agg = team.aggregate;
   Schedule* merged = aggregate_schedule(img, team, error);
   if (merged == nullptr) {
-    // The failed last call joins nothing; the aggregate stays open.
-    if (team.aggregate.back().reduces) team.aggregate_ops.pop_back();
-    team.aggregate.pop_back();
+    agg.pop_back();  // the failed last call joins nothing; the aggregate stays open
     return kErrBadArg;
   }
   Instance* inst = merged->acquire();
-  const ReduceOp* op = team.aggregate_ops.data();
-  for (uint32_t m = 0; m < team.aggregate.size(); ++m) {
-    const AggregatePart& part = team.aggregate[m];
-    // Data movement has no op to bind: only reductions read ops[m].
-    if (part.reduces) {
-      inst->bind(m, part.src, part.dst, *op++);
-    } else {
-      inst->bind_buffers(m, part.src, part.dst);
-    }
-    if (config_.check) inst->digest = combine_digests(inst->digest, part.digest);
-  }
-  const uint32_t members = static_cast<uint32_t>(team.aggregate.size());
-  team.aggregate.clear();
-  team.aggregate_ops.clear();
+  // The members' buffers are already in Instance::user order; data
+  // movement has no op to bind, only reductions read ops[m].
+  std::copy(agg.buffers(), agg.buffers() + 2 * agg.size(), inst->user);
+  for (const auto& [m, op] : agg.ops) inst->ops[m] = op;
+  for (uint64_t d : agg.digests) inst->digest = combine_digests(inst->digest, d);
+  const uint32_t members = static_cast<uint32_t>(agg.size());
+  agg.clear();
   *handle = launch(img, inst, team, members);
   return kOk;
 }
 
-Schedule* Engine::aggregate_schedule(ImageContext& img, const Team& team, std::string* error) {
-  AggregateKey& key = img.aggregate_key;  // the last aggregate's key, kept as a one-entry cache
-  bool in_allsync = config_.check, out_allsync = false;  // CF_CHECK: the digests ride on the entry barrier
-  bool same = img.last_aggregate != nullptr && key.parts.size() == team.aggregate.size();
-  for (size_t m = 0; m < team.aggregate.size(); ++m) {
-    const AggregatePart& part = team.aggregate[m];
-    in_allsync |= part.in_allsync;
-    out_allsync |= part.out_allsync;
-    same = same && key.parts[m] == part.schedule;
+void OpenAggregate::grow() {
+  const uint32_t capacity = std::max(16u, 2 * capacity_);
+  auto parts = std::make_unique<const Schedule*[]>(capacity);
+  auto buffers = std::make_unique<char*[]>(2 * size_t{capacity});
+  std::copy(parts_.get(), parts_.get() + size_, parts.get());
+  std::copy(buffers_.get(), buffers_.get() + 2 * size_, buffers.get());
+  parts_ = std::move(parts);
+  buffers_ = std::move(buffers);
+  capacity_ = capacity;
+}
+
+void OpenAggregate::pop_back() {
+  const uint32_t m = size_ - 1;
+  if (!ops.empty() && ops.back().first == m) ops.pop_back();
+  if (!digests.empty()) digests.pop_back();
+  repeating_ = std::min(repeating_, m);
+  size_ = m;
+}
+
+void OpenAggregate::clear() {
+  size_ = 0;
+  repeating_ = 0;
+  ops.clear();
+  digests.clear();
+  in_allsync = out_allsync = false;
+}
+
+Schedule* Engine::aggregate_schedule(ImageContext& img, Team& team, std::string* error) {
+  OpenAggregate& agg = team.aggregate;
+  // CF_CHECK: the digests ride on the entry barrier.
+  const bool in_allsync = agg.in_allsync || config_.check, out_allsync = agg.out_allsync;
+  AggregateKey& key = agg.last;
+  if (agg.last_schedule != nullptr && agg.repeats_last() && key.in_allsync == in_allsync &&
+      key.out_allsync == out_allsync) {
+    return agg.last_schedule;
   }
-  if (same && key.in_allsync == in_allsync && key.out_allsync == out_allsync) return img.last_aggregate;
-  img.last_aggregate = nullptr;
-  key.parts.clear();
-  for (const AggregatePart& part : team.aggregate) key.parts.push_back(part.schedule);
-  key.in_allsync = in_allsync;
-  key.out_allsync = out_allsync;
-  auto it = img.aggregates.find(key);
+  AggregateKey wanted{{agg.parts(), agg.parts() + agg.size()}, in_allsync, out_allsync};
+  auto it = img.aggregates.find(wanted);
   if (it == img.aggregates.end()) {
-    LocalDag dag = merged_dag(key.parts, team.rank, true, in_allsync, out_allsync);
+    LocalDag dag = merged_dag(wanted.parts, team.rank, true, in_allsync, out_allsync);
     if (!validate_local(dag, team.size(), error)) {
       *error = "aggregate: the merged DAG is invalid: " + *error;
       return nullptr;
     }
-    CollectiveSpec spec = key.parts[0]->spec();
+    CollectiveSpec spec = wanted.parts[0]->spec();
     spec.flags |= (in_allsync ? kSpecInAllSync : 0) | (out_allsync ? kSpecOutAllSync : 0);
     auto schedule = std::make_unique<Schedule>(spec, std::move(dag));
-    schedule->parts = key.parts;
-    it = img.aggregates.emplace(key, std::move(schedule)).first;
+    schedule->parts = wanted.parts;
+    it = img.aggregates.emplace(wanted, std::move(schedule)).first;
   }
-  img.last_aggregate = it->second.get();
-  return img.last_aggregate;
+  // The next aggregate on the team compares its members with this one's
+  // as they are called (OpenAggregate::repeating).
+  key = std::move(wanted);
+  agg.last_schedule = it->second.get();
+  return agg.last_schedule;
 }
 
 uint64_t Engine::start_schedule(ImageContext& img, Schedule* schedule, void* src, void* dst,
@@ -717,12 +733,11 @@ void Engine::execute(CarState* cs) {
 }
 
 void Engine::copy_segments(const Instance& inst, const CompiledCar& car) {
+  // Locals, not reloads: the copies' stores could alias inst's fields.
+  char* const* user = inst.user;
   const CopySegment* seg = inst.schedule->segments(car);
-  for (uint32_t i = 0; i < car.seg_count; ++i) {
-    const CopySegment& s = seg[i];
-    char* to = (s.dst.temp ? inst.temp : inst.user[s.dst.user]) + s.dst.offset;
-    const char* from = (s.src.temp ? inst.temp : inst.user[s.src.user]) + s.src.offset;
-    copy_bytes(to, from, s.length);
+  for (const CopySegment* end = seg + car.seg_count; seg != end; ++seg) {
+    copy_bytes(user[seg->dst.base] + seg->dst.offset, user[seg->src.base] + seg->src.offset, seg->length);
   }
 }
 

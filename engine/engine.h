@@ -41,7 +41,59 @@
 namespace carflow {
 
 class Engine;
-struct AggregatePart;
+class Schedule;
+
+// What shapes an aggregate's merged schedule: the members' schedules in
+// order and the merged sync modes.
+struct AggregateKey {
+  std::vector<const Schedule*> parts;
+  bool in_allsync = false, out_allsync = false;
+  auto operator<=>(const AggregateKey&) const = default;
+};
+
+// CF_COLL_AGGREGATE: the aggregate being formed on a team, kept the way
+// the last call uses it (Engine::join_aggregate). Each member call appends
+// its schedule (generated without a sync transform) and its buffers in
+// Instance::user order, so binding the merged instance is one copy; and
+// counts how many leading members repeat the last aggregate started on the
+// team, so finding its merged schedule again needs no pass over the key.
+class OpenAggregate {
+ public:
+  // Appends a member call. A repeated member is most of an aggregate's
+  // calls: two stores and a compare, no vector bookkeeping.
+  void add(const Schedule* schedule, void* src, void* dst) {
+    if (size_ == capacity_) grow();
+    const uint32_t m = size_;
+    parts_[m] = schedule;
+    buffers_[2 * m] = static_cast<char*>(src);
+    buffers_[2 * m + 1] = static_cast<char*>(dst);
+    repeating_ += repeating_ == m && m < last.parts.size() && last.parts[m] == schedule;
+    size_ = m + 1;
+  }
+  void pop_back();  // drops the last member (a failed last call)
+  void clear();     // forgets the members (not `last`): the next aggregate starts empty
+  uint32_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const Schedule* const* parts() const { return parts_.get(); }
+  char* const* buffers() const { return buffers_.get(); }  // 2 per member: source, destination
+  // Every member repeats the last aggregate's (not counting sync modes).
+  bool repeats_last() const { return repeating_ == size_ && last.parts.size() == size_; }
+
+  std::vector<std::pair<uint32_t, ReduceOp>> ops;  // reduction members: index, op
+  std::vector<uint64_t> digests;  // CF_CHECK: each member's argument digest
+  bool in_allsync = false, out_allsync = false;  // any member's
+  // The last aggregate started on the team: its key and merged schedule
+  // (nullptr = none yet).
+  AggregateKey last;
+  Schedule* last_schedule = nullptr;
+
+ private:
+  void grow();
+  std::unique_ptr<const Schedule*[]> parts_;  // the members' schedules, in call order
+  std::unique_ptr<char*[]> buffers_;          // in Instance::user order
+  uint32_t size_ = 0, capacity_ = 0;
+  uint32_t repeating_ = 0;  // leading members equal to last.parts'
+};
 
 // A team as one image sees it (seed v1.7, "Teams"): the member list (team
 // rank -> image), the same on every member; this image's rank; the id every
@@ -57,10 +109,9 @@ struct Team {
   uint32_t splits = 0;             // cf_team_split calls made on this team
   uint32_t outstanding = 0;        // started, not yet synced, collectives
   uint32_t images_per_node = 0;    // node-major with equal runs: ranks per node; else 0
-  // CF_COLL_AGGREGATE: the members of the aggregate being formed on this
-  // team, in call order (empty when none is open; Engine::start).
-  std::vector<AggregatePart> aggregate;
-  std::vector<ReduceOp> aggregate_ops;  // the reduction members' ops, in call order
+  // CF_COLL_AGGREGATE: the aggregate being formed on this team (empty
+  // when none is open; Engine::start).
+  OpenAggregate aggregate;
   uint32_t size() const { return static_cast<uint32_t>(members.size()); }
 };
 
@@ -115,24 +166,6 @@ struct CollectiveCall {
   Team* team = nullptr;                       // nullptr = CF_TEAM_ALL
 };
 
-// One member of an open aggregate: its schedule (generated without a sync
-// transform) and what its call bound.
-struct AggregatePart {
-  // Built in place (emplace_back): field by field, no temporary.
-  // A reduction's op goes to Team::aggregate_ops: data movement, most
-  // members, copies none.
-  AggregatePart(Schedule* schedule, void* src, void* dst, bool reduces, bool in_allsync, bool out_allsync,
-                uint64_t digest)
-      : schedule(schedule), src(src), dst(dst), reduces(reduces), in_allsync(in_allsync),
-        out_allsync(out_allsync), digest(digest) {}
-  Schedule* schedule;
-  void* src;
-  void* dst;
-  bool reduces;  // a reduction: its op is the next one in Team::aggregate_ops
-  bool in_allsync, out_allsync;
-  uint64_t digest;  // CF_CHECK: the member's argument digest (engine/arg_check.h)
-};
-
 // What the engine decided for one call, kept by a caller that repeats the
 // same call (the C API's per-kind memo, CallMemo): the algorithm, the
 // schedule of a whole call and of an aggregate member, and the CF_CHECK
@@ -159,14 +192,6 @@ struct CallMemo {
   uint64_t src_len = 0, dst_len = 0;  // bytes of src / dst the image uses
   CollectiveCall call;
   PreparedCall prepared;
-};
-
-// What shapes an aggregate's merged schedule: the members' schedules in
-// order and the merged sync modes.
-struct AggregateKey {
-  std::vector<const Schedule*> parts;
-  bool in_allsync = false, out_allsync = false;
-  auto operator<=>(const AggregateKey&) const = default;
 };
 
 // One image's state; only its own thread touches the cache and handle table.
@@ -196,11 +221,9 @@ class ImageContext {
   const GeneratorInfo* algorithm[kCollKinds] = {};  // per-kind override (cf_coll_set_algorithm)
   Schedule* last_schedule = nullptr;        // one-entry cache in front of `cache`
   ScheduleKey last_key{};
-  std::map<AggregateKey, std::unique_ptr<Schedule>> aggregates;  // merged schedules
-  // The last aggregate looked up: its key and merged schedule (nullptr =
-  // none), a one-entry cache in front of `aggregates`.
-  AggregateKey aggregate_key;
-  Schedule* last_aggregate = nullptr;
+  // Merged schedules of aggregates (each team keeps its last one in front
+  // of this: OpenAggregate::last).
+  std::map<AggregateKey, std::unique_ptr<Schedule>> aggregates;
   // The C API's last scalar call of each kind, without and with
   // CF_COLL_AGGREGATE (an aggregate's members and its last call alternate).
   CallMemo memo[kCollKinds][2];
@@ -287,8 +310,8 @@ class Engine final : public TransportHooks {
   // src and dst, skipping start()'s decisions. False, with nothing done,
   // when start() must take the call (not prepared yet, or the aggregate is
   // full and the call must fail there).
-  bool join_prepared(ImageContext& img, const CollectiveCall& call, const PreparedCall& p, void* src,
-                     void* dst) {
+  [[gnu::always_inline]] bool join_prepared(ImageContext& img, const CollectiveCall& call,
+                                            const PreparedCall& p, void* src, void* dst) {
     Team& team = team_of(img, call);
     if (p.member == nullptr || (config_.check && !p.has_digest) ||
         aggregate_full(team)) {
@@ -298,11 +321,9 @@ class Engine final : public TransportHooks {
     return true;
   }
   // No room for another member that is not the last (size() + 1 >=
-  // kMaxAggregateMembers), as a byte distance: no division per call.
+  // kMaxAggregateMembers).
   static bool aggregate_full(const Team& team) {
-    const auto bytes = reinterpret_cast<const char*>(std::to_address(team.aggregate.end())) -
-                       reinterpret_cast<const char*>(std::to_address(team.aggregate.begin()));
-    return bytes >= static_cast<std::ptrdiff_t>((kMaxAggregateMembers - 1) * sizeof(AggregatePart));
+    return team.aggregate.size() + 1 >= kMaxAggregateMembers;
   }
   // The team a call runs on.
   static Team& team_of(ImageContext& img, const CollectiveCall& call) {
@@ -354,13 +375,16 @@ class Engine final : public TransportHooks {
                          const GeneratorInfo* gen, std::string* error, bool check_barrier = true);
   int join_aggregate(ImageContext& img, const CollectiveCall& call, PreparedCall& prepared,
                      uint64_t* handle, std::string* error);
-  void add_part(Team& team, const CollectiveCall& call, const PreparedCall& p, void* src, void* dst) {
-    const bool reduces = is_computational(call.kind);
-    team.aggregate.emplace_back(p.member, src, dst, reduces, call.in_allsync, call.out_allsync,
-                                config_.check ? p.digest : 0);
-    if (reduces) team.aggregate_ops.push_back(call.op);
+  [[gnu::always_inline]] void add_part(Team& team, const CollectiveCall& call, const PreparedCall& p, void* src,
+                                       void* dst) {
+    OpenAggregate& agg = team.aggregate;
+    if (is_computational(call.kind)) agg.ops.emplace_back(static_cast<uint32_t>(agg.size()), call.op);
+    if (config_.check) agg.digests.push_back(p.digest);
+    agg.in_allsync |= call.in_allsync;
+    agg.out_allsync |= call.out_allsync;
+    agg.add(p.member, src, dst);
   }
-  Schedule* aggregate_schedule(ImageContext& img, const Team& team, std::string* error);
+  Schedule* aggregate_schedule(ImageContext& img, Team& team, std::string* error);
   // Numbers, registers and starts a bound instance; `seqs` sequence numbers
   // are taken (one per aggregate member).
   uint64_t launch(ImageContext& img, Instance* inst, Team& team, uint32_t seqs);

@@ -113,6 +113,7 @@ Plan plan_dependencies(const LocalDag& dag) {
 Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), dag_(std::move(dag)) {
   const size_t n = dag_.cars.size();
   const Plan plan = plan_dependencies(dag_);
+  members_ = std::max<uint32_t>(1, static_cast<uint32_t>(dag_.members.size()));  // before the segments
   for (uint64_t bytes : dag_.temps) {  // before the segments, which resolve temps
     temp_offsets_.push_back(temp_bytes_);
     temp_bytes_ += (bytes + 63) / 64 * 64;
@@ -149,15 +150,14 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
   roots_ = posting_first(roots_);
   for (uint32_t& r : roots_) r = compact[r];
   exit_ = compact[plan.exit];
-  members_ = std::max<uint32_t>(1, static_cast<uint32_t>(dag_.members.size()));
 }
 
 CopySegment Schedule::segment(const Car& copy) const {
   auto place = [&](const BufferRef& b) {
-    if (b.space == BufferSpace::Temp) return CopySegment::Place{0, true, temp_offsets_[b.slot] + b.offset};
+    if (b.space == BufferSpace::Temp) return CopySegment::Place{2 * members_, temp_offsets_[b.slot] + b.offset};
     // A COPY reads and writes user buffers and temps only (graph/validate).
     const uint32_t user = 2 * copy.member + (b.space == BufferSpace::UserDst ? 1 : 0);
-    return CopySegment::Place{user, false, b.offset};
+    return CopySegment::Place{user, b.offset};
   };
   return CopySegment{place(copy.src), place(copy.dst), copy.dst.length};
 }
@@ -202,11 +202,12 @@ Instance* Schedule::acquire() {
       }
     }
     if (members_ > 1) {
-      inst->user_many = std::make_unique<char*[]>(2 * size_t{members_});
+      inst->user_many = std::make_unique<char*[]>(2 * size_t{members_} + 1);
       inst->ops_many = std::make_unique<ReduceOp[]>(members_);
       inst->user = inst->user_many.get();
       inst->ops = inst->ops_many.get();
     }
+    inst->user[2 * members_] = inst->temp;  // CopySegment::Place
     for (uint32_t i = 0; i < cars_.size(); ++i) {
       inst->cars[i].index = i;
       inst->cars[i].instance = inst;

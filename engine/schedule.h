@@ -56,12 +56,12 @@ struct CompiledCar {
 };
 
 // One copy of a fused COPY, its buffers resolved as far as the schedule
-// can: a place is Instance::user[user] + offset, or, when `temp`, the
-// instance's temp arena + offset (the slot's offset included).
+// can: a place is Instance::user[base] + offset, where the user buffers'
+// entries are followed by the instance's temp arena (base 2 * members:
+// Instance::temp_base), so a copy looks up no buffer kind.
 struct CopySegment {
   struct Place {
-    uint32_t user;
-    bool temp;
+    uint32_t base;
     uint64_t offset;
   };
   Place src, dst;
@@ -131,7 +131,8 @@ struct Instance {
   const uint32_t* members = nullptr;
   uint32_t seq = 0;                 // member m's messages travel under seq + m
   // The bound user buffers and ops, per aggregate member (a single call is
-  // member 0): user[2m] is member m's source, user[2m + 1] its destination.
+  // member 0): user[2m] is member m's source, user[2m + 1] its destination;
+  // after the members' entries, the temp arena (CopySegment).
   char** user = user_one;
   ReduceOp* ops = &op_one;
   std::unique_ptr<CarState[]> cars;
@@ -146,9 +147,9 @@ struct Instance {
   Instance* next_free = nullptr;
   ImageContext* waiter = nullptr;      // woken when this instance finishes (its image, or a representative)
   std::vector<Instance*> represented;  // representative-thread mode: the other images' instances
-  char* user_one[2] = {};
+  char* user_one[3] = {};
   ReduceOp op_one;
-  std::unique_ptr<char*[]> user_many;    // aggregates: 2 per member
+  std::unique_ptr<char*[]> user_many;    // aggregates: 2 per member, then the temp arena
   std::unique_ptr<ReduceOp[]> ops_many;  // aggregates: 1 per member
 
   void bind_buffers(uint32_t member, void* src, void* dst) {

@@ -340,6 +340,43 @@ TEST_CASE("a repeated aggregate runs no generator again") {
   CHECK(built_repeat == 0);
 }
 
+TEST_CASE("aggregates that repeat, shorten, extend or change the last one each run their own members") {
+  // Each team remembers its last aggregate and compares members with it as
+  // they are called; a different aggregate of any shape must still run its
+  // own merged DAG. Member k broadcasts from roots[k]; round r's values
+  // differ from every other round's.
+  constexpr uint32_t P = 4;
+  const std::vector<std::vector<uint32_t>> rounds = {
+      {1, 2, 3}, {1, 2, 3}, {1, 2}, {1, 2, 3, 0}, {1, 0, 3}, {1, 2, 3}, {3}, {1, 2, 3}};
+  ImageLog log(P);
+  const int status = run_images(P, [&](cf_image_t me) {
+    for (size_t r = 0; r < rounds.size(); ++r) {
+      const std::vector<uint32_t>& roots = rounds[r];
+      std::vector<uint64_t> src(roots.size()), dst(roots.size(), 0);
+      for (size_t k = 0; k < roots.size(); ++k) src[k] = 1000 * r + 100 * me + k;
+      // The last round repeats the first with OUT_ALLSYNC on its last call:
+      // same members, other sync modes, another merged DAG.
+      const bool allsync_last = r + 1 == rounds.size();
+      cf_coll_handle_t h = CF_COLL_INVALID_HANDLE;
+      for (size_t k = 0; k < roots.size(); ++k) {
+        const bool last = k + 1 == roots.size();
+        int flags = last ? kAllLocal : kAllLocal | CF_COLL_AGGREGATE;
+        if (last && allsync_last) flags = (flags & ~CF_COLL_OUT_MYSYNC) | CF_COLL_OUT_ALLSYNC;
+        h = cf_coll_broadcast_nb(CF_TEAM_ALL, &dst[k], roots[k], &src[k], 8, flags);
+        if (!last) expect_member(log, me, h, "member");
+      }
+      const int rc = cf_coll_wait_sync(h);
+      log.expect(me, rc == CF_OK, [&] { return cat("round ", r, ": ", cf_strerror(rc)); });
+      for (size_t k = 0; k < roots.size(); ++k) {
+        const uint64_t want = 1000 * r + 100 * roots[k] + k;
+        log.expect(me, dst[k] == want, [&] { return cat("round ", r, " member ", k, ": ", dst[k], ", want ", want); });
+      }
+    }
+  });
+  REQUIRE(status == CF_OK);
+  log.report();
+}
+
 TEST_CASE("the JSON dump of an aggregate is a valid global DAG whose CARs name their members") {
   constexpr uint32_t P = 3;
   ImageLog log(P);

@@ -131,11 +131,12 @@ TEST_CASE("a RECV runs the COPY that is its only successor in its completion, an
   const CompiledCar& recv = schedule.cars()[0];
   CHECK(recv.kind == CarKind::Recv);
   REQUIRE(recv.seg_count == 2);
-  // Member 0's destination (user[1]) at 0 and 32, from the temp slot at 0 and 8.
+  // Member 0's destination (user[1]) at 0 and 32, from the temp slot at 0
+  // and 8 (the temp arena follows the one member's two entries: base 2).
   const CopySegment* seg = schedule.segments(recv);
-  CHECK((!seg[0].dst.temp && seg[0].dst.user == 1 && seg[0].dst.offset == 0 && seg[0].length == 8));
-  CHECK((!seg[1].dst.temp && seg[1].dst.user == 1 && seg[1].dst.offset == 32 && seg[1].length == 8));
-  CHECK((seg[0].src.temp && seg[1].src.temp && seg[1].src.offset == seg[0].src.offset + 8));
+  CHECK((seg[0].dst.base == 1 && seg[0].dst.offset == 0 && seg[0].length == 8));
+  CHECK((seg[1].dst.base == 1 && seg[1].dst.offset == 32 && seg[1].length == 8));
+  CHECK((seg[0].src.base == 2 && seg[1].src.base == 2 && seg[1].src.offset == seg[0].src.offset + 8));
   REQUIRE(recv.succ_count == 1);
   CHECK(schedule.cars()[schedule.successors(recv)[0]].kind == CarKind::Send);
   CHECK(schedule.cars()[schedule.successors(recv)[0]].deps == 1);
