@@ -130,6 +130,9 @@ int run_once(const Step& step, cf_image_t me, std::vector<std::vector<uint8_t>>&
     if (handles[k] == CF_COLL_INVALID_HANDLE && cf_last_status() != CF_OK) return cf_last_status();
   }
   if (graph_path != nullptr && me == 0) cf_graph_dump_json(handles[calls - 1], graph_path->c_str());
+  // An aggregate has one handle, its last call's (the members' are
+  // INVALID): it is synced alone, through the same call as one collective.
+  if (step.options->aggregate) return cf_coll_wait_sync_all(&handles[calls - 1], 1);
   return cf_coll_wait_sync_all(handles, calls);
 }
 

@@ -420,6 +420,8 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
     member.in_allsync = member.out_allsync = false;
     prepared.member = schedule_for(img, member, prepared.gen, error, false);
     if (prepared.member == nullptr) return kErrBadArg;
+    prepared.plain_member = !is_computational(call.kind) && !config_.check;
+    prepared.sync = (call.in_allsync ? OpenAggregate::kSyncIn : 0) | (call.out_allsync ? OpenAggregate::kSyncOut : 0);
   }
   add_part(team, call, prepared, call.src, call.dst);
   if (call.aggregate) {
@@ -435,7 +437,8 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
   Instance* inst = merged->acquire();
   // The members' buffers are already in Instance::user order; data
   // movement has no op to bind, only reductions read ops[m].
-  std::copy(agg.buffers(), agg.buffers() + 2 * agg.size(), inst->user);
+  char* const* buffers = agg.buffers();
+  for (uint32_t i = 0; i < 2 * agg.size(); ++i) inst->user[i] = buffers[i];  // a few words: no memmove call
   for (const auto& [m, op] : agg.ops) inst->ops[m] = op;
   for (uint64_t d : agg.digests) inst->digest = combine_digests(inst->digest, d);
   const uint32_t members = static_cast<uint32_t>(agg.size());
@@ -468,13 +471,14 @@ void OpenAggregate::clear() {
   repeating_ = 0;
   ops.clear();
   digests.clear();
-  in_allsync = out_allsync = false;
+  sync = 0;
 }
 
 Schedule* Engine::aggregate_schedule(ImageContext& img, Team& team, std::string* error) {
   OpenAggregate& agg = team.aggregate;
   // CF_CHECK: the digests ride on the entry barrier.
-  const bool in_allsync = agg.in_allsync || config_.check, out_allsync = agg.out_allsync;
+  const bool in_allsync = (agg.sync & OpenAggregate::kSyncIn) || config_.check;
+  const bool out_allsync = agg.sync & OpenAggregate::kSyncOut;
   AggregateKey& key = agg.last;
   if (agg.last_schedule != nullptr && agg.repeats_last() && key.in_allsync == in_allsync &&
       key.out_allsync == out_allsync) {

@@ -59,6 +59,7 @@ struct AggregateKey {
 // team, so finding its merged schedule again needs no pass over the key.
 class OpenAggregate {
  public:
+  static constexpr uint8_t kSyncIn = 1, kSyncOut = 2;  // IN_ALLSYNC, OUT_ALLSYNC
   // Appends a member call. A repeated member is most of an aggregate's
   // calls: two stores and a compare, no vector bookkeeping.
   void add(const Schedule* schedule, void* src, void* dst) {
@@ -81,7 +82,7 @@ class OpenAggregate {
 
   std::vector<std::pair<uint32_t, ReduceOp>> ops;  // reduction members: index, op
   std::vector<uint64_t> digests;  // CF_CHECK: each member's argument digest
-  bool in_allsync = false, out_allsync = false;  // any member's
+  uint8_t sync = 0;  // any member's kSyncIn / kSyncOut (PreparedCall::sync)
   // The last aggregate started on the team: its key and merged schedule
   // (nullptr = none yet).
   AggregateKey last;
@@ -175,6 +176,10 @@ struct PreparedCall {
   const GeneratorInfo* gen = nullptr;
   Schedule* schedule = nullptr;  // started alone
   Schedule* member = nullptr;    // joining an aggregate (no sync transform)
+  // Set with `member`: its join records only buffers (no op, no digest),
+  // and its IN/OUT_ALLSYNC as OpenAggregate::sync bits.
+  bool plain_member = false;
+  uint8_t sync = 0;
   uint64_t digest = 0;
   bool has_digest = false;
 };
@@ -313,6 +318,11 @@ class Engine final : public TransportHooks {
   [[gnu::always_inline]] bool join_prepared(ImageContext& img, const CollectiveCall& call,
                                             const PreparedCall& p, void* src, void* dst) {
     Team& team = team_of(img, call);
+    if (p.plain_member && !aggregate_full(team)) {  // most members: data movement, not checking
+      team.aggregate.sync |= p.sync;
+      team.aggregate.add(p.member, src, dst);
+      return true;
+    }
     if (p.member == nullptr || (config_.check && !p.has_digest) ||
         aggregate_full(team)) {
       return false;
@@ -380,8 +390,7 @@ class Engine final : public TransportHooks {
     OpenAggregate& agg = team.aggregate;
     if (is_computational(call.kind)) agg.ops.emplace_back(static_cast<uint32_t>(agg.size()), call.op);
     if (config_.check) agg.digests.push_back(p.digest);
-    agg.in_allsync |= call.in_allsync;
-    agg.out_allsync |= call.out_allsync;
+    agg.sync |= p.sync;
     agg.add(p.member, src, dst);
   }
   Schedule* aggregate_schedule(ImageContext& img, Team& team, std::string* error);
