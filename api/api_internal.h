@@ -129,6 +129,29 @@ template <int kUsed, typename AddressesOk>
   *out = start_memo(*img, *memo, src, dst);
   return true;
 }
+// The repeat of a plain aggregate member (engine/engine.h,
+// PreparedCall::plain_member: data movement, not checking) whose memo
+// holds `sig`, with addresses that fit (addresses_ok): joins the team's
+// open aggregate right here and returns true. Most of an aggregate's calls
+// take this path, so it makes no call and uses few registers: the caller
+// tail-calls its full path (start_repeated, then the checked path) when
+// this returns false.
+template <int kUsed, typename AddressesOk>
+[[gnu::always_inline]] inline bool join_repeated_member(CollKind kind, const Signature& sig, void* src, void* dst,
+                                                        AddressesOk addresses_ok) {
+  if ((sig[2] & CF_COLL_AGGREGATE) == 0) return false;
+  ImageContext* img = t_image;
+  if (img == nullptr || !Runtime::get().initialized()) return false;
+  CallMemo* memo = memo_hit<kUsed>(*img, kind, sig);
+  if (memo == nullptr || !memo->prepared.plain_member || !addresses_ok(*img, *memo)) return false;
+  Team& team = memo->call.team != nullptr ? *memo->call.team : img->all;
+  if (!team.aggregate.try_add(memo->prepared.member, memo->prepared.sync, memo->src_len > 0 ? src : unused_buffer(),
+                              memo->dst_len > 0 ? dst : unused_buffer())) {
+    return false;
+  }
+  succeed();
+  return true;
+}
 // Starts a call the checked path built and, when it starts, remembers it
 // under `sig` with the byte counts of src and dst the image uses.
 cf_coll_handle_t start_remembered(ImageContext& img, const CollectiveCall& call, const Signature& sig,

@@ -166,6 +166,13 @@ void signature_of(const Movement& m, Signature& sig) {
   movement_signature(m.kind, m.blocking, m.team, m.flags, m.root, m.nbytes, sig);
 }
 
+// build_movement's address checks on a memo's call; anything unusual
+// (NULL, an overlap, even a permitted one) takes the checked path.
+inline bool movement_addresses_ok(const CallMemo& memo, const void* src, const void* dst) {
+  return (memo.src_len == 0 || src != nullptr) && (memo.dst_len == 0 || dst != nullptr) &&
+         !ranges_overlap(src, memo.src_len, dst, memo.dst_len);
+}
+
 // The entry points' memo path (start_repeated) for a single-address call;
 // root is 0 for a call without one, as in Movement.
 [[gnu::always_inline]] inline bool repeated(CollKind kind, cf_team_t team, int flags, cf_image_t root,
@@ -173,10 +180,18 @@ void signature_of(const Movement& m, Signature& sig) {
   Signature sig;
   movement_signature(kind, false, team, flags, root, nbytes, sig);
   return start_repeated<kMovementWords>(kind, sig, src, dst, out, [&](ImageContext&, const CallMemo& memo) {
-    // build_movement's address checks; anything unusual (NULL, an overlap,
-    // even a permitted one) takes the checked path.
-    return (memo.src_len == 0 || src != nullptr) && (memo.dst_len == 0 || dst != nullptr) &&
-           !ranges_overlap(src, memo.src_len, dst, memo.dst_len);
+    return movement_addresses_ok(memo, src, dst);
+  });
+}
+
+// The entry points' first look: a repeated plain aggregate member joins
+// here (join_repeated_member).
+[[gnu::always_inline]] inline bool joined_member(CollKind kind, cf_team_t team, int flags, cf_image_t root,
+                                                 void* src, void* dst, size_t nbytes) {
+  Signature sig;
+  movement_signature(kind, false, team, flags, root, nbytes, sig);
+  return join_repeated_member<kMovementWords>(kind, sig, src, dst, [&](ImageContext&, const CallMemo& memo) {
+    return movement_addresses_ok(memo, src, dst);
   });
 }
 
@@ -231,6 +246,32 @@ cf_coll_handle_t start_movement(const Movement& m) {
   return start_movement(m);
 }
 
+// What a single-address entry point does after joined_member: the memo
+// path, else the checked path. Out of line, with the entry point's own
+// arguments, so the entry point is a short test and a tail call.
+struct EntryNames {
+  const char* function;
+  const char* root;  // nullptr: no root argument
+};
+constexpr EntryNames entry_names(CollKind kind) {
+  switch (kind) {
+    case CollKind::Broadcast: return {"cf_coll_broadcast_nb", "srcimage"};
+    case CollKind::Scatter: return {"cf_coll_scatter_nb", "srcimage"};
+    case CollKind::Gather: return {"cf_coll_gather_nb", "dstimage"};
+    case CollKind::GatherAll: return {"cf_coll_gather_all_nb", nullptr};
+    case CollKind::Exchange: return {"cf_coll_exchange_nb", nullptr};
+    default: return {"(not a single-address movement)", nullptr};
+  }
+}
+template <CollKind kKind>
+[[gnu::noinline]] cf_coll_handle_t single_rest(cf_team_t team, void* dst, cf_image_t root, void* src,
+                                               size_t nbytes, int flags) {
+  cf_coll_handle_t handle;
+  if (repeated(kKind, team, flags, root, src, dst, nbytes, &handle)) return handle;
+  constexpr EntryNames names = entry_names(kKind);
+  return checked_single(names.function, kKind, names.root, root, team, dst, src, nbytes, flags);
+}
+
 cf_coll_handle_t list_missing(const char* function, const char* list) {
   if (current_image(function) == nullptr) return CF_COLL_INVALID_HANDLE;
   return fail(CF_ERR_BAD_ARG, std::string(list) + ": NULL"), CF_COLL_INVALID_HANDLE;
@@ -246,42 +287,32 @@ extern "C" {
 
 cf_coll_handle_t cf_coll_broadcast_nb(cf_team_t team, void* dst, cf_image_t srcimage, void* src,
                                       size_t nbytes, int flags) {
-  cf_coll_handle_t handle;
-  if (repeated(CollKind::Broadcast, team, flags, srcimage, src, dst, nbytes, &handle)) return handle;
-  return checked_single("cf_coll_broadcast_nb", CollKind::Broadcast,
-                        "srcimage", srcimage, team, dst, src, nbytes, flags);
+  if (joined_member(CollKind::Broadcast, team, flags, srcimage, src, dst, nbytes)) return CF_COLL_INVALID_HANDLE;
+  return single_rest<CollKind::Broadcast>(team, dst, srcimage, src, nbytes, flags);
 }
 
 cf_coll_handle_t cf_coll_scatter_nb(cf_team_t team, void* dst, cf_image_t srcimage, void* src,
                                     size_t nbytes, int flags) {
-  cf_coll_handle_t handle;
-  if (repeated(CollKind::Scatter, team, flags, srcimage, src, dst, nbytes, &handle)) return handle;
-  return checked_single("cf_coll_scatter_nb", CollKind::Scatter,
-                        "srcimage", srcimage, team, dst, src, nbytes, flags);
+  if (joined_member(CollKind::Scatter, team, flags, srcimage, src, dst, nbytes)) return CF_COLL_INVALID_HANDLE;
+  return single_rest<CollKind::Scatter>(team, dst, srcimage, src, nbytes, flags);
 }
 
 cf_coll_handle_t cf_coll_gather_nb(cf_team_t team, cf_image_t dstimage, void* dst, void* src,
                                    size_t nbytes, int flags) {
-  cf_coll_handle_t handle;
-  if (repeated(CollKind::Gather, team, flags, dstimage, src, dst, nbytes, &handle)) return handle;
-  return checked_single("cf_coll_gather_nb", CollKind::Gather,
-                        "dstimage", dstimage, team, dst, src, nbytes, flags);
+  if (joined_member(CollKind::Gather, team, flags, dstimage, src, dst, nbytes)) return CF_COLL_INVALID_HANDLE;
+  return single_rest<CollKind::Gather>(team, dst, dstimage, src, nbytes, flags);
 }
 
 cf_coll_handle_t cf_coll_gather_all_nb(cf_team_t team, void* dst, void* src, size_t nbytes,
                                        int flags) {
-  cf_coll_handle_t handle;
-  if (repeated(CollKind::GatherAll, team, flags, 0, src, dst, nbytes, &handle)) return handle;
-  return checked_single("cf_coll_gather_all_nb", CollKind::GatherAll,
-                        nullptr, 0, team, dst, src, nbytes, flags);
+  if (joined_member(CollKind::GatherAll, team, flags, 0, src, dst, nbytes)) return CF_COLL_INVALID_HANDLE;
+  return single_rest<CollKind::GatherAll>(team, dst, 0, src, nbytes, flags);
 }
 
 cf_coll_handle_t cf_coll_exchange_nb(cf_team_t team, void* dst, void* src, size_t nbytes,
                                      int flags) {
-  cf_coll_handle_t handle;
-  if (repeated(CollKind::Exchange, team, flags, 0, src, dst, nbytes, &handle)) return handle;
-  return checked_single("cf_coll_exchange_nb", CollKind::Exchange,
-                        nullptr, 0, team, dst, src, nbytes, flags);
+  if (joined_member(CollKind::Exchange, team, flags, 0, src, dst, nbytes)) return CF_COLL_INVALID_HANDLE;
+  return single_rest<CollKind::Exchange>(team, dst, 0, src, nbytes, flags);
 }
 
 cf_coll_handle_t cf_coll_permute_nb(cf_team_t team, void* dst, void* src, size_t nbytes,

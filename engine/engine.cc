@@ -448,7 +448,8 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
 }
 
 void OpenAggregate::grow() {
-  const uint32_t capacity = std::max(16u, 2 * capacity_);
+  // At most kMaxAggregateMembers: try_add's room check is then the limit too.
+  const uint32_t capacity = std::min(kMaxAggregateMembers, std::max(16u, 2 * capacity_));
   auto parts = std::make_unique<const Schedule*[]>(capacity);
   auto buffers = std::make_unique<char*[]>(2 * size_t{capacity});
   std::copy(parts_.get(), parts_.get() + size_, parts.get());
@@ -501,6 +502,7 @@ Schedule* Engine::aggregate_schedule(ImageContext& img, Team& team, std::string*
   // The next aggregate on the team compares its members with this one's
   // as they are called (OpenAggregate::repeating).
   key = std::move(wanted);
+  agg.last_size_ = static_cast<uint32_t>(key.parts.size());
   agg.last_schedule = it->second.get();
   return agg.last_schedule;
 }

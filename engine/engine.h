@@ -64,12 +64,16 @@ class OpenAggregate {
   // calls: two stores and a compare, no vector bookkeeping.
   void add(const Schedule* schedule, void* src, void* dst) {
     if (size_ == capacity_) grow();
-    const uint32_t m = size_;
-    parts_[m] = schedule;
-    buffers_[2 * m] = static_cast<char*>(src);
-    buffers_[2 * m + 1] = static_cast<char*>(dst);
-    repeating_ += repeating_ == m && m < last.parts.size() && last.parts[m] == schedule;
-    size_ = m + 1;
+    append(schedule, src, dst);
+  }
+  // add() of a member that is not the last while there is room without
+  // growing (capacity never exceeds kMaxAggregateMembers, so this also
+  // keeps the limit); false, with nothing done, otherwise.
+  bool try_add(const Schedule* schedule, uint8_t member_sync, void* src, void* dst) {
+    if (size_ + 1 >= capacity_) return false;
+    sync |= member_sync;
+    append(schedule, src, dst);
+    return true;
   }
   void pop_back();  // drops the last member (a failed last call)
   void clear();     // forgets the members (not `last`): the next aggregate starts empty
@@ -78,7 +82,7 @@ class OpenAggregate {
   const Schedule* const* parts() const { return parts_.get(); }
   char* const* buffers() const { return buffers_.get(); }  // 2 per member: source, destination
   // Every member repeats the last aggregate's (not counting sync modes).
-  bool repeats_last() const { return repeating_ == size_ && last.parts.size() == size_; }
+  bool repeats_last() const { return repeating_ == size_ && last_size_ == size_; }
 
   std::vector<std::pair<uint32_t, ReduceOp>> ops;  // reduction members: index, op
   std::vector<uint64_t> digests;  // CF_CHECK: each member's argument digest
@@ -89,7 +93,17 @@ class OpenAggregate {
   Schedule* last_schedule = nullptr;
 
  private:
+  void append(const Schedule* schedule, void* src, void* dst) {
+    const uint32_t m = size_;
+    parts_[m] = schedule;
+    buffers_[2 * m] = static_cast<char*>(src);
+    buffers_[2 * m + 1] = static_cast<char*>(dst);
+    repeating_ += repeating_ == m && m < last_size_ && last.parts[m] == schedule;
+    size_ = m + 1;
+  }
   void grow();
+  friend class Engine;  // sets last_size_ with `last`
+  uint32_t last_size_ = 0;  // last.parts.size()
   std::unique_ptr<const Schedule*[]> parts_;  // the members' schedules, in call order
   std::unique_ptr<char*[]> buffers_;          // in Instance::user order
   uint32_t size_ = 0, capacity_ = 0;

@@ -377,6 +377,43 @@ TEST_CASE("aggregates that repeat, shorten, extend or change the last one each r
   log.report();
 }
 
+TEST_CASE("an aggregate holds at most 4096 calls: the 4096th member is refused, the last call still joins") {
+  // Members join through the entry points' fast path while the open
+  // aggregate has room and through the engine when it must grow; either way
+  // the limit is exact and a refused member changes nothing.
+  constexpr uint32_t P = 2;
+  constexpr size_t kCalls = 4096;
+  ImageLog log(P);
+  const int status = run_images(P, [&](cf_image_t me) {
+    std::vector<uint8_t> src(kCalls), dst(kCalls, 0);
+    for (size_t k = 0; k < kCalls; ++k) src[k] = static_cast<uint8_t>(k * 7 + me);
+    for (size_t k = 0; k + 1 < kCalls; ++k) {
+      const cf_coll_handle_t h = cf_coll_broadcast_nb(CF_TEAM_ALL, &dst[k], k % P, &src[k], 1, kAllLocal | CF_COLL_AGGREGATE);
+      if (h != CF_COLL_INVALID_HANDLE || cf_last_status() != CF_OK) {
+        log.expect(me, false, [&] { return cat("member ", k, ": ", cf_last_error()); });
+        return;
+      }
+    }
+    uint8_t extra = 0;
+    const cf_coll_handle_t refused =
+        cf_coll_broadcast_nb(CF_TEAM_ALL, &extra, 0, &src[0], 1, kAllLocal | CF_COLL_AGGREGATE);
+    const std::string text = cf_last_error();
+    log.expect(me, refused == CF_COLL_INVALID_HANDLE && cf_last_status() == CF_ERR_BAD_ARG && contains(text, "4096"),
+               [&] { return cat("member 4096: want CF_ERR_BAD_ARG naming the limit, got \"", text, "\""); });
+    const cf_coll_handle_t h = cf_coll_broadcast_nb(CF_TEAM_ALL, &dst[kCalls - 1], 1, &src[kCalls - 1], 1, kAllLocal);
+    const int rc = cf_coll_wait_sync(h);
+    log.expect(me, rc == CF_OK, [&] { return cat("the last call: ", cf_strerror(rc), " ", cf_last_error()); });
+    size_t wrong = 0;
+    for (size_t k = 0; k < kCalls; ++k) {
+      const size_t root = k + 1 < kCalls ? k % P : 1;
+      wrong += dst[k] != static_cast<uint8_t>(k * 7 + root);
+    }
+    log.expect(me, wrong == 0 && extra == 0, [&] { return cat(wrong, " of ", kCalls, " members wrong; extra=", int(extra)); });
+  });
+  REQUIRE(status == CF_OK);
+  log.report();
+}
+
 TEST_CASE("the JSON dump of an aggregate is a valid global DAG whose CARs name their members") {
   constexpr uint32_t P = 3;
   ImageLog log(P);
