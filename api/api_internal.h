@@ -142,11 +142,16 @@ template <int kUsed, typename AddressesOk>
   if ((sig[2] & CF_COLL_AGGREGATE) == 0) return false;
   ImageContext* img = t_image;
   if (img == nullptr || !Runtime::get().initialized()) return false;
-  CallMemo* memo = memo_hit<kUsed>(*img, kind, sig);
-  if (memo == nullptr || !memo->prepared.plain_member || !addresses_ok(*img, *memo)) return false;
-  Team& team = memo->call.team != nullptr ? *memo->call.team : img->all;
-  if (!team.aggregate.try_add(memo->prepared.member, memo->prepared.sync, memo->src_len > 0 ? src : unused_buffer(),
-                              memo->dst_len > 0 ? dst : unused_buffer())) {
+  // The AGGREGATE memo of the kind: a fixed offset into the image.
+  const CallMemo& memo = img->memo[static_cast<int>(kind)][1];
+  if (!memo.valid || !memo.prepared.plain_member || memo.epoch != img->epoch) return false;
+  uint64_t differ = 0;
+#pragma GCC unroll 16
+  for (int w = 0; w < kUsed; ++w) differ |= memo.signature[w] ^ sig[w];
+  if (differ != 0 || !addresses_ok(*img, memo)) return false;
+  Team& team = memo.call.team != nullptr ? *memo.call.team : img->all;
+  if (!team.aggregate.try_add(memo.prepared.member, memo.prepared.sync, memo.src_len > 0 ? src : unused_buffer(),
+                              memo.dst_len > 0 ? dst : unused_buffer())) {
     return false;
   }
   succeed();
