@@ -415,21 +415,20 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
              " calls; end it with a call without CF_COLL_AGGREGATE";
     return kErrBadArg;
   }
-  if (prepared.member == nullptr) {
-    CollectiveCall member = call;  // generated without a sync transform: the aggregate has one
-    member.in_allsync = member.out_allsync = false;
-    prepared.member = schedule_for(img, member, prepared.gen, error, false);
-    if (prepared.member == nullptr) return kErrBadArg;
-    prepared.plain_member = !is_computational(call.kind) && !config_.check;
-    prepared.sync = (call.in_allsync ? OpenAggregate::kSyncIn : 0) | (call.out_allsync ? OpenAggregate::kSyncOut : 0);
-  }
+  if (prepared.member == nullptr && !prepare_member(img, call, prepared, error)) return kErrBadArg;
   add_part(team, call, prepared, call.src, call.dst);
   if (call.aggregate) {
     *handle = 0;  // the seed leaves it undefined; the API returns CF_COLL_INVALID_HANDLE
     return kOk;
   }
   OpenAggregate& agg = team.aggregate;
-  Schedule* merged = aggregate_schedule(img, team, error);
+  // The team's last aggregate again (most repeated aggregates): no call.
+  const bool in_allsync = (agg.sync & OpenAggregate::kSyncIn) || config_.check;
+  const bool out_allsync = agg.sync & OpenAggregate::kSyncOut;
+  Schedule* merged = agg.last_schedule != nullptr && agg.repeats_last() && agg.last.in_allsync == in_allsync &&
+                             agg.last.out_allsync == out_allsync
+                         ? agg.last_schedule
+                         : aggregate_schedule(img, team, error);
   if (merged == nullptr) {
     agg.pop_back();  // the failed last call joins nothing; the aggregate stays open
     return kErrBadArg;
@@ -474,6 +473,17 @@ void OpenAggregate::clear() {
   ops.clear();
   digests.clear();
   sync = 0;
+}
+
+bool Engine::prepare_member(ImageContext& img, const CollectiveCall& call, PreparedCall& prepared,
+                            std::string* error) {
+  CollectiveCall member = call;  // generated without a sync transform: the aggregate has one
+  member.in_allsync = member.out_allsync = false;
+  prepared.member = schedule_for(img, member, prepared.gen, error, false);
+  if (prepared.member == nullptr) return false;
+  prepared.plain_member = !is_computational(call.kind) && !config_.check;
+  prepared.sync = (call.in_allsync ? OpenAggregate::kSyncIn : 0) | (call.out_allsync ? OpenAggregate::kSyncOut : 0);
+  return true;
 }
 
 Schedule* Engine::aggregate_schedule(ImageContext& img, Team& team, std::string* error) {

@@ -407,6 +407,10 @@ class Engine final : public TransportHooks {
     agg.sync |= p.sync;
     agg.add(p.member, src, dst);
   }
+  // An aggregate member's schedule and join flags, on its first call (out
+  // of line: join_aggregate keeps a small frame).
+  [[gnu::noinline]] bool prepare_member(ImageContext& img, const CollectiveCall& call, PreparedCall& prepared,
+                                        std::string* error);
   Schedule* aggregate_schedule(ImageContext& img, Team& team, std::string* error);
   // Numbers, registers and starts a bound instance; `seqs` sequence numbers
   // are taken (one per aggregate member).
