@@ -149,11 +149,12 @@ template <int kUsed, typename AddressesOk>
 #pragma GCC unroll 16
   for (int w = 0; w < kUsed; ++w) differ |= memo.signature[w] ^ sig[w];
   if (differ != 0 || !addresses_ok(*img, memo)) return false;
-  Team& team = memo.call.team != nullptr ? *memo.call.team : img->all;
-  if (!team.aggregate.try_add(memo.prepared.member, memo.prepared.sync, memo.src_len > 0 ? src : unused_buffer(),
-                              memo.dst_len > 0 ? dst : unused_buffer())) {
-    return false;
-  }
+  OpenAggregate& agg = (memo.call.team != nullptr ? *memo.call.team : img->all).aggregate;
+  if (!agg.has_room()) return false;
+  // Every test passed: from here on the caller's arguments are not needed
+  // for its fallback, which leaves the compiler registers to spare.
+  agg.append_member(memo.prepared.member, memo.prepared.sync, memo.src_len > 0 ? src : unused_buffer(),
+                    memo.dst_len > 0 ? dst : unused_buffer());
   succeed();
   return true;
 }

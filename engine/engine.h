@@ -66,14 +66,13 @@ class OpenAggregate {
     if (size_ == capacity_) grow();
     append(schedule, src, dst);
   }
-  // add() of a member that is not the last while there is room without
-  // growing (capacity never exceeds kMaxAggregateMembers, so this also
-  // keeps the limit); false, with nothing done, otherwise.
-  bool try_add(const Schedule* schedule, uint8_t member_sync, void* src, void* dst) {
-    if (size_ + 1 >= capacity_) return false;
+  // Room for a member that is not the last without growing.
+  bool has_room() const { return size_ + 1 < capacity_; }
+  // add() of a member that is not the last, when has_room(): the capacity
+  // never exceeds kMaxAggregateMembers, so has_room() keeps the limit too.
+  void append_member(const Schedule* schedule, uint8_t member_sync, void* src, void* dst) {
     sync |= member_sync;
     append(schedule, src, dst);
-    return true;
   }
   void pop_back();  // drops the last member (a failed last call)
   void clear();     // forgets the members (not `last`): the next aggregate starts empty

@@ -147,6 +147,9 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
     }
     if (plan.preds[i].empty()) roots_.push_back(static_cast<uint32_t>(i));
   }
+  for (uint32_t i = 0; i < cars_.size(); ++i) {
+    if (cars_[i].deps > 1) counted_.push_back(i);
+  }
   roots_ = posting_first(roots_);
   for (uint32_t& r : roots_) r = compact[r];
   exit_ = compact[plan.exit];
@@ -215,9 +218,9 @@ Instance* Schedule::acquire() {
     }
     ++created_;
   }
-  for (uint32_t i = 0; i < cars_.size(); ++i) {
-    inst->cars[i].pending.store(cars_[i].deps, std::memory_order_relaxed);
-  }
+  // Only CARs of several predecessors count down (a sole predecessor
+  // releases its successor without the counter; roots have none).
+  for (uint32_t i : counted_) inst->cars[i].pending.store(cars_[i].deps, std::memory_order_relaxed);
   inst->status.store(0, std::memory_order_relaxed);
   inst->done.store(false, std::memory_order_relaxed);
   inst->digest = 0;

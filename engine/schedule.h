@@ -113,6 +113,7 @@ class Schedule {
   uint32_t exit_ = 0;
   std::vector<uint32_t> successors_;
   std::vector<uint32_t> roots_;
+  std::vector<uint32_t> counted_;  // CARs with more than one predecessor: their counters are reset per call
   std::vector<uint32_t> posting_first(std::vector<uint32_t> ids) const;
   CopySegment segment(const Car& copy) const;  // needs temp_offsets_
   std::vector<CopySegment> segments_;
