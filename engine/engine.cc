@@ -343,6 +343,23 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
 
 int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handle,
                   std::string* error, PreparedCall* prepared) {
+  // A repeat (the C API's memo) whose schedule is known, with no aggregate
+  // open: straight to its instance. Data movement binds no op.
+  if (prepared != nullptr && prepared->schedule != nullptr && !call.aggregate &&
+      (!config_.check || prepared->has_digest)) {
+    Team& team = team_of(img, call);
+    if (team.aggregate.empty()) {
+      Instance* inst = prepared->schedule->acquire();
+      if (is_computational(call.kind)) {
+        inst->bind(0, call.src, call.dst, call.op);
+      } else {
+        inst->bind_buffers(0, call.src, call.dst);
+      }
+      if (config_.check) inst->digest = prepared->digest;
+      *handle = launch(img, inst, team, 1);
+      return kOk;
+    }
+  }
   PreparedCall once;
   PreparedCall& p = prepared != nullptr ? *prepared : once;
   if (p.gen == nullptr && !choose_algorithm(call, &p.gen, error)) return kErrBadArg;
