@@ -61,7 +61,7 @@ class OpenAggregate {
  public:
   static constexpr uint8_t kSyncIn = 1, kSyncOut = 2;  // IN_ALLSYNC, OUT_ALLSYNC
   // Appends a member call. A repeated member is most of an aggregate's
-  // calls: two stores and a compare, no vector bookkeeping.
+  // calls: three stores and a compare, no vector bookkeeping.
   void add(const Schedule* schedule, void* src, void* dst) {
     if (size_ == capacity_) grow();
     append(schedule, src, dst);
