@@ -341,6 +341,18 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   return raw;
 }
 
+uint64_t Engine::start_alone(ImageContext& img, const CollectiveCall& call, Schedule* schedule, uint64_t digest,
+                             Team& team) {
+  Instance* inst = schedule->acquire();
+  if (is_computational(call.kind)) {
+    inst->bind(0, call.src, call.dst, call.op);
+  } else {
+    inst->bind_buffers(0, call.src, call.dst);
+  }
+  if (config_.check) inst->digest = digest;
+  return launch(img, inst, team, 1);
+}
+
 int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handle,
                   std::string* error, PreparedCall* prepared) {
   // A repeat (the C API's memo) whose schedule is known, with no aggregate
@@ -349,14 +361,7 @@ int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handl
       (!config_.check || prepared->has_digest)) {
     Team& team = team_of(img, call);
     if (team.aggregate.empty()) {
-      Instance* inst = prepared->schedule->acquire();
-      if (is_computational(call.kind)) {
-        inst->bind(0, call.src, call.dst, call.op);
-      } else {
-        inst->bind_buffers(0, call.src, call.dst);
-      }
-      if (config_.check) inst->digest = prepared->digest;
-      *handle = launch(img, inst, team, 1);
+      *handle = start_alone(img, call, prepared->schedule, prepared->digest, team);
       return kOk;
     }
   }
@@ -372,10 +377,7 @@ int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handl
   }
   if (p.schedule == nullptr) p.schedule = schedule_for(img, call, p.gen, error);
   if (p.schedule == nullptr) return kErrBadArg;
-  Instance* inst = p.schedule->acquire();
-  inst->bind(0, call.src, call.dst, call.op);
-  if (config_.check) inst->digest = p.digest;
-  *handle = launch(img, inst, team_of(img, call), 1);
+  *handle = start_alone(img, call, p.schedule, p.digest, team_of(img, call));
   return kOk;
 }
 
@@ -440,12 +442,8 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
   }
   OpenAggregate& agg = team.aggregate;
   // The team's last aggregate again (most repeated aggregates): no call.
-  const bool in_allsync = (agg.sync & OpenAggregate::kSyncIn) || config_.check;
-  const bool out_allsync = agg.sync & OpenAggregate::kSyncOut;
-  Schedule* merged = agg.last_schedule != nullptr && agg.repeats_last() && agg.last.in_allsync == in_allsync &&
-                             agg.last.out_allsync == out_allsync
-                         ? agg.last_schedule
-                         : aggregate_schedule(img, team, error);
+  Schedule* merged = agg.repeated_schedule(config_.check);
+  if (merged == nullptr) merged = aggregate_schedule(img, team, error);
   if (merged == nullptr) {
     agg.pop_back();  // the failed last call joins nothing; the aggregate stays open
     return kErrBadArg;
@@ -465,7 +463,7 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
 }
 
 void OpenAggregate::grow() {
-  // At most kMaxAggregateMembers: try_add's room check is then the limit too.
+  // At most kMaxAggregateMembers: has_room() is then the limit too.
   const uint32_t capacity = std::min(kMaxAggregateMembers, std::max(16u, 2 * capacity_));
   auto parts = std::make_unique<const Schedule*[]>(capacity);
   auto buffers = std::make_unique<char*[]>(2 * size_t{capacity});
@@ -503,16 +501,11 @@ bool Engine::prepare_member(ImageContext& img, const CollectiveCall& call, Prepa
   return true;
 }
 
+// The merged schedule of an aggregate that does not repeat the team's last
+// one (join_aggregate looks at that first): from the image's map, or built.
 Schedule* Engine::aggregate_schedule(ImageContext& img, Team& team, std::string* error) {
   OpenAggregate& agg = team.aggregate;
-  // CF_CHECK: the digests ride on the entry barrier.
-  const bool in_allsync = (agg.sync & OpenAggregate::kSyncIn) || config_.check;
-  const bool out_allsync = agg.sync & OpenAggregate::kSyncOut;
-  AggregateKey& key = agg.last;
-  if (agg.last_schedule != nullptr && agg.repeats_last() && key.in_allsync == in_allsync &&
-      key.out_allsync == out_allsync) {
-    return agg.last_schedule;
-  }
+  const bool in_allsync = agg.in_allsync(config_.check), out_allsync = agg.out_allsync();
   AggregateKey wanted{{agg.parts(), agg.parts() + agg.size()}, in_allsync, out_allsync};
   auto it = img.aggregates.find(wanted);
   if (it == img.aggregates.end()) {
@@ -528,9 +521,9 @@ Schedule* Engine::aggregate_schedule(ImageContext& img, Team& team, std::string*
     it = img.aggregates.emplace(wanted, std::move(schedule)).first;
   }
   // The next aggregate on the team compares its members with this one's
-  // as they are called (OpenAggregate::repeating).
-  key = std::move(wanted);
-  agg.last_size_ = static_cast<uint32_t>(key.parts.size());
+  // as they are called (OpenAggregate::repeating_).
+  agg.last = std::move(wanted);
+  agg.last_size_ = static_cast<uint32_t>(agg.last.parts.size());
   agg.last_schedule = it->second.get();
   return agg.last_schedule;
 }

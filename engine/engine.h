@@ -60,16 +60,18 @@ struct AggregateKey {
 class OpenAggregate {
  public:
   static constexpr uint8_t kSyncIn = 1, kSyncOut = 2;  // IN_ALLSYNC, OUT_ALLSYNC
-  // Appends a member call. A repeated member is most of an aggregate's
-  // calls: three stores and a compare, no vector bookkeeping.
-  void add(const Schedule* schedule, void* src, void* dst) {
+  // Appends a member call (its schedule, its kSyncIn / kSyncOut bits and
+  // its buffers), growing the arrays when they are full.
+  void add(const Schedule* schedule, uint8_t member_sync, void* src, void* dst) {
     if (size_ == capacity_) grow();
-    append(schedule, src, dst);
+    append_member(schedule, member_sync, src, dst);
   }
   // Room for a member that is not the last without growing.
   bool has_room() const { return size_ + 1 < capacity_; }
   // add() of a member that is not the last, when has_room(): the capacity
   // never exceeds kMaxAggregateMembers, so has_room() keeps the limit too.
+  // Most of an aggregate's calls: three stores and a compare, no vector
+  // bookkeeping.
   void append_member(const Schedule* schedule, uint8_t member_sync, void* src, void* dst) {
     sync |= member_sync;
     append(schedule, src, dst);
@@ -80,8 +82,17 @@ class OpenAggregate {
   bool empty() const { return size_ == 0; }
   const Schedule* const* parts() const { return parts_.get(); }
   char* const* buffers() const { return buffers_.get(); }  // 2 per member: source, destination
-  // Every member repeats the last aggregate's (not counting sync modes).
-  bool repeats_last() const { return repeating_ == size_ && last_size_ == size_; }
+  // The merged sync modes: any member's, and IN_ALLSYNC under CF_CHECK
+  // (the digests ride on the entry barrier).
+  bool in_allsync(bool check) const { return (sync & kSyncIn) || check; }
+  bool out_allsync() const { return sync & kSyncOut; }
+  // The last aggregate's merged schedule when this one repeats it (same
+  // members, same merged sync modes), else nullptr.
+  Schedule* repeated_schedule(bool check) const {
+    const bool same = repeating_ == size_ && last_size_ == size_ && last.in_allsync == in_allsync(check) &&
+                      last.out_allsync == out_allsync();
+    return same ? last_schedule : nullptr;
+  }
 
   std::vector<std::pair<uint32_t, ReduceOp>> ops;  // reduction members: index, op
   std::vector<uint64_t> digests;  // CF_CHECK: each member's argument digest
@@ -331,11 +342,6 @@ class Engine final : public TransportHooks {
   [[gnu::always_inline]] bool join_prepared(ImageContext& img, const CollectiveCall& call,
                                             const PreparedCall& p, void* src, void* dst) {
     Team& team = team_of(img, call);
-    if (p.plain_member && !aggregate_full(team)) {  // most members: data movement, not checking
-      team.aggregate.sync |= p.sync;
-      team.aggregate.add(p.member, src, dst);
-      return true;
-    }
     if (p.member == nullptr || (config_.check && !p.has_digest) ||
         aggregate_full(team)) {
       return false;
@@ -403,14 +409,18 @@ class Engine final : public TransportHooks {
     OpenAggregate& agg = team.aggregate;
     if (is_computational(call.kind)) agg.ops.emplace_back(static_cast<uint32_t>(agg.size()), call.op);
     if (config_.check) agg.digests.push_back(p.digest);
-    agg.sync |= p.sync;
-    agg.add(p.member, src, dst);
+    agg.add(p.member, p.sync, src, dst);
   }
   // An aggregate member's schedule and join flags, on its first call (out
   // of line: join_aggregate keeps a small frame).
   [[gnu::noinline]] bool prepare_member(ImageContext& img, const CollectiveCall& call, PreparedCall& prepared,
                                         std::string* error);
   Schedule* aggregate_schedule(ImageContext& img, Team& team, std::string* error);
+  // Starts a call alone (no aggregate) on its schedule: takes an instance,
+  // binds the buffers (and the op of a reduction) and launches it. Inline
+  // in start(): its repeat path is every repeated call's.
+  [[gnu::always_inline]] inline uint64_t start_alone(ImageContext& img, const CollectiveCall& call, Schedule* schedule, uint64_t digest,
+                       Team& team);
   // Numbers, registers and starts a bound instance; `seqs` sequence numbers
   // are taken (one per aggregate member).
   uint64_t launch(ImageContext& img, Instance* inst, Team& team, uint32_t seqs);

@@ -57,8 +57,8 @@ struct CompiledCar {
 
 // One copy of a fused COPY, its buffers resolved as far as the schedule
 // can: a place is Instance::user[base] + offset, where the user buffers'
-// entries are followed by the instance's temp arena (base 2 * members:
-// Instance::temp_base), so a copy looks up no buffer kind.
+// entries are followed by the instance's temp arena (base 2 * members), so
+// a copy looks up no buffer kind.
 struct CopySegment {
   struct Place {
     uint32_t base;
