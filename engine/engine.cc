@@ -18,7 +18,6 @@
 #include "graph/validate.h"
 
 namespace carflow {
-namespace {
 
 // The running thread's worklist: CARs made ready while this thread is
 // already executing CARs are queued here instead of recursing.
@@ -29,6 +28,8 @@ struct Worklist {
   std::vector<std::pair<ImageContext::Vc*, CarState*>> claimed;
   bool active = false;
 };
+
+namespace {
 // This thread's worklist, reached through a pointer with the initial-exec
 // TLS model (a load; the worklist itself, which has a destructor, may not
 // use that model: transports/transport.h); made on the thread's first use.
@@ -353,18 +354,18 @@ uint64_t Engine::start_alone(ImageContext& img, const CollectiveCall& call, Sche
   return launch(img, inst, team, 1);
 }
 
+bool Engine::start_prepared(ImageContext& img, const CollectiveCall& call, const PreparedCall& prepared,
+                            uint64_t* handle) {
+  if (prepared.schedule == nullptr || call.aggregate || (config_.check && !prepared.has_digest)) return false;
+  Team& team = team_of(img, call);
+  if (!team.aggregate.empty()) return false;
+  *handle = start_alone(img, call, prepared.schedule, prepared.digest, team);
+  return true;
+}
+
 int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handle,
                   std::string* error, PreparedCall* prepared) {
-  // A repeat (the C API's memo) whose schedule is known, with no aggregate
-  // open: straight to its instance. Data movement binds no op.
-  if (prepared != nullptr && prepared->schedule != nullptr && !call.aggregate &&
-      (!config_.check || prepared->has_digest)) {
-    Team& team = team_of(img, call);
-    if (team.aggregate.empty()) {
-      *handle = start_alone(img, call, prepared->schedule, prepared->digest, team);
-      return kOk;
-    }
-  }
+  if (prepared != nullptr && start_prepared(img, call, *prepared, handle)) return kOk;
   PreparedCall once;
   PreparedCall& p = prepared != nullptr ? *prepared : once;
   if (p.gen == nullptr && !choose_algorithm(call, &p.gen, error)) return kErrBadArg;
@@ -584,7 +585,20 @@ void Engine::run_roots(ImageContext& img, Instance* inst) {
   if (left_here) img.waiting.store(true, std::memory_order_seq_cst);
   // The instance may finish during this loop; roots() belongs to the
   // schedule, which outlives it, and each root is made ready exactly once.
-  for (uint32_t root : inst->schedule->roots()) make_ready(&inst->cars[root]);
+  CarState* cars = inst->cars.get();
+  Worklist& work = this_worklist();
+  if (work.active) {  // called from inside a CAR: queue the roots behind it
+    for (uint32_t root : inst->schedule->roots()) enqueue(work, &cars[root]);
+  } else {
+    // Each root runs now, then whatever it released, before the next
+    // root: the order make_ready gives, without queueing the roots.
+    work.active = true;
+    for (uint32_t root : inst->schedule->roots()) {
+      run_root(&cars[root]);
+      if (!work.local.empty() || !work.claimed.empty()) run_queued(work);
+    }
+    work.active = false;
+  }
   if (left_here) leave_wait(img, true);
   transport_->set_polling(img.image, false);
 }
@@ -636,9 +650,31 @@ int Engine::start_represented(ImageContext& caller, const std::vector<Represente
 }
 
 void Engine::make_ready(CarState* cs) {
+  Worklist& work = this_worklist();
+  enqueue(work, cs);
+  if (!work.active) run_worklist();
+}
+
+void Engine::run_root(CarState* cs) {
   Instance& inst = *cs->instance;
   const CompiledCar& car = inst.schedule->cars()[cs->index];
-  Worklist& work = this_worklist();
+  if (car.kind != CarKind::Send) {
+    execute(cs);  // on the image's thread: even a client function's REDUCE may run
+    return;
+  }
+  ImageContext::Vc& vc = *inst.image->vcs[inst.members[car.peer]];
+  if (vc.ready.try_claim()) {
+    execute(cs);
+  } else {
+    vc.ready.push(cs);
+    if (!vc.ready.try_claim()) return;  // its holder sends it
+  }
+  drain(vc);
+}
+
+void Engine::enqueue(Worklist& work, CarState* cs) {
+  Instance& inst = *cs->instance;
+  const CompiledCar& car = inst.schedule->cars()[cs->index];
   if (car.kind == CarKind::Send) {
     // SENDs of one VC go out in order, one thread at a time (the VC's send
     // queue). Receives need no such queue: posting one is a single insert
@@ -665,12 +701,16 @@ void Engine::make_ready(CarState* cs) {
   } else {
     work.local.push_back(cs);
   }
-  if (!work.active) run_worklist();
 }
 
 void Engine::run_worklist() {
   Worklist& work = this_worklist();
   work.active = true;
+  run_queued(work);
+  work.active = false;
+}
+
+void Engine::run_queued(Worklist& work) {
   for (;;) {
     if (!work.local.empty()) {
       CarState* cs = work.local.back();
@@ -682,10 +722,9 @@ void Engine::run_worklist() {
       if (cs != nullptr) execute(cs);
       drain(*vc);
     } else {
-      break;
+      return;
     }
   }
-  work.active = false;
 }
 
 void Engine::drain(ImageContext::Vc& vc) {
@@ -814,41 +853,48 @@ void Engine::on_message_complete(MsgOp* op, int status) {
 }
 
 void Engine::complete(CarState* cs, int status) {
-  Instance& inst = *cs->instance;
-  if (status != kOk) {
-    int expected = kOk;
-    inst.status.compare_exchange_strong(expected, status);
-  }
-  const CompiledCar& car = inst.schedule->cars()[cs->index];
-  const uint32_t* succ = inst.schedule->successors(car);
-  // A RECV that took over its unpack COPY (schedule.h) runs it now, as the
-  // COPY would have run (not after a CF_CHECK mismatch: see execute).
-  if (car.kind == CarKind::Recv && car.seg_count > 0 && status == kOk &&
-      !(inst.digest != 0 && inst.status.load(std::memory_order_acquire) == kErrMismatch)) {
-    copy_segments(inst, car);
-  }
-  // Every CAR reaches the exit, so the instance is done exactly when the
-  // exit completes; no per-instance counter is needed. After its last
-  // fetch_sub a thread must not touch `inst`: the owner may recycle it.
-  if (cs->index == inst.schedule->exit()) {
-    finish(inst);
-    return;
-  }
-  const CompiledCar* cars = inst.schedule->cars().data();
-  for (uint32_t i = 0; i < car.succ_count; ++i) {
-    CarState* next = &inst.cars[succ[i]];
-    // This CAR is a sole predecessor's: nothing else can release `next`.
-    if (cars[succ[i]].deps == 1 || next->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      // A JOIN does nothing but release its successors: completed here,
-      // not queued and executed (most exits are JOINs: about 120
-      // instructions a call). If it releases the exit, `car` has no other
-      // successor left to look at (they would precede the exit).
-      if (cars[succ[i]].kind == CarKind::Join) {
-        complete(next, kOk);
-      } else {
-        make_ready(next);
+  for (;;) {
+    Instance& inst = *cs->instance;
+    if (status != kOk) {
+      int expected = kOk;
+      inst.status.compare_exchange_strong(expected, status);
+    }
+    const CompiledCar& car = inst.schedule->cars()[cs->index];
+    const uint32_t* succ = inst.schedule->successors(car);
+    // A RECV that took over its unpack COPY (schedule.h) runs it now, as the
+    // COPY would have run (not after a CF_CHECK mismatch: see execute).
+    if (car.kind == CarKind::Recv && car.seg_count > 0 && status == kOk &&
+        !(inst.digest != 0 && inst.status.load(std::memory_order_acquire) == kErrMismatch)) {
+      copy_segments(inst, car);
+    }
+    // Every CAR reaches the exit, so the instance is done exactly when the
+    // exit completes; no per-instance counter is needed. After its last
+    // fetch_sub a thread must not touch `inst`: the owner may recycle it.
+    if (cs->index == inst.schedule->exit()) {
+      finish(inst);
+      return;
+    }
+    const CompiledCar* cars = inst.schedule->cars().data();
+    // A JOIN does nothing but release its successors: one this CAR
+    // releases is completed right here, not queued and executed (most
+    // exits are JOINs), after the loop. Until then the exit cannot
+    // complete (the JOIN precedes it), so `inst` stays ours.
+    CarState* join = nullptr;
+    for (uint32_t i = 0; i < car.succ_count; ++i) {
+      CarState* next = &inst.cars[succ[i]];
+      // This CAR is a sole predecessor's: nothing else can release `next`.
+      if (cars[succ[i]].deps == 1 || next->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        if (cars[succ[i]].kind != CarKind::Join) {
+          make_ready(next);
+        } else {
+          if (join != nullptr) complete(join, kOk);  // two released JOINs: rare
+          join = next;
+        }
       }
     }
+    if (join == nullptr) return;
+    cs = join;
+    status = kOk;
   }
 }
 

@@ -42,6 +42,7 @@ namespace carflow {
 
 class Engine;
 class Schedule;
+struct Worklist;  // a thread's ready CARs (engine.cc)
 
 // What shapes an aggregate's merged schedule: the members' schedules in
 // order and the merged sync modes.
@@ -327,6 +328,12 @@ class Engine final : public TransportHooks {
   // where empty), or nullptr.
   int start(ImageContext& img, const CollectiveCall& call, uint64_t* handle, std::string* error,
             PreparedCall* prepared = nullptr);
+  // start()'s first step for a repeat (the C API's memo): a call whose
+  // schedule `prepared` holds, with no aggregate open or joined, goes
+  // straight to its instance (nothing to report, so no error text).
+  // False, with nothing done, when start() must take the call.
+  bool start_prepared(ImageContext& img, const CollectiveCall& call, const PreparedCall& prepared,
+                      uint64_t* handle);
   // Starts an already-built schedule (tests and the engine benchmark).
   // team: nullptr = CF_TEAM_ALL.
   uint64_t start_schedule(ImageContext& img, Schedule* schedule, void* src, void* dst,
@@ -393,6 +400,13 @@ class Engine final : public TransportHooks {
   bool poll(ImageContext& img);
   // The instance behind a live handle, or nullptr.
   Instance* lookup(ImageContext& img, uint64_t handle);
+  // The instance behind `handle` when it is live and done, else nullptr:
+  // the sync calls' first look (a call that finished while it started
+  // needs no list and no wait loop).
+  Instance* done_instance(ImageContext& img, uint64_t handle) {
+    Instance* inst = lookup(img, handle);
+    return inst != nullptr && is_done(inst) ? inst : nullptr;
+  }
   bool dump_json(ImageContext& img, uint64_t handle, const std::string& path, std::string* error);
 
   void deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) override;
@@ -428,7 +442,13 @@ class Engine final : public TransportHooks {
   void run_roots(ImageContext& img, Instance* inst);
   bool poll_image(ImageContext& img);
   void make_ready(CarState* cs);
+  // make_ready without running: queues `cs` on `work` (a SEND on its VC,
+  // claimed when idle), or parks a REDUCE that needs the image's thread.
+  void enqueue(Worklist& work, CarState* cs);
+  // A root of a call this image's thread starts, run now (not queued).
+  void run_root(CarState* cs);
   void run_worklist();
+  void run_queued(Worklist& work);  // runs work's CARs until none is left
   void drain(ImageContext::Vc& vc);
   void execute(CarState* cs);
   void complete(CarState* cs, int status);

@@ -128,6 +128,58 @@ bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey
   return publish(dst_node, kData, src, dst, key, data, nbytes, status, digest, 0, 0);
 }
 
+// A payload of at most kInline (16) bytes, without a library call: two
+// overlapping words (8-16 bytes), two overlapping halves (4-7) or bytes.
+static inline void copy_inline(char* to, const char* from, uint32_t nbytes) {
+  static_assert(HostRings::kInline <= 16, "two words cover an inline payload");
+  if (nbytes >= 8) {
+    uint64_t head, last;
+    std::memcpy(&head, from, 8);
+    std::memcpy(&last, from + nbytes - 8, 8);
+    std::memcpy(to, &head, 8);
+    std::memcpy(to + nbytes - 8, &last, 8);
+  } else if (nbytes >= 4) {
+    uint32_t head, last;
+    std::memcpy(&head, from, 4);
+    std::memcpy(&last, from + nbytes - 4, 4);
+    std::memcpy(to, &head, 4);
+    std::memcpy(to + nbytes - 4, &last, 4);
+  } else {
+    for (uint32_t i = 0; i < nbytes; ++i) to[i] = from[i];
+  }
+}
+
+bool HostRings::push_inline(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key, const void* data,
+                            uint32_t nbytes, int status, uint64_t digest) {
+  void* segment = segments_[dst_node];
+  if (segment == nullptr) return false;
+  Producer& p = producers_[dst_node];
+  p.lock.lock();
+  if (static_cast<int32_t>(p.pos + 1 - p.limit) > 0) {  // as in publish
+    p.limit = tail(segment, node_)->consumed.load(std::memory_order_acquire) + kSlots;
+    if (static_cast<int32_t>(p.pos + 1 - p.limit) > 0) {
+      p.lock.unlock();
+      return false;
+    }
+  }
+  Slot& slot = ring(segment, node_)[p.pos % kSlots];
+  slot.nbytes = nbytes;
+  slot.src = src;
+  slot.dst = dst;
+  slot.key = key;
+  slot.status = status;
+  slot.digest = digest;
+  slot.chunks = 1;
+  slot.type = kData;
+  copy_inline(slot.tail.inline_data, static_cast<const char*>(data), nbytes);
+  p.data_sent.store(p.data_sent.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  slot.seq.store(p.pos + 1, std::memory_order_seq_cst);  // seq_cst: see ring_doorbell
+  ++p.pos;
+  p.lock.unlock();
+  ring_doorbell(dst_node);
+  return true;
+}
+
 bool HostRings::push_control(uint32_t dst_node, Type type, uint32_t src, uint32_t dst, const MsgKey& key,
                              int status, uint64_t digest, uint64_t cookie, uint64_t size, uint64_t addr) {
   // An RTS's address travels as its slot's 8 bytes of data.
@@ -309,7 +361,7 @@ void HostRings::copy_out(const Slot* slots, uint32_t pos, uint32_t chunks, uint3
                          void* to) {
   char* out = static_cast<char*>(to);
   if (in_header) {
-    if (nbytes > 0) std::memcpy(out, slots[pos % kSlots].tail.inline_data, nbytes);
+    copy_inline(out, slots[pos % kSlots].tail.inline_data, nbytes);
     return;
   }
   for (uint32_t i = 0; i < chunks; ++i) {
