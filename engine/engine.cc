@@ -356,10 +356,22 @@ uint64_t Engine::start_alone(ImageContext& img, const CollectiveCall& call, Sche
 
 bool Engine::start_prepared(ImageContext& img, const CollectiveCall& call, const PreparedCall& prepared,
                             uint64_t* handle) {
-  if (prepared.schedule == nullptr || call.aggregate || (config_.check && !prepared.has_digest)) return false;
+  if (call.aggregate || (config_.check && !prepared.has_digest)) return false;
   Team& team = team_of(img, call);
-  if (!team.aggregate.empty()) return false;
-  *handle = start_alone(img, call, prepared.schedule, prepared.digest, team);
+  if (team.aggregate.empty()) {
+    if (prepared.schedule == nullptr) return false;
+    *handle = start_alone(img, call, prepared.schedule, prepared.digest, team);
+    return true;
+  }
+  // The last call of an aggregate that repeats the team's last one.
+  if (prepared.member == nullptr) return false;
+  add_part(team, call, prepared, call.src, call.dst);
+  Schedule* merged = team.aggregate.repeated_schedule(config_.check);
+  if (merged == nullptr) {
+    team.aggregate.pop_back();  // join_aggregate takes the call
+    return false;
+  }
+  *handle = launch_aggregate(img, team, merged);
   return true;
 }
 
@@ -449,6 +461,12 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
     agg.pop_back();  // the failed last call joins nothing; the aggregate stays open
     return kErrBadArg;
   }
+  *handle = launch_aggregate(img, team, merged);
+  return kOk;
+}
+
+uint64_t Engine::launch_aggregate(ImageContext& img, Team& team, Schedule* merged) {
+  OpenAggregate& agg = team.aggregate;
   Instance* inst = merged->acquire();
   // The members' buffers are already in Instance::user order; data
   // movement has no op to bind, only reductions read ops[m].
@@ -459,8 +477,7 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
   for (uint64_t d : agg.digests) inst->digest = combine_digests(inst->digest, d);
   const uint32_t members = static_cast<uint32_t>(agg.size());
   agg.clear();
-  *handle = launch(img, inst, team, members);
-  return kOk;
+  return launch(img, inst, team, members);
 }
 
 void OpenAggregate::grow() {
@@ -480,6 +497,7 @@ void OpenAggregate::pop_back() {
   if (!ops.empty() && ops.back().first == m) ops.pop_back();
   if (!digests.empty()) digests.pop_back();
   repeating_ = std::min(repeating_, m);
+  sync = sync_before_last_;
   size_ = m;
 }
 

@@ -74,10 +74,11 @@ class OpenAggregate {
   // Most of an aggregate's calls: three stores and a compare, no vector
   // bookkeeping.
   void append_member(const Schedule* schedule, uint8_t member_sync, void* src, void* dst) {
+    sync_before_last_ = sync;
     sync |= member_sync;
     append(schedule, src, dst);
   }
-  void pop_back();  // drops the last member (a failed last call)
+  void pop_back();  // drops the last member (a last call that did not start)
   void clear();     // forgets the members (not `last`): the next aggregate starts empty
   uint32_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
@@ -119,6 +120,7 @@ class OpenAggregate {
   std::unique_ptr<char*[]> buffers_;          // in Instance::user order
   uint32_t size_ = 0, capacity_ = 0;
   uint32_t repeating_ = 0;  // leading members equal to last.parts'
+  uint8_t sync_before_last_ = 0;  // `sync` before the last member's (pop_back)
 };
 
 // A team as one image sees it (seed v1.7, "Teams"): the member list (team
@@ -328,10 +330,12 @@ class Engine final : public TransportHooks {
   // where empty), or nullptr.
   int start(ImageContext& img, const CollectiveCall& call, uint64_t* handle, std::string* error,
             PreparedCall* prepared = nullptr);
-  // start()'s first step for a repeat (the C API's memo): a call whose
-  // schedule `prepared` holds, with no aggregate open or joined, goes
-  // straight to its instance (nothing to report, so no error text).
-  // False, with nothing done, when start() must take the call.
+  // start()'s first step for a repeat (the C API's memo), which can fail
+  // at nothing (so it takes no error text): a call whose schedule
+  // `prepared` holds, with no aggregate open, goes straight to its
+  // instance; the last call of an aggregate that repeats the team's last
+  // one starts the merged schedule. False, with nothing done, when start()
+  // must take the call.
   bool start_prepared(ImageContext& img, const CollectiveCall& call, const PreparedCall& prepared,
                       uint64_t* handle);
   // Starts an already-built schedule (tests and the engine benchmark).
@@ -430,6 +434,9 @@ class Engine final : public TransportHooks {
   [[gnu::noinline]] bool prepare_member(ImageContext& img, const CollectiveCall& call, PreparedCall& prepared,
                                         std::string* error);
   Schedule* aggregate_schedule(ImageContext& img, Team& team, std::string* error);
+  // Starts the team's open aggregate on its merged schedule (the members'
+  // buffers, ops and digests bound) and closes it; returns the handle.
+  uint64_t launch_aggregate(ImageContext& img, Team& team, Schedule* merged);
   // Starts a call alone (no aggregate) on its schedule: takes an instance,
   // binds the buffers (and the op of a reduction) and launches it. Inline
   // in start(): its repeat path is every repeated call's.
