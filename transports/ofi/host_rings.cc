@@ -379,21 +379,29 @@ bool HostRings::take_next(uint32_t src_node, uint32_t src, uint32_t dst, const M
   const uint32_t peek = c.pos.load(std::memory_order_relaxed);
   if (slots[peek % kSlots].seq.load(std::memory_order_acquire) != peek + 1) return false;
   if (!c.lock.try_lock()) return false;
+  // Still at `peek` (no other thread took it meanwhile): the slot is the
+  // one seen full, and stays full until we free it.
   const uint32_t pos = c.pos.load(std::memory_order_relaxed);
   Slot& slot = slots[pos % kSlots];
   // Another process wrote the slot: every field is checked before use.
-  const bool ours = slot.seq.load(std::memory_order_acquire) == pos + 1 && slot.type == kData &&
-                    slot.src == src && slot.dst == dst && slot.key == key;
+  const bool ours = pos == peek && slot.type == kData && slot.src == src && slot.dst == dst && slot.key == key;
   const uint32_t chunks = slot.chunks >= 1 && slot.chunks <= kMaxChunks ? slot.chunks : 1;
-  if (!ours || slot.nbytes > uint64_t{chunks} * kPayload) {
+  const uint32_t size = slot.nbytes;
+  if (!ours || size > uint64_t{chunks} * kPayload) {
     c.lock.unlock();
     return false;  // not ours (or malformed): the poll takes it as it would
   }
-  *sized = slot.nbytes == nbytes;
+  *sized = size == nbytes;
   *status = slot.status;
   *digest = slot.digest;
   // A failed sender's bytes are not data.
-  if (*sized && *status == 0) copy_out(slots, pos, chunks, slot.nbytes, slot.nbytes <= kInline, buf);
+  if (*sized && *status == 0) {
+    if (size <= kInline) {
+      copy_inline(static_cast<char*>(buf), slot.tail.inline_data, size);
+    } else {
+      copy_out(slots, pos, chunks, size, false, buf);
+    }
+  }
   // The slots are the producer's again (release: after our reads).
   tail(segments_[node_], src_node)->consumed.store(pos + chunks, std::memory_order_release);
   c.pos.store(pos + chunks, std::memory_order_relaxed);

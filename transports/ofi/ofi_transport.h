@@ -276,6 +276,7 @@ class OfiTransport final : public Transport {
   // A receive whose message is next in its sender's ring takes it from
   // there (HostRings::take_next) and completes; false: post it.
   bool take_from_ring(MsgOp* op);
+  bool take_combine_from_ring(MsgOp* op);  // take_from_ring of a receive that combines
   // Some node other than `node` has stream receives queued or being copied here.
   bool streams_from_others(uint32_t node) const;
   bool read_direct(uint32_t node, MsgOp& op, uint64_t addr);
