@@ -41,10 +41,6 @@ Worklist& this_worklist() {
   return *(tls_work_ptr = owner.get());
 }
 
-// Handle layout: generation (16 bits) | image (16 bits) | slot + 1 (32 bits).
-// The image makes handles of different image threads differ, so syncing
-// another thread's handle is caught; the generation catches stale handles.
-constexpr uint64_t kSlotMask = 0xffffffffull;
 
 // One COPY's bytes (copy_range: a COPY's, copy_segments: a fused COPY's).
 inline void copy_bytes(char* to, const char* from, uint64_t n) {
@@ -66,9 +62,6 @@ inline void copy_range(const Instance& inst, uint32_t member, const BufferRef& s
   copy_bytes(inst.resolve(dst, member), inst.resolve(src, member), dst.length);
 }
 
-uint64_t make_handle(uint32_t generation, uint32_t image, uint32_t slot) {
-  return (uint64_t{generation & 0xffff} << 48) | (uint64_t{image & 0xffff} << 32) | (slot + 1);
-}
 
 }  // namespace
 
@@ -596,7 +589,8 @@ void Engine::run_roots(ImageContext& img, Instance* inst) {
   // While we post this call's CARs, peers may leave small messages for us in
   // our boxes (we look there before posting a receive); on the way out we
   // take whatever is left, so nothing waits there while we are away.
-  transport_->set_polling(img.image, true);
+  const bool boxes = transport_->boxes_on();
+  if (boxes) transport_->set_polling(img.image, true);
   // Copies into this image that become ready meanwhile wait for this
   // thread, which runs them before it returns (copy_routing_).
   const bool left_here = copies_to_waiters();
@@ -618,7 +612,7 @@ void Engine::run_roots(ImageContext& img, Instance* inst) {
     work.active = false;
   }
   if (left_here) leave_wait(img, true);
-  transport_->set_polling(img.image, false);
+  if (boxes) transport_->set_polling(img.image, false);
 }
 
 int Engine::start_represented(ImageContext& caller, const std::vector<RepresentedCall>& calls,
@@ -1007,22 +1001,11 @@ bool Engine::poll_image(ImageContext& img) {
   return transport_->progress_all(img.image, true) || did;
 }
 
-Instance* Engine::lookup(ImageContext& img, uint64_t handle) {
-  const uint64_t slot = (handle & kSlotMask) - 1;
-  if ((handle & kSlotMask) == 0 || slot >= img.handle_slots.size()) return nullptr;
-  if (handle != make_handle(img.handle_generation[slot], img.image, static_cast<uint32_t>(slot))) {
-    return nullptr;
-  }
-  return img.handle_slots[slot];
-}
 
 int Engine::release(ImageContext& img, uint32_t slot) {
   Instance* inst = img.handle_slots[slot];
   const int status = inst->status.load(std::memory_order_acquire);
-  img.handle_slots[slot] = nullptr;
-  ++img.handle_generation[slot];
-  img.free_slots.push_back(slot);
-  --inst->team_obj->outstanding;
+  free_handle(img, inst);
   int first = status;
   uint64_t report = inst->report.load(std::memory_order_acquire);
   if (!inst->represented.empty()) {
@@ -1038,11 +1021,6 @@ int Engine::release(ImageContext& img, uint32_t slot) {
   inst->schedule->release(inst);
   if (first == kErrMismatch) img.mismatch_message = describe_mismatch(report);
   return first;
-}
-
-int Engine::sync_done(ImageContext& img, Instance* inst) {
-  if (!is_done(inst)) return abandon(img, inst);
-  return release(img, inst->handle_slot);
 }
 
 // A collective that cannot finish because a peer node is lost: its handle

@@ -34,6 +34,7 @@
 #include "engine/reduce_ops.h"
 #include "engine/schedule.h"
 #include "engine/selection.h"
+#include "engine/status.h"
 #include "engine/vc_queue.h"
 #include "graph/registry.h"
 #include "transports/inproc/inproc_transport.h"
@@ -373,7 +374,16 @@ class Engine final : public TransportHooks {
   // Syncs a done instance: frees its handle, returns its status. An
   // instance that is not done (a peer node was lost) is abandoned: its
   // handle dies and the lost status is returned.
-  int sync_done(ImageContext& img, Instance* inst);
+  int sync_done(ImageContext& img, Instance* inst) {
+    if (!is_done(inst)) return abandon(img, inst);
+    // Most syncs: one instance that succeeded, no parts to gather.
+    if (inst->represented.empty() && inst->status.load(std::memory_order_acquire) == kOk) {
+      free_handle(img, inst);
+      inst->schedule->release(inst);
+      return kOk;
+    }
+    return release(img, inst->handle_slot);
+  }
   bool is_done(const Instance* inst) const {
     if (!inst->done.load(std::memory_order_acquire)) return false;
     for (const Instance* f : inst->represented) {
@@ -402,8 +412,20 @@ class Engine final : public TransportHooks {
   int wait_sync(ImageContext& img, uint64_t handle, std::string* error);
   // Runs deferred work that needs this image's thread; true if it did some.
   bool poll(ImageContext& img);
+  // Handle layout: generation (16 bits) | image (16 bits) | slot + 1 (32
+  // bits). The image makes handles of different image threads differ, so
+  // syncing another thread's handle is caught; the generation catches
+  // stale handles.
+  static uint64_t make_handle(uint32_t generation, uint32_t image, uint32_t slot) {
+    return (uint64_t{generation & 0xffff} << 48) | (uint64_t{image & 0xffff} << 32) | (slot + 1);
+  }
   // The instance behind a live handle, or nullptr.
-  Instance* lookup(ImageContext& img, uint64_t handle);
+  Instance* lookup(ImageContext& img, uint64_t handle) {
+    const uint64_t slot = (handle & 0xffffffffull) - 1;  // wraps for a handle of slot 0 (INVALID)
+    if (slot >= img.handle_slots.size()) return nullptr;
+    if (handle != make_handle(img.handle_generation[slot], img.image, static_cast<uint32_t>(slot))) return nullptr;
+    return img.handle_slots[slot];
+  }
   // The instance behind `handle` when it is live and done, else nullptr:
   // the sync calls' first look (a call that finished while it started
   // needs no list and no wait loop).
@@ -466,6 +488,14 @@ class Engine final : public TransportHooks {
   // run here (run_here) or go to the flow graph.
   void leave_wait(ImageContext& img, bool run_here = false);
   int release(ImageContext& img, uint32_t slot);
+  // Frees a synced instance's handle slot (the instance itself is not recycled here).
+  static void free_handle(ImageContext& img, Instance* inst) {
+    const uint32_t slot = inst->handle_slot;
+    img.handle_slots[slot] = nullptr;
+    ++img.handle_generation[slot];
+    img.free_slots.push_back(slot);
+    --inst->team_obj->outstanding;
+  }
   int abandon(ImageContext& img, Instance* inst);
   static void on_message_complete(MsgOp* op, int status);
   static void reduce_incoming(void* ctx, void* dst, const void* incoming, size_t nbytes);

@@ -229,9 +229,4 @@ Instance* Schedule::acquire() {
   return inst;
 }
 
-void Schedule::release(Instance* instance) {
-  instance->next_free = free_;
-  free_ = instance;
-}
-
 }  // namespace carflow

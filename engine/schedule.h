@@ -100,7 +100,7 @@ class Schedule {
 
   // Pool: only the owning image's thread calls these.
   Instance* acquire();
-  void release(Instance* instance);
+  void release(Instance* instance);  // back into the pool (defined after Instance)
   size_t instances_created() const { return created_; }
 
   // Aggregates: the members' own schedules, in call order (empty otherwise).
@@ -162,7 +162,7 @@ struct Instance {
     ops[member] = op;
   }
   const ReduceOp& op_of(const CompiledCar& car) const { return ops[car.member]; }
-  char* resolve(const BufferRef& b, uint32_t member) const {
+  [[gnu::always_inline]] char* resolve(const BufferRef& b, uint32_t member) const {
     switch (b.space) {
       case BufferSpace::UserSrc: return user[2 * member] + b.offset;
       case BufferSpace::UserDst: return user[2 * member + 1] + b.offset;
@@ -173,5 +173,10 @@ struct Instance {
   }
   ~Instance();
 };
+
+inline void Schedule::release(Instance* instance) {
+  instance->next_free = free_;
+  free_ = instance;
+}
 
 }  // namespace carflow

@@ -51,6 +51,7 @@ class InprocTransport final : public Transport {
   bool progress(uint32_t image, uint32_t peer, bool on_app_thread) override;
   bool progress_all(uint32_t image, bool on_app_thread) override;
   void set_polling(uint32_t image, bool on) override;
+  bool boxes_on() const { return fastbox_bytes_ != 0; }  // set_polling does nothing otherwise
   static constexpr uint32_t kFastboxBytes = 108;
   TransportStats stats() const override;
   uint64_t eager_bytes() const { return eager_bytes_; }
