@@ -898,6 +898,11 @@ void Engine::complete(CarState* cs, int status) {
       if (cars[succ[i]].deps == 1 || next->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         if (cars[succ[i]].kind != CarKind::Join) {
           make_ready(next);
+        } else if (succ[i] == inst.schedule->exit()) {
+          // The exit JOIN, released: every other CAR is complete, so it
+          // was this CAR's only successor. Done; nothing left to release.
+          finish(inst);
+          return;
         } else {
           if (join != nullptr) complete(join, kOk);  // two released JOINs: rare
           join = next;

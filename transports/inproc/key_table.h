@@ -48,14 +48,15 @@ class KeyTable {
     return nullptr;
   }
 
-  // True when a node with this key is in the table (it stays there).
-  bool contains(uint32_t src, const MsgKey& key) const {
-    for (const Node* n = buckets_[bucket(src, key)]; n != nullptr; n = n->next) {
+  // The node with this key (it stays in the table), or nullptr.
+  Node* find(uint32_t src, const MsgKey& key) const {
+    for (Node* n = buckets_[bucket(src, key)]; n != nullptr; n = n->next) {
       auto [node_src, node_key] = KeyOf{}(n);
-      if (node_src == src && node_key == key) return true;
+      if (node_src == src && node_key == key) return n;
     }
-    return false;
+    return nullptr;
   }
+  bool contains(uint32_t src, const MsgKey& key) const { return find(src, key) != nullptr; }
 
   size_t size() const { return size_; }
   // Forgets every node (the nodes are not owned).

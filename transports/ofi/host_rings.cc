@@ -371,6 +371,17 @@ void HostRings::copy_out(const Slot* slots, uint32_t pos, uint32_t chunks, uint3
   }
 }
 
+bool HostRings::peek_data(uint32_t src_node, uint32_t* src, uint32_t* dst, MsgKey* key) const {
+  if (src_node >= nodes_ || src_node == node_) return false;
+  const uint32_t pos = consumers_[src_node].pos.load(std::memory_order_relaxed);
+  const Slot& slot = ring(segments_[node_], src_node)[pos % kSlots];
+  if (slot.seq.load(std::memory_order_acquire) != pos + 1 || slot.type != kData) return false;
+  *src = slot.src;
+  *dst = slot.dst;
+  *key = slot.key;
+  return true;
+}
+
 bool HostRings::take_next(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, void* buf,
                           uint64_t nbytes, bool* sized, int32_t* status, uint64_t* digest) {
   if (src_node >= nodes_ || src_node == node_) return false;

@@ -122,6 +122,11 @@ class HostRings {
   // none, or another thread draining the ring.
   bool take_next(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, void* buf,
                  uint64_t nbytes, bool* sized, int32_t* status, uint64_t* digest);
+  // A look at the next message of src_node's ring, without taking it or
+  // its lock: true with its images and key when it is a data message.
+  // Only a hint (another process writes the ring, another thread may take
+  // the message meanwhile): take_next checks again.
+  bool peek_data(uint32_t src_node, uint32_t* src, uint32_t* dst, MsgKey* key) const;
   // Sleeps until a message is pushed to this node, wake() is called, or
   // timeout_ms passes: a futex on this node's doorbell word in shared
   // memory, rung by senders that see a sleeper.
