@@ -335,28 +335,10 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   return raw;
 }
 
-uint64_t Engine::start_alone(ImageContext& img, const CollectiveCall& call, Schedule* schedule, uint64_t digest,
-                             Team& team) {
-  Instance* inst = schedule->acquire();
-  if (is_computational(call.kind)) {
-    inst->bind(0, call.src, call.dst, call.op);
-  } else {
-    inst->bind_buffers(0, call.src, call.dst);
-  }
-  if (config_.check) inst->digest = digest;
-  return launch(img, inst, team, 1);
-}
 
-bool Engine::start_prepared(ImageContext& img, const CollectiveCall& call, const PreparedCall& prepared,
-                            uint64_t* handle) {
-  if (call.aggregate || (config_.check && !prepared.has_digest)) return false;
+bool Engine::end_prepared_aggregate(ImageContext& img, const CollectiveCall& call, const PreparedCall& prepared,
+                                    uint64_t* handle) {
   Team& team = team_of(img, call);
-  if (team.aggregate.empty()) {
-    if (prepared.schedule == nullptr) return false;
-    *handle = start_alone(img, call, prepared.schedule, prepared.digest, team);
-    return true;
-  }
-  // The last call of an aggregate that repeats the team's last one.
   if (prepared.member == nullptr) return false;
   add_part(team, call, prepared, call.src, call.dst);
   Schedule* merged = team.aggregate.repeated_schedule(config_.check);

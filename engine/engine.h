@@ -337,8 +337,15 @@ class Engine final : public TransportHooks {
   // instance; the last call of an aggregate that repeats the team's last
   // one starts the merged schedule. False, with nothing done, when start()
   // must take the call.
-  bool start_prepared(ImageContext& img, const CollectiveCall& call, const PreparedCall& prepared,
-                      uint64_t* handle);
+  [[gnu::always_inline]] bool start_prepared(ImageContext& img, const CollectiveCall& call,
+                                             const PreparedCall& prepared, uint64_t* handle) {
+    if (call.aggregate || (config_.check && !prepared.has_digest)) return false;
+    Team& team = team_of(img, call);
+    if (!team.aggregate.empty()) return end_prepared_aggregate(img, call, prepared, handle);
+    if (prepared.schedule == nullptr) return false;
+    *handle = start_alone(img, call, prepared.schedule, prepared.digest, team);
+    return true;
+  }
   // Starts an already-built schedule (tests and the engine benchmark).
   // team: nullptr = CF_TEAM_ALL.
   uint64_t start_schedule(ImageContext& img, Schedule* schedule, void* src, void* dst,
@@ -462,12 +469,25 @@ class Engine final : public TransportHooks {
   // Starts a call alone (no aggregate) on its schedule: takes an instance,
   // binds the buffers (and the op of a reduction) and launches it. Inline
   // in start(): its repeat path is every repeated call's.
-  [[gnu::always_inline]] inline uint64_t start_alone(ImageContext& img, const CollectiveCall& call, Schedule* schedule, uint64_t digest,
-                       Team& team);
+  [[gnu::always_inline]] uint64_t start_alone(ImageContext& img, const CollectiveCall& call, Schedule* schedule,
+                                              uint64_t digest, Team& team) {
+    Instance* inst = schedule->acquire();
+    if (is_computational(call.kind)) {
+      inst->bind(0, call.src, call.dst, call.op);
+    } else {
+      inst->bind_buffers(0, call.src, call.dst);
+    }
+    if (config_.check) inst->digest = digest;
+    return launch(img, inst, team, 1);
+  }
+  // start_prepared's last call of an aggregate that repeats the team's
+  // last one: starts the merged schedule (false, nothing done, otherwise).
+  bool end_prepared_aggregate(ImageContext& img, const CollectiveCall& call, const PreparedCall& prepared,
+                              uint64_t* handle);
   // Numbers, registers and starts a bound instance; `seqs` sequence numbers
   // are taken (one per aggregate member).
   uint64_t launch(ImageContext& img, Instance* inst, Team& team, uint32_t seqs);
-  void number(ImageContext& img, Instance* inst, Team& team, uint32_t seqs);
+  [[gnu::always_inline]] inline void number(ImageContext& img, Instance* inst, Team& team, uint32_t seqs);
   void run_roots(ImageContext& img, Instance* inst);
   bool poll_image(ImageContext& img);
   void make_ready(CarState* cs);
@@ -475,7 +495,7 @@ class Engine final : public TransportHooks {
   // claimed when idle), or parks a REDUCE that needs the image's thread.
   void enqueue(Worklist& work, CarState* cs);
   // A root of a call this image's thread starts, run now (not queued).
-  void run_root(CarState* cs);
+  [[gnu::always_inline]] inline void run_root(CarState* cs);
   void run_worklist();
   void run_queued(Worklist& work);  // runs work's CARs until none is left
   void drain(ImageContext::Vc& vc);

@@ -236,8 +236,10 @@ void Runtime::peer_lost(uint32_t node, const std::string& how) {
   const std::string what = node == UINT32_MAX ? "the launcher (cfrun) went away: " + how
                                               : "node " + std::to_string(node) + " was lost (" + how + ")";
   if (lost_.empty()) lost_ = what;
-  if (ofi_ != nullptr && node != UINT32_MAX) ofi_->fail_node(node, kErrPeerLost);
+  // The engine first: a wait that sees an operation failed by fail_node
+  // (its collective done, with CF_ERR_PEER_LOST) finds the node named.
   if (engine_ != nullptr) engine_->fail_all(kErrPeerLost, lost_);
+  if (ofi_ != nullptr && node != UINT32_MAX) ofi_->fail_node(node, kErrPeerLost);
 }
 
 // A process returning from main without cf_finalize finalizes here. A

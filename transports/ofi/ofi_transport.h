@@ -172,7 +172,7 @@ class OfiTransport final : public Transport {
   bool poll_rings();                               // without lock_
   static bool ring_message_wanted(void* ctx, uint32_t src, uint32_t dst, const MsgKey& key,
                                   uint32_t taken);  // HostRings::Wanted; takes lock_
-  bool push_to_ring(uint32_t node, const MsgOp& op);  // false: the ring is full
+  [[gnu::always_inline]] inline bool push_to_ring(uint32_t node, const MsgOp& op);  // false: the ring is full
   // Pushes backlogged ring sends that now fit (without lock_); true if any did.
   bool flush_ring_backlogs();
   void arrive_from_ring(const HostRings::Message& m, Actions* actions);  // under lock_
