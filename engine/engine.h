@@ -383,6 +383,10 @@ class Engine final : public TransportHooks {
   // handle dies and the lost status is returned.
   int sync_done(ImageContext& img, Instance* inst) {
     if (!is_done(inst)) return abandon(img, inst);
+    return sync_finished(img, inst);
+  }
+  // sync_done of an instance known to be done (is_done).
+  [[gnu::always_inline]] int sync_finished(ImageContext& img, Instance* inst) {
     // Most syncs: one instance that succeeded, no parts to gather.
     if (inst->represented.empty() && inst->status.load(std::memory_order_acquire) == kOk) {
       free_handle(img, inst);
