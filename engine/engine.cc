@@ -651,7 +651,7 @@ void Engine::make_ready(CarState* cs) {
 
 void Engine::run_root(CarState* cs) {
   Instance& inst = *cs->instance;
-  const CompiledCar& car = inst.schedule->cars()[cs->index];
+  const CompiledCar& car = *cs->car;
   if (car.kind != CarKind::Send) {
     execute(cs);  // on the image's thread: even a client function's REDUCE may run
     return;
@@ -668,7 +668,7 @@ void Engine::run_root(CarState* cs) {
 
 void Engine::enqueue(Worklist& work, CarState* cs) {
   Instance& inst = *cs->instance;
-  const CompiledCar& car = inst.schedule->cars()[cs->index];
+  const CompiledCar& car = *cs->car;
   if (car.kind == CarKind::Send) {
     // SENDs of one VC go out in order, one thread at a time (the VC's send
     // queue). Receives need no such queue: posting one is a single insert
@@ -731,7 +731,7 @@ void Engine::drain(ImageContext::Vc& vc) {
 
 void Engine::execute(CarState* cs) {
   Instance& inst = *cs->instance;
-  const CompiledCar& car = inst.schedule->cars()[cs->index];
+  const CompiledCar& car = *cs->car;
   // CF_CHECK found disagreeing arguments: past the entry barrier nothing
   // runs (no effect on user buffers; peers, which fail alike, skip theirs).
   if (inst.digest != 0 && !is_entry_sync_tag(car.tag) &&
@@ -826,7 +826,7 @@ void Engine::run_chunked(const Instance& inst, const CompiledCar& car) {
 void Engine::reduce_incoming(void* ctx, void* dst, const void* incoming, size_t nbytes) {
   auto* cs = static_cast<CarState*>(ctx);
   const Instance& inst = *cs->instance;
-  const CompiledCar& car = inst.schedule->cars()[cs->index];
+  const CompiledCar& car = *cs->car;
   // A transport may deliver the message in parts (Deliver::unit): this
   // part's local operand sits at the same offset as its destination.
   const size_t offset = static_cast<size_t>(static_cast<char*>(dst) - static_cast<char*>(cs->op.buf));
@@ -842,7 +842,7 @@ void Engine::reduce_incoming(void* ctx, void* dst, const void* incoming, size_t 
 void Engine::on_message_complete(MsgOp* op, int status) {
   auto* cs = static_cast<CarState*>(op->owner);
   Instance& inst = *cs->instance;
-  if (inst.digest != 0) status = check_arrival(inst, inst.schedule->cars()[cs->index], *op, status);
+  if (inst.digest != 0) status = check_arrival(inst, *cs->car, *op, status);
   inst.image->engine->complete(cs, status);
 }
 
@@ -853,7 +853,7 @@ void Engine::complete(CarState* cs, int status) {
       int expected = kOk;
       inst.status.compare_exchange_strong(expected, status);
     }
-    const CompiledCar& car = inst.schedule->cars()[cs->index];
+    const CompiledCar& car = *cs->car;
     const uint32_t* succ = inst.schedule->successors(car);
     // A RECV that took over its unpack COPY (schedule.h) runs it now, as the
     // COPY would have run (not after a CF_CHECK mismatch: see execute).

@@ -188,44 +188,32 @@ Schedule::~Schedule() {
 
 Instance::~Instance() { std::free(temp); }
 
-Instance* Schedule::acquire() {
-  Instance* inst = free_;
-  if (inst != nullptr) {
-    free_ = inst->next_free;
-  } else {
-    // Pool growth: once per concurrently outstanding call of this schedule.
-    inst = new Instance();
-    inst->schedule = this;
-    inst->cars = std::make_unique<CarState[]>(cars_.size());
-    if (temp_bytes_ > 0) {
-      inst->temp = static_cast<char*>(std::aligned_alloc(64, temp_bytes_));
-      if (inst->temp == nullptr) {
-        delete inst;
-        throw std::bad_alloc();
-      }
+Instance* Schedule::new_instance() {
+  // Pool growth: once per concurrently outstanding call of this schedule.
+  auto* inst = new Instance();
+  inst->schedule = this;
+  inst->cars = std::make_unique<CarState[]>(cars_.size());
+  if (temp_bytes_ > 0) {
+    inst->temp = static_cast<char*>(std::aligned_alloc(64, temp_bytes_));
+    if (inst->temp == nullptr) {
+      delete inst;
+      throw std::bad_alloc();
     }
-    if (members_ > 1) {
-      inst->user_many = std::make_unique<char*[]>(2 * size_t{members_} + 1);
-      inst->ops_many = std::make_unique<ReduceOp[]>(members_);
-      inst->user = inst->user_many.get();
-      inst->ops = inst->ops_many.get();
-    }
-    inst->user[2 * members_] = inst->temp;  // CopySegment::Place
-    for (uint32_t i = 0; i < cars_.size(); ++i) {
-      inst->cars[i].index = i;
-      inst->cars[i].instance = inst;
-      inst->cars[i].op.owner = &inst->cars[i];
-    }
-    ++created_;
   }
-  // Only CARs of several predecessors count down (a sole predecessor
-  // releases its successor without the counter; roots have none).
-  for (uint32_t i : counted_) inst->cars[i].pending.store(cars_[i].deps, std::memory_order_relaxed);
-  inst->status.store(0, std::memory_order_relaxed);
-  inst->done.store(false, std::memory_order_relaxed);
-  inst->digest = 0;
-  inst->report.store(0, std::memory_order_relaxed);
-  inst->next_free = nullptr;
+  if (members_ > 1) {
+    inst->user_many = std::make_unique<char*[]>(2 * size_t{members_} + 1);
+    inst->ops_many = std::make_unique<ReduceOp[]>(members_);
+    inst->user = inst->user_many.get();
+    inst->ops = inst->ops_many.get();
+  }
+  inst->user[2 * members_] = inst->temp;  // CopySegment::Place
+  for (uint32_t i = 0; i < cars_.size(); ++i) {
+    inst->cars[i].index = i;
+    inst->cars[i].instance = inst;
+    inst->cars[i].car = &cars_[i];
+    inst->cars[i].op.owner = &inst->cars[i];
+  }
+  ++created_;
   return inst;
 }
 

@@ -74,6 +74,7 @@ struct CarState {
   std::atomic<int32_t> pending{0};
   uint32_t index = 0;
   Instance* instance = nullptr;
+  const CompiledCar* car = nullptr;  // its schedule's cars()[index]
   CarState* next_ready = nullptr;   // VC ready-queue link
   MsgOp op;
 };
@@ -98,7 +99,8 @@ class Schedule {
   uint32_t exit() const { return exit_; }  // index into cars()
   uint64_t temp_offset(uint32_t slot) const { return temp_offsets_[slot]; }
 
-  // Pool: only the owning image's thread calls these.
+  // Pool: only the owning image's thread calls these. acquire() takes a
+  // pooled instance (a new one when none is free), its counters reset.
   Instance* acquire();
   void release(Instance* instance);  // back into the pool (defined after Instance)
   size_t instances_created() const { return created_; }
@@ -120,6 +122,7 @@ class Schedule {
   std::vector<uint64_t> temp_offsets_;
   uint64_t temp_bytes_ = 0;
   uint32_t members_ = 1;
+  Instance* new_instance();  // acquire's pool growth (out of line)
   Instance* free_ = nullptr;
   size_t created_ = 0;
 };
@@ -173,6 +176,24 @@ struct Instance {
   }
   ~Instance();
 };
+
+inline Instance* Schedule::acquire() {
+  Instance* inst = free_;
+  if (inst != nullptr) {
+    free_ = inst->next_free;
+  } else {
+    inst = new_instance();
+  }
+  // Only CARs of several predecessors count down (a sole predecessor
+  // releases its successor without the counter; roots have none).
+  for (uint32_t i : counted_) inst->cars[i].pending.store(cars_[i].deps, std::memory_order_relaxed);
+  inst->status.store(0, std::memory_order_relaxed);
+  inst->done.store(false, std::memory_order_relaxed);
+  inst->digest = 0;
+  inst->report.store(0, std::memory_order_relaxed);
+  inst->next_free = nullptr;
+  return inst;
+}
 
 inline void Schedule::release(Instance* instance) {
   instance->next_free = free_;
