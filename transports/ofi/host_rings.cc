@@ -149,28 +149,38 @@ static inline void copy_inline(char* to, const char* from, uint32_t nbytes) {
   }
 }
 
+bool HostRings::has_room(Producer& p, uint32_t dst_node, uint32_t chunks) {
+  // Free up to p.limit; past it, look at how far the consumer has come
+  // (acquire: its reads of those slots are done before we overwrite them).
+  if (static_cast<int32_t>(p.pos + chunks - p.limit) <= 0) return true;
+  p.limit = tail(segments_[dst_node], node_)->consumed.load(std::memory_order_acquire) + kSlots;
+  return static_cast<int32_t>(p.pos + chunks - p.limit) <= 0;
+}
+
+void HostRings::write_header(Slot& first, Type type, uint32_t src, uint32_t dst, const MsgKey& key, uint64_t nbytes,
+                             int status, uint64_t digest, uint32_t chunks) {
+  first.nbytes = static_cast<uint32_t>(nbytes);
+  first.src = src;
+  first.dst = dst;
+  first.key = key;
+  first.status = status;
+  first.digest = digest;
+  first.chunks = chunks;
+  first.type = type;
+}
+
 bool HostRings::push_inline(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key, const void* data,
                             uint32_t nbytes, int status, uint64_t digest) {
   void* segment = segments_[dst_node];
   if (segment == nullptr) return false;
   Producer& p = producers_[dst_node];
   p.lock.lock();
-  if (static_cast<int32_t>(p.pos + 1 - p.limit) > 0) {  // as in publish
-    p.limit = tail(segment, node_)->consumed.load(std::memory_order_acquire) + kSlots;
-    if (static_cast<int32_t>(p.pos + 1 - p.limit) > 0) {
-      p.lock.unlock();
-      return false;
-    }
+  if (!has_room(p, dst_node, 1)) {
+    p.lock.unlock();
+    return false;
   }
   Slot& slot = ring(segment, node_)[p.pos % kSlots];
-  slot.nbytes = nbytes;
-  slot.src = src;
-  slot.dst = dst;
-  slot.key = key;
-  slot.status = status;
-  slot.digest = digest;
-  slot.chunks = 1;
-  slot.type = kData;
+  write_header(slot, kData, src, dst, key, nbytes, status, digest, 1);
   copy_inline(slot.tail.inline_data, static_cast<const char*>(data), nbytes);
   p.data_sent.store(p.data_sent.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   slot.seq.store(p.pos + 1, std::memory_order_seq_cst);  // seq_cst: see ring_doorbell
@@ -213,27 +223,15 @@ bool HostRings::publish(uint32_t dst_node, Type type, uint32_t src, uint32_t dst
   Producer& p = producers_[dst_node];
   p.lock.lock();
   Slot* slots = ring(segments_[dst_node], node_);
-  // Free up to p.limit; past it, look at how far the consumer has come
-  // (acquire: its reads of those slots are done before we overwrite them).
-  if (static_cast<int32_t>(p.pos + chunks - p.limit) > 0) {
-    p.limit = tail(segments_[dst_node], node_)->consumed.load(std::memory_order_acquire) + kSlots;
-    if (static_cast<int32_t>(p.pos + chunks - p.limit) > 0) {
-      p.lock.unlock();
-      return false;  // full: the receiver is behind
-    }
+  if (!has_room(p, dst_node, chunks)) {
+    p.lock.unlock();
+    return false;  // full: the receiver is behind
   }
   Slot& first = slots[p.pos % kSlots];
-  first.nbytes = static_cast<uint32_t>(nbytes);
-  first.src = src;
-  first.dst = dst;
-  first.key = key;
-  first.status = status;
-  first.digest = digest;
-  first.chunks = chunks;
-  first.type = type;
+  write_header(first, type, src, dst, key, nbytes, status, digest, chunks);
   const char* bytes = static_cast<const char*>(data);
   if (type == kData && nbytes <= kInline) {
-    if (nbytes > 0) std::memcpy(first.tail.inline_data, bytes, nbytes);
+    copy_inline(first.tail.inline_data, bytes, static_cast<uint32_t>(nbytes));
   } else {
     first.tail.control.cookie = cookie;
     first.tail.control.size = size;

@@ -222,6 +222,13 @@ class HostRings {
                const void* data, uint64_t nbytes, int status, uint64_t digest, uint64_t cookie,
                uint64_t size);
   void ring_doorbell(uint32_t node);  // wakes `node`'s sleepers, if any
+  struct Producer;
+  // Under p.lock: room for `chunks` more slots in the ring to dst_node
+  // (it looks at the consumer's progress only past what it knows is free).
+  bool has_room(Producer& p, uint32_t dst_node, uint32_t chunks);
+  // A message's header fields in its first slot (not its seq).
+  static void write_header(Slot& first, Type type, uint32_t src, uint32_t dst, const MsgKey& key, uint64_t nbytes,
+                           int status, uint64_t digest, uint32_t chunks);
   // The payload of the message at `pos` (nbytes over `chunks` slots, or in
   // the first slot's header line when in_header) into `to`.
   static void copy_out(const Slot* slots, uint32_t pos, uint32_t chunks, uint32_t nbytes, bool in_header,
