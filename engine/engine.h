@@ -5,14 +5,18 @@
 //     by collective, algorithm, sizes, root and sync flags), takes a pooled
 //     Instance, binds pointers and the op, gives it the team's next sequence
 //     number and makes its root CARs ready.
-//  2. make_ready(): a message CAR goes to its VC's queue; a local CAR to the
-//     thread's worklist. A thread that finds the VC idle claims it and runs
-//     the CARs inline (the fast path); a busy VC is drained by its holder.
+//  2. run_roots() runs each root on the starting thread (a SEND claims its
+//     VC first), then what it released. make_ready(): a message CAR goes to
+//     its VC's queue; a local CAR to the thread's worklist. A thread that
+//     finds the VC idle claims it and runs the CARs inline (the fast path);
+//     a busy VC is drained by its holder. A released JOIN completes where
+//     it is released; the exit JOIN finishes the instance there.
 //  3. The transport completes message CARs on whatever thread moves the
 //     bytes; complete() releases successors. Deferred large copies are
 //     served by a oneTBB flow graph with one serial node per VC, so copies on
 //     different VCs run in parallel on workers, or by a waiting image thread.
-//  4. The instance is done when all its CARs are; sync calls observe that.
+//  4. The instance is done when all its CARs are; sync calls observe that
+//     (a handle that is already done is synced inline: sync_finished).
 // Any thread may run any image's CARs: counters are atomic, VC queues are
 // claimed, so a running thread keeps everyone's work moving even when the
 // image threads outnumber the cores.
