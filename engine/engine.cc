@@ -41,7 +41,6 @@ Worklist& this_worklist() {
   return *(tls_work_ptr = owner.get());
 }
 
-
 // One COPY's bytes (copy_range: a COPY's, copy_segments: a fused COPY's).
 inline void copy_bytes(char* to, const char* from, uint64_t n) {
   if (to == from || n == 0) return;
@@ -61,7 +60,6 @@ inline void copy_bytes(char* to, const char* from, uint64_t n) {
 inline void copy_range(const Instance& inst, uint32_t member, const BufferRef& src, const BufferRef& dst) {
   copy_bytes(inst.resolve(dst, member), inst.resolve(src, member), dst.length);
 }
-
 
 }  // namespace
 
@@ -334,7 +332,6 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   img.last_schedule = raw;
   return raw;
 }
-
 
 bool Engine::end_prepared_aggregate(ImageContext& img, const CollectiveCall& call, const PreparedCall& prepared,
                                     uint64_t* handle) {
@@ -987,7 +984,6 @@ bool Engine::poll_image(ImageContext& img) {
   if (remote_ != nullptr) did |= remote_->progress_all(img.image, true);
   return transport_->progress_all(img.image, true) || did;
 }
-
 
 int Engine::release(ImageContext& img, uint32_t slot) {
   Instance* inst = img.handle_slots[slot];
