@@ -335,21 +335,17 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
 
 bool Engine::end_prepared_aggregate(ImageContext& img, const CollectiveCall& call, const PreparedCall& prepared,
                                     uint64_t* handle) {
-  Team& team = team_of(img, call);
   if (prepared.member == nullptr) return false;
+  Team& team = team_of(img, call);
+  Schedule* merged = team.aggregate.repeated_by(prepared.member, prepared.sync, config_.check);
+  if (merged == nullptr) return false;  // join_aggregate takes the call
   add_part(team, call, prepared, call.src, call.dst);
-  Schedule* merged = team.aggregate.repeated_schedule(config_.check);
-  if (merged == nullptr) {
-    team.aggregate.pop_back();  // join_aggregate takes the call
-    return false;
-  }
   *handle = launch_aggregate(img, team, merged);
   return true;
 }
 
 int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handle,
                   std::string* error, PreparedCall* prepared) {
-  if (prepared != nullptr && start_prepared(img, call, *prepared, handle)) return kOk;
   PreparedCall once;
   PreparedCall& p = prepared != nullptr ? *prepared : once;
   if (p.gen == nullptr && !choose_algorithm(call, &p.gen, error)) return kErrBadArg;
@@ -420,14 +416,15 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
     return kErrBadArg;
   }
   if (prepared.member == nullptr && !prepare_member(img, call, prepared, error)) return kErrBadArg;
+  OpenAggregate& agg = team.aggregate;
+  // A last call that ends the team's last aggregate again: its merged
+  // schedule, with no lookup.
+  Schedule* merged = call.aggregate ? nullptr : agg.repeated_by(prepared.member, prepared.sync, config_.check);
   add_part(team, call, prepared, call.src, call.dst);
   if (call.aggregate) {
     *handle = 0;  // the seed leaves it undefined; the API returns CF_COLL_INVALID_HANDLE
     return kOk;
   }
-  OpenAggregate& agg = team.aggregate;
-  // The team's last aggregate again (most repeated aggregates): no call.
-  Schedule* merged = agg.repeated_schedule(config_.check);
   if (merged == nullptr) merged = aggregate_schedule(img, team, error);
   if (merged == nullptr) {
     agg.pop_back();  // the failed last call joins nothing; the aggregate stays open
@@ -647,36 +644,35 @@ void Engine::make_ready(CarState* cs) {
 }
 
 void Engine::run_root(CarState* cs) {
-  Instance& inst = *cs->instance;
-  const CompiledCar& car = *cs->car;
-  if (car.kind != CarKind::Send) {
+  if (cs->car->kind != CarKind::Send) {
     execute(cs);  // on the image's thread: even a client function's REDUCE may run
     return;
   }
-  ImageContext::Vc& vc = *inst.image->vcs[inst.members[car.peer]];
-  if (vc.ready.try_claim()) {
-    execute(cs);
-  } else {
-    vc.ready.push(cs);
-    if (!vc.ready.try_claim()) return;  // its holder sends it
-  }
-  drain(vc);
+  bool queued = false;
+  ImageContext::Vc* vc = claim_vc(cs, &queued);
+  if (vc == nullptr) return;  // its holder sends it
+  if (!queued) execute(cs);
+  drain(*vc);
+}
+
+ImageContext::Vc* Engine::claim_vc(CarState* cs, bool* queued) {
+  // SENDs of one VC go out in order, one thread at a time (the VC's send
+  // queue). Receives need no such queue: posting one is a single insert
+  // into the VC's posted-receive queue in the transport.
+  const Instance& inst = *cs->instance;
+  ImageContext::Vc& vc = *inst.image->vcs[inst.members[cs->car->peer]];
+  if (vc.ready.try_claim()) return &vc;  // idle VC: no queueing at all
+  vc.ready.push(cs);
+  *queued = true;
+  return vc.ready.try_claim() ? &vc : nullptr;
 }
 
 void Engine::enqueue(Worklist& work, CarState* cs) {
   Instance& inst = *cs->instance;
   const CompiledCar& car = *cs->car;
   if (car.kind == CarKind::Send) {
-    // SENDs of one VC go out in order, one thread at a time (the VC's send
-    // queue). Receives need no such queue: posting one is a single insert
-    // into the VC's posted-receive queue in the transport.
-    ImageContext::Vc& vc = *inst.image->vcs[inst.members[car.peer]];
-    if (vc.ready.try_claim()) {  // idle VC: no queueing at all
-      work.claimed.emplace_back(&vc, cs);
-    } else {
-      vc.ready.push(cs);
-      if (vc.ready.try_claim()) work.claimed.emplace_back(&vc, nullptr);
-    }
+    bool queued = false;
+    if (ImageContext::Vc* vc = claim_vc(cs, &queued)) work.claimed.emplace_back(vc, queued ? nullptr : cs);
   } else if (car.kind == CarKind::Reduce && !inst.op_of(car).amsafe && !tls_on_app_thread) {
     // A client function without CF_COLL_AMSAFE runs only on an application
     // thread inside a carflow call (seed v1.7): park it for the image's

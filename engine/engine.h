@@ -93,11 +93,14 @@ class OpenAggregate {
   // (the digests ride on the entry barrier).
   bool in_allsync(bool check) const { return (sync & kSyncIn) || check; }
   bool out_allsync() const { return sync & kSyncOut; }
-  // The last aggregate's merged schedule when this one repeats it (same
-  // members, same merged sync modes), else nullptr.
-  Schedule* repeated_schedule(bool check) const {
-    const bool same = repeating_ == size_ && last_size_ == size_ && last.in_allsync == in_allsync(check) &&
-                      last.out_allsync == out_allsync();
+  // The last aggregate's merged schedule when this one, ended by a last
+  // member (its schedule and kSyncIn / kSyncOut bits) not yet added,
+  // repeats it (same members, same merged sync modes); else nullptr.
+  Schedule* repeated_by(const Schedule* last_member, uint8_t member_sync, bool check) const {
+    const uint8_t merged = sync | member_sync;
+    const bool same = repeating_ == size_ && last_size_ == size_ + 1 && last.parts[size_] == last_member &&
+                      last.in_allsync == ((merged & kSyncIn) || check) &&
+                      last.out_allsync == ((merged & kSyncOut) != 0);
     return same ? last_schedule : nullptr;
   }
 
@@ -332,10 +335,11 @@ class Engine final : public TransportHooks {
   // Starts a collective on `img`; returns kOk and *handle, or an error with
   // *error naming the argument and rule (nothing started).
   // prepared: what an earlier start of an equal call decided (filled here
-  // where empty), or nullptr.
+  // where empty), or nullptr; a caller holding one tries start_prepared
+  // first.
   int start(ImageContext& img, const CollectiveCall& call, uint64_t* handle, std::string* error,
             PreparedCall* prepared = nullptr);
-  // start()'s first step for a repeat (the C API's memo), which can fail
+  // The first step for a repeat (the C API's memo, before start()), which can fail
   // at nothing (so it takes no error text): a call whose schedule
   // `prepared` holds, with no aggregate open, goes straight to its
   // instance; the last call of an aggregate that repeats the team's last
@@ -504,6 +508,10 @@ class Engine final : public TransportHooks {
   void enqueue(Worklist& work, CarState* cs);
   // A root of a call this image's thread starts, run now (not queued).
   [[gnu::always_inline]] inline void run_root(CarState* cs);
+  // A ready SEND onto its VC: the VC when this thread claimed it (it then
+  // runs the SEND, unless *queued says it went into the VC's queue, and
+  // drains the VC), else nullptr (the VC's holder sends it).
+  [[gnu::always_inline]] inline ImageContext::Vc* claim_vc(CarState* cs, bool* queued);
   void run_worklist();
   void run_queued(Worklist& work);  // runs work's CARs until none is left
   void drain(ImageContext::Vc& vc);

@@ -225,7 +225,7 @@ class HostRings {
   struct Producer;
   // Under p.lock: room for `chunks` more slots in the ring to dst_node
   // (it looks at the consumer's progress only past what it knows is free).
-  bool has_room(Producer& p, uint32_t dst_node, uint32_t chunks);
+  [[gnu::always_inline]] inline bool has_room(Producer& p, uint32_t dst_node, uint32_t chunks);
   // A message's header fields in its first slot (not its seq).
   static void write_header(Slot& first, Type type, uint32_t src, uint32_t dst, const MsgKey& key, uint64_t nbytes,
                            int status, uint64_t digest, uint32_t chunks);

@@ -582,6 +582,12 @@ void OfiTransport::send(MsgOp* op) {
   run(actions);
 }
 
+void OfiTransport::complete_taken(MsgOp* op, const char* operand, bool sized, int status) {
+  if (status == 0 && !sized) status = kMismatch;
+  if (status == 0 && operand != nullptr && op->nbytes > 0) op->deliver.fn(op->deliver.ctx, op->buf, operand, op->nbytes);
+  op->on_complete(op, status);
+}
+
 // A sender running ahead has usually left the message next in its ring:
 // the receive takes it there, and is never posted. Plain copies land in
 // the destination straight from the ring; a combine's operand goes through
@@ -598,9 +604,10 @@ bool OfiTransport::take_from_ring(MsgOp* op) {
                          &status, &op->digest)) {
     return false;
   }
-  op->on_complete(op, status == 0 && !sized ? kMismatch : status);
+  complete_taken(op, nullptr, sized, status);
   return true;
 }
+
 
 char* OfiTransport::combine_operand() {
   struct alignas(64) Operand {
@@ -620,9 +627,7 @@ bool OfiTransport::take_combine_from_ring(MsgOp* op) {
                          &status, &op->digest)) {
     return false;
   }
-  if (status == 0 && !sized) status = kMismatch;
-  if (status == 0 && op->nbytes > 0) op->deliver.fn(op->deliver.ctx, op->buf, operand, op->nbytes);
-  op->on_complete(op, status);
+  complete_taken(op, operand, sized, status);
   return true;
 }
 
@@ -1172,11 +1177,7 @@ bool OfiTransport::take_posted() {
       q.posted_changed();
       stats_.direct++;
     }
-    if (status == 0 && !sized) status = kMismatch;
-    if (status == 0 && operand != nullptr && op->nbytes > 0) {
-      op->deliver.fn(op->deliver.ctx, op->buf, operand, op->nbytes);
-    }
-    op->on_complete(op, status);
+    complete_taken(op, operand, sized, status);
     did = true;
   }
   return did;

@@ -284,6 +284,10 @@ class OfiTransport final : public Transport {
   // processes: allreduce 3.6 against 3.4 us, reduce_scatter 4.3 against 3.4).
   static constexpr uint64_t kCombineBytes = 4096;
   static char* combine_operand();
+  // Completes a receive taken from a ring (take_next's sized and status):
+  // a size mismatch fails it; a combine's operand (or nullptr: the bytes
+  // are in place) is combined first, with no lock held.
+  [[gnu::always_inline]] static inline void complete_taken(MsgOp* op, const char* operand, bool sized, int status);
   // A ring's next message whose receive is posted here is taken straight
   // into the receive's buffer (as take_from_ring would have) and the
   // receive completes: the waiting receive's usual way in, without the
