@@ -123,7 +123,7 @@ template <int kUsed, typename AddressesOk>
 [[gnu::always_inline]] inline bool start_repeated(CollKind kind, const Signature& sig, void* src, void* dst,
                                                   cf_coll_handle_t* out, AddressesOk addresses_ok) {
   ImageContext* img = t_image;
-  if (img == nullptr || !Runtime::get().initialized()) return false;
+  if (img == nullptr || !Runtime::live()) return false;
   CallMemo* memo = memo_hit<kUsed>(*img, kind, sig);
   if (memo == nullptr || !addresses_ok(*img, *memo)) return false;
   *out = start_memo(*img, *memo, src, dst);
@@ -141,15 +141,15 @@ template <int kUsed, typename AddressesOk>
                                                         AddressesOk addresses_ok) {
   if ((sig[2] & CF_COLL_AGGREGATE) == 0) return false;
   ImageContext* img = t_image;
-  if (img == nullptr || !Runtime::get().initialized()) return false;
+  if (img == nullptr || !Runtime::live()) return false;
   // The AGGREGATE memo of the kind: a fixed offset into the image.
   const CallMemo& memo = img->memo[static_cast<int>(kind)][1];
-  if (!memo.valid || !memo.prepared.plain_member || memo.epoch != img->epoch) return false;
+  if (memo.join_epoch != img->epoch) return false;  // valid, a plain member, this epoch
   uint64_t differ = 0;
 #pragma GCC unroll 16
   for (int w = 0; w < kUsed; ++w) differ |= memo.signature[w] ^ sig[w];
   if (differ != 0 || !addresses_ok(*img, memo)) return false;
-  OpenAggregate& agg = (memo.call.team != nullptr ? *memo.call.team : img->all).aggregate;
+  OpenAggregate& agg = *memo.join_into;
   if (!agg.has_room()) return false;
   // Every test passed: from here on the caller's arguments are not needed
   // for its fallback, which leaves the compiler registers to spare.

@@ -208,6 +208,7 @@ namespace {
   const int status = img.engine->start(img, memo.call, &handle, &error, &memo.prepared);
   if (status != CF_OK) {
     memo.valid = false;
+    memo.join_epoch = 0;
     fail(status, error);
     return CF_COLL_INVALID_HANDLE;
   }
@@ -229,6 +230,7 @@ cf_coll_handle_t start_remembered(ImageContext& img, const CollectiveCall& call,
                                   uint64_t src_len, uint64_t dst_len) {
   CallMemo& memo = memo_slot(img, call.kind, call.flags);
   memo.valid = false;
+  memo.join_epoch = 0;
   std::copy(sig, sig + CallMemo::kWords, memo.signature);
   memo.epoch = img.epoch;
   memo.src_len = src_len;
@@ -237,6 +239,10 @@ cf_coll_handle_t start_remembered(ImageContext& img, const CollectiveCall& call,
   memo.prepared = carflow::PreparedCall{};
   const cf_coll_handle_t handle = start_memo(img, memo, call.src, call.dst);
   memo.valid = last_status() == CF_OK;
+  if (memo.valid && memo.prepared.plain_member) {
+    memo.join_epoch = memo.epoch;
+    memo.join_into = &(call.team != nullptr ? *call.team : img.all).aggregate;
+  }
   return handle;
 }
 

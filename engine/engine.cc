@@ -41,19 +41,22 @@ Worklist& this_worklist() {
   return *(tls_work_ptr = owner.get());
 }
 
+// 8 to 16 bytes as two overlapping words, without a call into the
+// library: both words are read before either is written, so any overlap of
+// `to` and `from` (the same place included) copies correctly.
+[[gnu::always_inline]] inline void copy_words(char* to, const char* from, uint64_t n) {
+  uint64_t head, tail;
+  std::memcpy(&head, from, 8);
+  std::memcpy(&tail, from + n - 8, 8);
+  std::memcpy(to, &head, 8);
+  std::memcpy(to + n - 8, &tail, 8);
+}
+
 // One COPY's bytes (copy_range: a COPY's, copy_segments: a fused COPY's).
 inline void copy_bytes(char* to, const char* from, uint64_t n) {
   if (to == from || n == 0) return;
-  // An aggregate's pack and unpack copies are a few bytes each: 8 to 16
-  // bytes as two overlapping words, without a call into the library.
-  if (n >= 8 && n <= 16) {
-    uint64_t head, tail;
-    std::memcpy(&head, from, 8);
-    std::memcpy(&tail, from + n - 8, 8);
-    std::memcpy(to, &head, 8);
-    std::memcpy(to + n - 8, &tail, 8);
-    return;
-  }
+  // An aggregate's pack and unpack copies are a few bytes each.
+  if (n >= 8 && n <= 16) return copy_words(to, from, n);
   std::memcpy(to, from, n);
 }
 
@@ -339,8 +342,7 @@ bool Engine::end_prepared_aggregate(ImageContext& img, const CollectiveCall& cal
   Team& team = team_of(img, call);
   Schedule* merged = team.aggregate.repeated_by(prepared.member, prepared.sync, config_.check);
   if (merged == nullptr) return false;  // join_aggregate takes the call
-  add_part(team, call, prepared, call.src, call.dst);
-  *handle = launch_aggregate(img, team, merged);
+  *handle = launch_aggregate(img, team, merged, &call, prepared.digest);
   return true;
 }
 
@@ -434,17 +436,24 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
   return kOk;
 }
 
-uint64_t Engine::launch_aggregate(ImageContext& img, Team& team, Schedule* merged) {
+uint64_t Engine::launch_aggregate(ImageContext& img, Team& team, Schedule* merged, const CollectiveCall* last,
+                                  uint64_t last_digest) {
   OpenAggregate& agg = team.aggregate;
   Instance* inst = merged->acquire();
   // The members' buffers are already in Instance::user order; data
   // movement has no op to bind, only reductions read ops[m].
   // A member's two pointers at a time (one 16-byte move; no memmove call).
   char* const* buffers = agg.buffers();
-  for (uint32_t m = 0; m < agg.size(); ++m) std::memcpy(&inst->user[2 * m], &buffers[2 * m], 2 * sizeof(char*));
+  uint32_t members = agg.size();
+  for (uint32_t m = 0; m < members; ++m) std::memcpy(&inst->user[2 * m], &buffers[2 * m], 2 * sizeof(char*));
   for (const auto& [m, op] : agg.ops) inst->ops[m] = op;
   for (uint64_t d : agg.digests) inst->digest = combine_digests(inst->digest, d);
-  const uint32_t members = static_cast<uint32_t>(agg.size());
+  if (last != nullptr) {  // the last member, bound here instead of added
+    inst->bind_buffers(members, last->src, last->dst);
+    if (is_computational(last->kind)) inst->ops[members] = last->op;
+    if (config_.check) inst->digest = combine_digests(inst->digest, last_digest);
+    ++members;
+  }
   agg.clear();
   return launch(img, inst, team, members);
 }
@@ -789,7 +798,14 @@ void Engine::copy_segments(const Instance& inst, const CompiledCar& car) {
   // Locals, not reloads: the copies' stores could alias inst's fields.
   char* const* user = inst.user;
   const CopySegment* seg = inst.schedule->segments(car);
-  for (const CopySegment* end = seg + car.seg_count; seg != end; ++seg) {
+  const CopySegment* end = seg + car.seg_count;
+  if (car.seg_words) {  // an aggregate of small calls: one branch-free copy per segment
+    for (; seg != end; ++seg) {
+      copy_words(user[seg->dst.base] + seg->dst.offset, user[seg->src.base] + seg->src.offset, seg->length);
+    }
+    return;
+  }
+  for (; seg != end; ++seg) {
     copy_bytes(user[seg->dst.base] + seg->dst.offset, user[seg->src.base] + seg->src.offset, seg->length);
   }
 }

@@ -227,7 +227,14 @@ struct PreparedCall {
 struct CallMemo {
   static constexpr int kWords = 10;
   bool valid = false;
-  uint32_t epoch = 0;
+  uint64_t epoch = 0;
+  // join_repeated_member's one test of the memo (api/api_internal.h): the
+  // memo's epoch while it is valid and holds a plain aggregate member
+  // (PreparedCall::plain_member), else 0 (no epoch); and the aggregate
+  // that member joins, its team's (valid while the epoch is: freeing a
+  // team starts a new one).
+  uint64_t join_epoch = 0;
+  OpenAggregate* join_into = nullptr;
   uint64_t signature[kWords] = {};
   uint64_t src_len = 0, dst_len = 0;  // bytes of src / dst the image uses
   CollectiveCall call;
@@ -269,8 +276,8 @@ class ImageContext {
   CallMemo memo[kCollKinds][2];
   // Bumped by whatever changes what equal arguments mean on this image
   // (cf_coll_set_algorithm, cf_team_split, cf_team_free): memos of an
-  // older epoch are stale.
-  uint32_t epoch = 1;
+  // older epoch are stale. 64 bits: it never wraps to a memo's 0.
+  uint64_t epoch = 1;
 
   int representing = 0;  // live composite handles of this thread (representative mode): poll every image
   // CF_CHECK: what the last collective this thread synced with
@@ -477,7 +484,11 @@ class Engine final : public TransportHooks {
   Schedule* aggregate_schedule(ImageContext& img, Team& team, std::string* error);
   // Starts the team's open aggregate on its merged schedule (the members'
   // buffers, ops and digests bound) and closes it; returns the handle.
-  uint64_t launch_aggregate(ImageContext& img, Team& team, Schedule* merged);
+  // last: the last member when it was not added to the aggregate (its
+  // buffers, op and, under CF_CHECK, last_digest are bound after the
+  // others'), or nullptr.
+  uint64_t launch_aggregate(ImageContext& img, Team& team, Schedule* merged, const CollectiveCall* last = nullptr,
+                            uint64_t last_digest = 0);
   // Starts a call alone (no aggregate) on its schedule: takes an instance,
   // binds the buffers (and the op of a reduction) and launches it. Inline
   // in start(): its repeat path is every repeated call's.

@@ -46,6 +46,12 @@ class Runtime {
   uint32_t nodes() const { return nodes_; }
   OfiTransport* ofi() { return ofi_.get(); }
   bool initialized() const { return initialized_.load(std::memory_order_acquire); }
+  // get().initialized() for a caller that holds an image (so the runtime
+  // exists, or it would hold none): no path that creates it.
+  static bool live() {
+    const Runtime* runtime = instance_.load(std::memory_order_acquire);
+    return runtime != nullptr && runtime->initialized();
+  }
   const Config& config() const { return config_; }
 
   std::atomic<int> error_mode{0};

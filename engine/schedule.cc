@@ -144,6 +144,8 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
       segments_.push_back(segment(dag_.cars[copy]));
       for (uint32_t f : plan.fused[copy]) segments_.push_back(segment(dag_.cars[f]));
       c.seg_count = static_cast<uint32_t>(segments_.size()) - c.seg_begin;
+      c.seg_words = std::all_of(segments_.begin() + c.seg_begin, segments_.end(),
+                                [](const CopySegment& g) { return g.length >= 8 && g.length <= 16; });
     }
     if (plan.preds[i].empty()) roots_.push_back(static_cast<uint32_t>(i));
   }

@@ -53,6 +53,7 @@ struct CompiledCar {
   int32_t deps;          // predecessor count
   uint32_t seg_begin = 0;  // a fused COPY: its segments in Schedule::segments (0: the
   uint32_t seg_count = 0;  // CAR's own src/dst); a RECV: the copies its completion runs
+  bool seg_words = false;  // every segment is 8 to 16 bytes: copied as two words each
 };
 
 // One copy of a fused COPY, its buffers resolved as far as the schedule

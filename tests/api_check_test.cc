@@ -161,6 +161,24 @@ TEST_CASE("CF_CHECK: an aggregate with one disagreeing member fails everywhere n
   });
 }
 
+TEST_CASE("CF_CHECK: an aggregate whose last call disagrees fails everywhere, also when it repeats") {
+  // expect_mismatch's second round repeats the aggregate: its last call then
+  // starts the team's last merged schedule directly, binding its digest there.
+  // A scan, not an allreduce: expect_team_works's allreduce would replace
+  // the allreduce memo between the rounds.
+  static std::vector<int64_t> src(32, 7);
+  for_each_case([&](uint32_t P, uint32_t odd) {
+    expect_mismatch("nbytes", P, odd, [&](cf_image_t, bool is_odd, uint8_t* dst) {
+      cf_coll_broadcast_nb(CF_TEAM_ALL, dst, 0, src.data(), 64, kAllLocal | CF_COLL_AGGREGATE);
+      if (cf_last_status() != CF_OK) return -100;
+      const cf_coll_handle_t h =
+          cf_coll_scan_nb(CF_TEAM_ALL, dst + 1024, src.data(), 8, is_odd ? 2 : 4, kSumI64, 0, kAllLocal);
+      if (h == CF_COLL_INVALID_HANDLE) return -101;
+      return cf_coll_wait_sync(h);
+    });
+  });
+}
+
 TEST_CASE("CF_CHECK: non-blocking mismatched calls fail at sync, and the next agreeing call delivers") {
   const uint32_t P = 5;
   ImageLog log(P);
