@@ -474,14 +474,12 @@ void OpenAggregate::pop_back() {
   const uint32_t m = size_ - 1;
   if (!ops.empty() && ops.back().first == m) ops.pop_back();
   if (!digests.empty()) digests.pop_back();
-  repeating_ = std::min(repeating_, m);
   sync = sync_before_last_;
   size_ = m;
 }
 
 void OpenAggregate::clear() {
   size_ = 0;
-  repeating_ = 0;
   ops.clear();
   digests.clear();
   sync = 0;
@@ -518,7 +516,7 @@ Schedule* Engine::aggregate_schedule(ImageContext& img, Team& team, std::string*
     it = img.aggregates.emplace(wanted, std::move(schedule)).first;
   }
   // The next aggregate on the team compares its members with this one's
-  // as they are called (OpenAggregate::repeating_).
+  // (OpenAggregate::repeated_by).
   agg.last = std::move(wanted);
   agg.last_size_ = static_cast<uint32_t>(agg.last.parts.size());
   agg.last_schedule = it->second.get();

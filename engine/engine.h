@@ -60,9 +60,10 @@ struct AggregateKey {
 // CF_COLL_AGGREGATE: the aggregate being formed on a team, kept the way
 // the last call uses it (Engine::join_aggregate). Each member call appends
 // its schedule (generated without a sync transform) and its buffers in
-// Instance::user order, so binding the merged instance is one copy; and
-// counts how many leading members repeat the last aggregate started on the
-// team, so finding its merged schedule again needs no pass over the key.
+// Instance::user order, so binding the merged instance is one copy. The
+// last aggregate started on the team is kept too: an aggregate that repeats
+// it (compared once, by its last call: repeated_by) finds its merged
+// schedule with no lookup in the image's map.
 class OpenAggregate {
  public:
   static constexpr uint8_t kSyncIn = 1, kSyncOut = 2;  // IN_ALLSYNC, OUT_ALLSYNC
@@ -98,10 +99,16 @@ class OpenAggregate {
   // repeats it (same members, same merged sync modes); else nullptr.
   Schedule* repeated_by(const Schedule* last_member, uint8_t member_sync, bool check) const {
     const uint8_t merged = sync | member_sync;
-    const bool same = repeating_ == size_ && last_size_ == size_ + 1 && last.parts[size_] == last_member &&
-                      last.in_allsync == ((merged & kSyncIn) || check) &&
-                      last.out_allsync == ((merged & kSyncOut) != 0);
-    return same ? last_schedule : nullptr;
+    if (last_size_ != size_ + 1 || last.parts[size_] != last_member ||
+        last.in_allsync != ((merged & kSyncIn) || check) || last.out_allsync != ((merged & kSyncOut) != 0)) {
+      return nullptr;
+    }
+    // The members before the last, once here rather than as each is added.
+    const Schedule* const* before = last.parts.data();
+    for (uint32_t m = 0; m < size_; ++m) {
+      if (parts_[m] != before[m]) return nullptr;
+    }
+    return last_schedule;
   }
 
   std::vector<std::pair<uint32_t, ReduceOp>> ops;  // reduction members: index, op
@@ -118,7 +125,6 @@ class OpenAggregate {
     parts_[m] = schedule;
     buffers_[2 * m] = static_cast<char*>(src);
     buffers_[2 * m + 1] = static_cast<char*>(dst);
-    repeating_ += repeating_ == m && m < last_size_ && last.parts[m] == schedule;
     size_ = m + 1;
   }
   void grow();
@@ -127,7 +133,6 @@ class OpenAggregate {
   std::unique_ptr<const Schedule*[]> parts_;  // the members' schedules, in call order
   std::unique_ptr<char*[]> buffers_;          // in Instance::user order
   uint32_t size_ = 0, capacity_ = 0;
-  uint32_t repeating_ = 0;  // leading members equal to last.parts'
   uint8_t sync_before_last_ = 0;  // `sync` before the last member's (pop_back)
 };
 
