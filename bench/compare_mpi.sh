@@ -5,13 +5,27 @@
 #   bench/compare_mpi.sh [--np 2] [--colls broadcast,allreduce,...]
 #       [--sizes 8,64,1K,16K,256K,4M] [--iters 1000] [--rounds 3]
 #       [--out DIR] [--bin-dir DIR] [--no-install] [--no-malloc-env]
-#       [--mpi openmpi,mpich]
+#       [--mpi openmpi,mpich] [--fast-floor-ns 300]
 #
 # carflow runs as `cfrun -n NP carflow bench --images 1` (one image per
 # process); each MPI runs bench/osu_mpi.c under its own mpirun. Per round and
 # collective the implementations run back to back, in an order that rotates,
 # so that drift in the machine's load reaches all of them alike. The table
 # holds the median over rounds of each implementation's avg_us.
+#
+# The machine's phase: on a shared VM the cost of moving one cache line
+# between the two cores flips between phases that last about a second
+# (measured here: 110-160 ns a round trip, then 490-630 ns), and a small
+# message's latency with it, for every implementation alike. Right after
+# each run the script times that round trip (bench/pingpong_floor, 20000
+# trips, a few ms) and tags the run's lines with it (floor_ns): measured
+# here, the probe after a run matched the run's own phase in 15 of 16 runs
+# (2-process 8-byte broadcast: 0.14-0.19 us with the probe at 55-148 ns,
+# 0.28-0.32 us with it at 507-700 ns), the probe before it did not. The
+# table adds, per MPI, the median over the rounds where both
+# implementations' runs ended in a fast phase (floor below
+# --fast-floor-ns) of the round's own ratio: the comparison of the two
+# under the same machine conditions.
 #
 # Writes into DIR (default bench/results): compare_mpi.jsonl (every JSON
 # line, tagged with round and impl; carflow's per rank), compare_mpi.md (the
@@ -22,7 +36,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ALL_COLLS=broadcast,barrier,allreduce,scatter,gather,gather_all,exchange,reduce_vec,scan,reduce_scatter
 NP=2 COLLS=$ALL_COLLS SIZES=8,64,1K,16K,256K,4M ITERS=1000 ROUNDS=3 OUT="$ROOT/bench/results"
-INSTALL=1 BIN_DIR='' MALLOC_ENV=1 MPI_LIST=openmpi,mpich
+INSTALL=1 BIN_DIR='' MALLOC_ENV=1 MPI_LIST=openmpi,mpich FAST_FLOOR_NS=300
 # glibc's allocator knobs, set for every implementation alike (--no-malloc-env
 # drops them). An MPI that mallocs and frees a large temporary per call gives
 # the pages back on free (munmap, heap trim) and faults in fresh ones on the
@@ -54,6 +68,7 @@ parse_args() {
       --no-install) INSTALL=0; shift ;;
       --no-malloc-env) MALLOC_ENV=0; shift ;;
       --mpi) MPI_LIST="${2:?--mpi: missing value}"; shift 2 ;;
+      --fast-floor-ns) FAST_FLOOR_NS="${2:?--fast-floor-ns: missing value}"; shift 2 ;;
       -h|--help) usage ;;
       *) echo "compare_mpi: unknown argument '$1'" >&2; usage ;;
     esac
@@ -66,6 +81,9 @@ parse_args() {
   fi
   if ! [[ "$ROUNDS" =~ ^[0-9]+$ ]] || [ "$ROUNDS" -lt 1 ]; then
     echo "compare_mpi: --rounds: a positive count, got '$ROUNDS'" >&2; exit 2
+  fi
+  if ! [[ "$FAST_FLOOR_NS" =~ ^[0-9]+$ ]] || [ "$FAST_FLOOR_NS" -lt 1 ]; then
+    echo "compare_mpi: --fast-floor-ns: a positive number of ns, got '$FAST_FLOOR_NS'" >&2; exit 2
   fi
   IFS=, read -ra MPI_NAMES <<<"$MPI_LIST"
   local c
@@ -182,17 +200,35 @@ find_carflow() {
       note "bazel-bin holds a $config build; using the optimized one in bazel-out/*-opt"
       dir=$(compgen -G "$ROOT/bazel-out/*-opt/bin/tools" | head -1 || true)
     fi
-    if [ -z "$dir" ] || [ ! -x "$dir/carflow_cli" ] || [ ! -x "$dir/cfrun_bin" ]; then
-      note "building //tools:carflow_cli //tools:cfrun_bin"
-      (cd "$ROOT" && bazel build //tools:carflow_cli //tools:cfrun_bin >&2) || fail "bazel build failed"
-      dir="$(cd "$ROOT" && bazel info bazel-bin)/tools"
+    if [ -z "$dir" ] || [ ! -x "$dir/carflow_cli" ] || [ ! -x "$dir/cfrun_bin" ] ||
+       [ ! -x "$dir/../bench/pingpong_floor" ]; then
+      note "building //tools:carflow_cli //tools:cfrun_bin //bench:pingpong_floor"
+      (cd "$ROOT" && bazel build -c opt //tools:carflow_cli //tools:cfrun_bin //bench:pingpong_floor >&2) ||
+        fail "bazel build failed"
+      dir="$(cd "$ROOT" && bazel info -c opt bazel-bin)/tools"
     fi
   fi
   if [ ! -x "$dir/carflow_cli" ] || [ ! -x "$dir/cfrun_bin" ]; then
     fail "--bin-dir: no carflow_cli and cfrun_bin in $dir"
   fi
   cp "$dir/carflow_cli" "$dir/cfrun_bin" "$WORK/"
-  CLI="$WORK/carflow_cli" CFRUN="$WORK/cfrun_bin" CARFLOW_FROM=$dir
+  CLI="$WORK/carflow_cli" CFRUN="$WORK/cfrun_bin" CARFLOW_FROM=$dir FLOOR_BIN=''
+  # The phase probe: next to the binaries (--bin-dir), or in bench/ beside tools/.
+  local probe
+  for probe in "$dir/pingpong_floor" "$dir/../bench/pingpong_floor"; do
+    if [ -x "$probe" ]; then cp "$probe" "$WORK/pingpong_floor"; FLOOR_BIN="$WORK/pingpong_floor"; break; fi
+  done
+  [ -n "$FLOOR_BIN" ] || note "no pingpong_floor beside $dir: runs are not tagged with the machine's phase"
+}
+
+# FLOOR: one cache line's round trip between two cores now, in ns (the
+# machine's phase; see the top), or null without the probe.
+probe_floor() {
+  FLOOR=null
+  [ -n "$FLOOR_BIN" ] || return 0
+  local ns
+  ns=$("$FLOOR_BIN" 20000 2>/dev/null | sed -n 's/.*"round_trip_ns":\([0-9.]*\).*/\1/p')
+  [ -z "$ns" ] || FLOOR=$ns
 }
 
 # A run exited with status RC: a wrong result if it printed one, else how.
@@ -237,12 +273,13 @@ run_carflow() {
     local rc=0
     "$CFRUN" --timeout "$RUN_TIMEOUT_S" -n "$NP" "$CLI" bench --coll "$coll" --images 1 \
       --sizes "${groups[$i]}" --iters "$i" --json >"$WORK/run.out" 2>&1 || rc=$?
+    probe_floor
     cat "$WORK/run.out" >>"$LOG"
     [ "$rc" = 0 ] || run_failed "$what" "$rc"
     local steps=1
     [ "$coll" = barrier ] || steps=$(tr , '\n' <<<"${groups[$i]}" | wc -l)
     collect "$what" $((steps * NP)) '^\[\([0-9][0-9]*\)\] {\(.*\)}$' \
-      "{\"round\":$round,\"impl\":\"carflow\",\"rank\":\1,\2}"
+      "{\"round\":$round,\"impl\":\"carflow\",\"floor_ns\":$FLOOR,\"rank\":\1,\2}"
   done
 }
 
@@ -263,10 +300,11 @@ run_mpi() {
   local rc=0
   timeout "$RUN_TIMEOUT_S" "${launcher[@]}" -np "$NP" "$WORK/osu_mpi-$m" --coll "$coll" \
     --sizes "$sizes" --iters "$ITERS" --label "$impl" >"$WORK/run.out" 2>>"$LOG" || rc=$?
+  probe_floor
   cat "$WORK/run.out" >>"$LOG"
   [ "$rc" = 0 ] || run_failed "$what" "$rc"
   collect "$what" "$([ "$coll" = barrier ] && echo 1 || echo ${#BYTES[@]})" '^{\(.*\)}$' \
-    "{\"round\":$round,\"impl\":\"$impl\",\1}"
+    "{\"round\":$round,\"impl\":\"$impl\",\"floor_ns\":$FLOOR,\1}"
 }
 
 # Reads the raw lines; prints the markdown table (median over rounds of each
@@ -277,7 +315,7 @@ run_mpi() {
 summarize() {
   mkdir -p "$WORK/plot"
   awk -v impls="${IMPLS[*]}" -v colls="${COLL_LIST[*]}" -v sizes="${BYTES[*]}" \
-      -v plotdir="$WORK/plot" '
+      -v plotdir="$WORK/plot" -v fast="$FAST_FLOOR_NS" '
     function field(line, key,   v) {
       if (!match(line, "\"" key "\":(\"[^\"]*\"|[^,}]*)")) return ""
       v = substr(line, RSTART + length(key) + 3, RLENGTH - length(key) - 3)
@@ -298,10 +336,25 @@ summarize() {
       for (i = 2; i <= n; ++i) for (j = i; j > 1 && v[j - 1] > v[j]; --j) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
       return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
     }
+    function in_fast(key, r) { return floor_ns[key, r] != "" && floor_ns[key, r] != "null" && floor_ns[key, r] + 0 < fast }
+    # The median over the rounds where both runs ended in a fast phase
+    # of each round ratio mine / theirs; sets nfast to their number.
+    function fast_ratio(mine, theirs,   n, i, j, r, t, v) {
+      n = 0
+      for (i = 1; i <= nround[mine]; ++i) {
+        r = roundof[mine, i]
+        if (!((theirs, r) in cnt) || !in_fast(mine, r) || !in_fast(theirs, r) || sum[theirs, r] <= 0) continue
+        v[++n] = (sum[mine, r] / cnt[mine, r]) / (sum[theirs, r] / cnt[theirs, r])
+      }
+      nfast = n
+      if (n == 0) return ""
+      for (i = 2; i <= n; ++i) for (j = i; j > 1 && v[j - 1] > v[j]; --j) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+      return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    }
     {
       impl = field($0, "impl"); r = field($0, "round"); c = field($0, "coll"); b = field($0, "bytes")
       key = impl SUBSEP c SUBSEP b
-      if (!((key, r) in cnt)) roundof[key, ++nround[key]] = r
+      if (!((key, r) in cnt)) { roundof[key, ++nround[key]] = r; floor_ns[key, r] = field($0, "floor_ns") }
       sum[key, r] += field($0, "avg_us"); cnt[key, r]++
       it = field($0, "iters")
       if ((c, b) in iters && iters[c, b] != it) {
@@ -315,7 +368,10 @@ summarize() {
       if (bad) exit 3
       ni = split(impls, impl_list, " "); nc = split(colls, coll_list, " "); ns = split(sizes, size_list, " ")
       head = "| collective | bytes | carflow algorithm | carflow us"; rule = "|---|---:|---|---:"
-      for (i = 2; i <= ni; ++i) { head = head " | " impl_list[i] " us | carflow/" impl_list[i]; rule = rule "|---:|---:" }
+      for (i = 2; i <= ni; ++i) {
+        head = head " | " impl_list[i] " us | carflow/" impl_list[i] " | same fast phase (rounds)"
+        rule = rule "|---:|---:|---:"
+      }
       print head " |"; print rule "|"
       for (ci = 1; ci <= nc; ++ci) {
         c = coll_list[ci]; dat = plotdir "/" c ".dat"
@@ -330,6 +386,9 @@ summarize() {
             ratio = mine != "" && theirs > 0 ? mine / theirs : ""
             line = line " | " us(theirs) " | " (ratio == "" ? "-" : sprintf("%.2f", ratio))
             if (ratio != "") { steps[i]++; logsum[i] += log(ratio); if (ratio <= 1) wins[i]++ }
+            fr = fast_ratio("carflow" SUBSEP c SUBSEP b, impl_list[i] SUBSEP c SUBSEP b)
+            line = line " | " (fr == "" ? "-" : sprintf("%.2f (%d)", fr, nfast))
+            if (fr != "") { fsteps[i]++; flogsum[i] += log(fr); if (fr <= 1) fwins[i]++ }
             if (c == "barrier") print impl_list[i], theirs == "" ? "-" : theirs > dat; else printf " %s", theirs == "" ? "-" : theirs > dat
           }
           if (c != "barrier") print "" > dat
@@ -340,6 +399,9 @@ summarize() {
       print ""
       for (i = 2; i <= ni; ++i) if (steps[i] > 0) {
         printf "carflow/%s: <= 1.0 in %d of %d steps; geometric mean %.2f\n", impl_list[i], wins[i], steps[i], exp(logsum[i] / steps[i])
+        if (fsteps[i] > 0) {
+          printf "carflow/%s in the same fast phase (rounds where both runs ended with the cache-line round trip below %d ns): <= 1.0 in %d of %d steps; geometric mean %.2f\n", impl_list[i], fast, fwins[i], fsteps[i], exp(flogsum[i] / fsteps[i])
+        }
       }
     }' "$RAW"
 }
@@ -389,6 +451,9 @@ describe() {
   echo "- environment of every run: $([ "$MALLOC_ENV" = 0 ] && echo "the allocator's defaults (--no-malloc-env)" || echo "${MALLOC_VARS[*]}")"
   echo "- avg_us: mean over processes of each one's average per call; the median over rounds;"
   echo "  ratio carflow/MPI <= 1.0: carflow at least as fast"
+  echo "- same fast phase: the median of the rounds' own ratios over the rounds where both runs ended"
+  echo "  with one cache line's round trip between the cores below $FAST_FLOOR_NS ns (bench/pingpong_floor, timed"
+  echo "  right after each run; this VM flips between about 140 and 550 ns), and how many rounds that was"
   echo
 }
 
