@@ -227,7 +227,7 @@ probe_floor() {
   FLOOR=null
   [ -n "$FLOOR_BIN" ] || return 0
   local ns
-  ns=$("$FLOOR_BIN" 20000 2>/dev/null | sed -n 's/.*"round_trip_ns":\([0-9.]*\).*/\1/p')
+  ns=$("$FLOOR_BIN" 20000 2>/dev/null | sed -n 's/.*"round_trip_ns":\([0-9.]*\).*/\1/p') || ns=''
   [ -z "$ns" ] || FLOOR=$ns
 }
 
