@@ -380,8 +380,9 @@ bool HostRings::peek_data(uint32_t src_node, uint32_t* src, uint32_t* dst, MsgKe
   return true;
 }
 
-bool HostRings::take_next(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, void* buf,
-                          uint64_t nbytes, bool* sized, int32_t* status, uint64_t* digest) {
+template <typename Consume>
+bool HostRings::take_head(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, uint64_t nbytes,
+                          bool* sized, int32_t* status, uint64_t* digest, Consume consume) {
   if (src_node >= nodes_ || src_node == node_) return false;
   Consumer& c = consumers_[src_node];
   Slot* slots = ring(segments_[node_], src_node);
@@ -396,27 +397,48 @@ bool HostRings::take_next(uint32_t src_node, uint32_t src, uint32_t dst, const M
   const bool ours = pos == peek && slot.type == kData && slot.src == src && slot.dst == dst && slot.key == key;
   const uint32_t chunks = slot.chunks >= 1 && slot.chunks <= kMaxChunks ? slot.chunks : 1;
   const uint32_t size = slot.nbytes;
-  if (!ours || size > uint64_t{chunks} * kPayload) {
+  const int32_t sent_status = slot.status;
+  // A failed sender's bytes are not data.
+  if (!ours || size > uint64_t{chunks} * kPayload ||
+      !consume(slots, pos, chunks, size, size == nbytes && sent_status == 0)) {
     c.lock.unlock();
-    return false;  // not ours (or malformed): the poll takes it as it would
+    return false;  // not ours (or malformed, or declined): the poll takes it as it would
   }
   *sized = size == nbytes;
-  *status = slot.status;
+  *status = sent_status;
   *digest = slot.digest;
-  // A failed sender's bytes are not data.
-  if (*sized && *status == 0) {
-    if (size <= kInline) {
-      copy_inline(static_cast<char*>(buf), slot.tail.inline_data, size);
-    } else {
-      copy_out(slots, pos, chunks, size, false, buf);
-    }
-  }
   // The slots are the producer's again (release: after our reads).
   tail(segments_[node_], src_node)->consumed.store(pos + chunks, std::memory_order_release);
   c.pos.store(pos + chunks, std::memory_order_relaxed);
   c.taken_next.store(c.taken_next.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   c.lock.unlock();
   return true;
+}
+
+bool HostRings::take_next(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, void* buf,
+                          uint64_t nbytes, bool* sized, int32_t* status, uint64_t* digest) {
+  return take_head(src_node, src, dst, key, nbytes, sized, status, digest,
+                   [buf](const Slot* slots, uint32_t pos, uint32_t chunks, uint32_t size, bool deliverable) {
+                     if (!deliverable) return true;
+                     if (size <= kInline) {
+                       copy_inline(static_cast<char*>(buf), slots[pos % kSlots].tail.inline_data, size);
+                     } else {
+                       copy_out(slots, pos, chunks, size, false, buf);
+                     }
+                     return true;
+                   });
+}
+
+bool HostRings::take_next_in_place(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key,
+                                   uint64_t nbytes, bool* sized, int32_t* status, uint64_t* digest, Use use,
+                                   void* ctx) {
+  return take_head(src_node, src, dst, key, nbytes, sized, status, digest,
+                   [use, ctx](const Slot* slots, uint32_t pos, uint32_t chunks, uint32_t size, bool deliverable) {
+                     if (chunks > 1) return false;
+                     const Slot& slot = slots[pos % kSlots];
+                     if (deliverable) use(ctx, size <= kInline ? slot.tail.inline_data : slot.data, size);
+                     return true;
+                   });
 }
 
 uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted wanted, void* ctx) {

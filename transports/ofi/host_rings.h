@@ -122,6 +122,15 @@ class HostRings {
   // none, or another thread draining the ring.
   bool take_next(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, void* buf,
                  uint64_t nbytes, bool* sized, int32_t* status, uint64_t* digest);
+  // take_next for a receive that uses the payload where it lies (a combine
+  // whose function may run under the ring's lock): instead of copying,
+  // calls use(ctx, payload, nbytes) while the slot is still this
+  // process's, when the message is exactly nbytes long and the sender's
+  // status is 0. The payload is 16-byte aligned. Messages of one slot only
+  // (at most kPayload bytes): false, nothing taken, for a longer one.
+  using Use = void (*)(void* ctx, const char* payload, uint32_t nbytes);
+  bool take_next_in_place(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, uint64_t nbytes,
+                          bool* sized, int32_t* status, uint64_t* digest, Use use, void* ctx);
   // A look at the next message of src_node's ring, without taking it or
   // its lock: true with its images and key when it is a data message.
   // Only a hint (another process writes the ring, another thread may take
@@ -155,6 +164,13 @@ class HostRings {
   void stream_pop(uint32_t src_node);
 
  private:
+  // take_next's and take_next_in_place's common part: when the message
+  // next from src_node is this one, consume(slots, pos, chunks, size,
+  // deliverable) uses its payload (deliverable: exactly nbytes long, status
+  // 0) and returns true, or false to leave the message where it is.
+  template <typename Consume>
+  bool take_head(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, uint64_t nbytes, bool* sized,
+                 int32_t* status, uint64_t* digest, Consume consume);
   struct alignas(64) Slot {
     std::atomic<uint32_t> seq;
     uint32_t nbytes;

@@ -590,11 +590,11 @@ void OfiTransport::complete_taken(MsgOp* op, const char* operand, bool sized, in
 
 // A sender running ahead has usually left the message next in its ring:
 // the receive takes it there, and is never posted. Plain copies land in
-// the destination straight from the ring; a combine's operand goes through
-// this thread's buffer first, so that the combine (possibly a client
-// function) runs with no ring locked. (Nothing between the copy and the
-// combine can start another receive on this thread.) A combine that must
-// run on the image's own thread takes the posted path.
+// the destination straight from the ring; a combine of one slot runs on the
+// slot itself, a longer one's operand goes through this thread's buffer
+// first, so that the combine runs with no ring locked. (Nothing between the
+// copy and the combine can start another receive on this thread.) A
+// combine that must run on the image's own thread takes the posted path.
 bool OfiTransport::take_from_ring(MsgOp* op) {
   if (op->nbytes > HostRings::kMaxBytes) return false;  // comes as an RTS, never as data
   if (op->deliver.fn != nullptr) return take_combine_from_ring(op);
@@ -620,11 +620,27 @@ char* OfiTransport::combine_operand() {
 
 bool OfiTransport::take_combine_from_ring(MsgOp* op) {
   if (op->deliver.app_thread_only || op->nbytes > kCombineBytes) return false;
-  char* operand = combine_operand();
   bool sized = false;
   int32_t status = 0;
-  if (!rings_->take_next(map_.node_of(op->peer), op->peer, op->self, op->key, operand, op->nbytes, &sized,
-                         &status, &op->digest)) {
+  const uint32_t node = map_.node_of(op->peer);
+  // A message of one slot is combined where it lies, under the ring's
+  // consumer lock: the combine may run there (not app_thread_only: a
+  // built-in or an AM-safe client function, which the seed lets run in a
+  // handler), and reading the slot costs no more than copying it would.
+  if (op->nbytes <= HostRings::kPayload) {
+    auto combine = [](void* ctx, const char* payload, uint32_t n) {
+      auto* recv = static_cast<MsgOp*>(ctx);
+      recv->deliver.fn(recv->deliver.ctx, recv->buf, payload, n);
+    };
+    if (!rings_->take_next_in_place(node, op->peer, op->self, op->key, op->nbytes, &sized, &status, &op->digest,
+                                    combine, op)) {
+      return false;
+    }
+    complete_taken(op, nullptr, sized, status);  // combined already
+    return true;
+  }
+  char* operand = combine_operand();
+  if (!rings_->take_next(node, op->peer, op->self, op->key, operand, op->nbytes, &sized, &status, &op->digest)) {
     return false;
   }
   complete_taken(op, operand, sized, status);
