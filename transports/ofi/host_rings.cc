@@ -149,6 +149,31 @@ static inline void copy_inline(char* to, const char* from, uint32_t nbytes) {
   }
 }
 
+// A payload of one slot (at most kPayload bytes): up to 64 bytes as
+// overlapping 16-byte pieces, all read before any is written, without a
+// library call; longer ones through memcpy.
+static inline void copy_slot(char* to, const char* from, uint32_t nbytes) {
+  if (nbytes <= HostRings::kInline) return copy_inline(to, from, nbytes);
+  if (nbytes > 64) {
+    std::memcpy(to, from, nbytes);
+    return;
+  }
+  struct Piece {
+    char b[16];
+  };
+  Piece a, b, c, d;
+  std::memcpy(&a, from, 16);
+  std::memcpy(&b, from + nbytes - 16, 16);
+  if (nbytes > 32) {
+    std::memcpy(&c, from + 16, 16);
+    std::memcpy(&d, from + nbytes - 32, 16);
+    std::memcpy(to + 16, &c, 16);
+    std::memcpy(to + nbytes - 32, &d, 16);
+  }
+  std::memcpy(to, &a, 16);
+  std::memcpy(to + nbytes - 16, &b, 16);
+}
+
 bool HostRings::has_room(Producer& p, uint32_t dst_node, uint32_t chunks) {
   // Free up to p.limit; past it, look at how far the consumer has come
   // (acquire: its reads of those slots are done before we overwrite them).
@@ -169,8 +194,8 @@ void HostRings::write_header(Slot& first, Type type, uint32_t src, uint32_t dst,
   first.type = type;
 }
 
-bool HostRings::push_inline(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key, const void* data,
-                            uint32_t nbytes, int status, uint64_t digest) {
+bool HostRings::push_one(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key, const void* data,
+                         uint32_t nbytes, int status, uint64_t digest) {
   void* segment = segments_[dst_node];
   if (segment == nullptr) return false;
   Producer& p = producers_[dst_node];
@@ -181,7 +206,7 @@ bool HostRings::push_inline(uint32_t dst_node, uint32_t src, uint32_t dst, const
   }
   Slot& slot = ring(segment, node_)[p.pos % kSlots];
   write_header(slot, kData, src, dst, key, nbytes, status, digest, 1);
-  copy_inline(slot.tail.inline_data, static_cast<const char*>(data), nbytes);
+  copy_slot(nbytes <= kInline ? slot.tail.inline_data : slot.data, static_cast<const char*>(data), nbytes);
   p.data_sent.store(p.data_sent.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   slot.seq.store(p.pos + 1, std::memory_order_seq_cst);  // seq_cst: see ring_doorbell
   ++p.pos;
@@ -360,6 +385,10 @@ void HostRings::copy_out(const Slot* slots, uint32_t pos, uint32_t chunks, uint3
   char* out = static_cast<char*>(to);
   if (in_header) {
     copy_inline(out, slots[pos % kSlots].tail.inline_data, nbytes);
+    return;
+  }
+  if (chunks == 1) {
+    copy_slot(out, slots[pos % kSlots].data, std::min(nbytes, kPayload));
     return;
   }
   for (uint32_t i = 0; i < chunks; ++i) {

@@ -89,11 +89,11 @@ class HostRings {
   // Queues a message for `dst_node`; false when it does not fit or the ring is full.
   bool push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key, const void* data,
             uint64_t nbytes, int status, uint64_t digest);
-  // push() of a data message of at most kInline bytes: one slot, the
-  // payload in its header line (most small collectives' messages; no chunk
-  // loop, no library copy).
-  bool push_inline(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key, const void* data,
-                   uint32_t nbytes, int status, uint64_t digest);
+  // push() of a data message of one slot (at most kPayload bytes; most
+  // small collectives' messages): no chunk loop; up to kInline bytes ride
+  // in the header's line, up to 64 are copied without a library call.
+  bool push_one(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key, const void* data,
+                uint32_t nbytes, int status, uint64_t digest);
   // Queues a one-slot control message (see Type; addr: kRts's); false when
   // the ring is full.
   bool push_control(uint32_t dst_node, Type type, uint32_t src, uint32_t dst, const MsgKey& key,

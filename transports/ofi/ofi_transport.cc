@@ -512,9 +512,9 @@ void OfiTransport::set_host_rings(std::unique_ptr<HostRings> rings) {
 }
 
 bool OfiTransport::push_to_ring(uint32_t node, const MsgOp& op) {
-  if (op.nbytes <= HostRings::kInline) {
-    return rings_->push_inline(node, op.self, op.peer, op.key, op.buf, static_cast<uint32_t>(op.nbytes), op.status,
-                               op.digest);
+  if (op.nbytes <= HostRings::kPayload) {
+    return rings_->push_one(node, op.self, op.peer, op.key, op.buf, static_cast<uint32_t>(op.nbytes), op.status,
+                            op.digest);
   }
   if (op.nbytes > HostRings::kMaxBytes) {
     return rings_->push_control(node, HostRings::kRts, op.self, op.peer, op.key, op.status, op.digest,
