@@ -2,8 +2,10 @@
 // mapped by both. A ring takes exactly kSlots one-slot messages before it
 // reports full, frees slots as the consumer takes them, and hands back every
 // payload (inline ones of up to kInline bytes, multi-slot ones) intact and
-// in order; take_next takes only the next message and only the receive's
-// own; the owner check of direct reads recognises this process.
+// in order; push_one carries every one-slot size intact; take_next takes
+// only the next message and only the receive's own, and take_next_in_place
+// hands a one-slot payload over where it lies; the owner check of direct
+// reads recognises this process.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -143,6 +145,95 @@ TEST_CASE("direct reads: the owner check knows this process and its pid") {
   CHECK(p.node[0]->pid_of(1) == getpid());
   CHECK(p.node[0]->reads_owner(1));
   CHECK(p.node[1]->reads_owner(0));
+}
+
+}  // namespace
+}  // namespace carflow
+
+namespace carflow {
+namespace {
+
+TEST_CASE("push_one carries every one-slot size intact, to the poll and to take_next") {
+  Pair p;
+  auto batch = std::make_unique<HostRings::Message[]>(1);
+  // Every copy path: inline words and halves and bytes, 16-byte pieces (17-64,
+  // two or four), the library copy (65-1024).
+  const uint32_t sizes[] = {0, 1, 3, 4, 7, 8, 15, 16, 17, 24, 31, 32, 33, 40, 48, 63, 64, 65, 100, 1000,
+                            HostRings::kPayload};
+  std::vector<char> into(HostRings::kPayload + 64);
+  uint32_t i = 0;
+  for (uint32_t n : sizes) {
+    CAPTURE(n);
+    const std::vector<char> b = payload(i, n);
+    const char none = 0;
+    // To the poll.
+    REQUIRE(p.node[1]->push_one(0, 1, 0, MsgKey{0, i, 2}, n ? b.data() : &none, n, 0, i));
+    REQUIRE(p.node[0]->poll(batch.get(), 1, UINT64_MAX, &take_all, nullptr) == 1);
+    CHECK(batch[0].nbytes == n);
+    CHECK((n == 0 || std::memcmp(batch[0].data, b.data(), n) == 0));
+    ++i;
+    // To take_next, with a guard byte after the payload that must stay.
+    std::fill(into.begin(), into.end(), '#');
+    REQUIRE(p.node[1]->push_one(0, 1, 0, MsgKey{0, i, 2}, n ? b.data() : &none, n, 0, i));
+    bool sized = false;
+    int32_t status = 0;
+    uint64_t digest = 0;
+    REQUIRE(p.node[0]->take_next(1, 1, 0, MsgKey{0, i, 2}, into.data(), n, &sized, &status, &digest));
+    CHECK((sized && status == 0 && digest == i));
+    CHECK((n == 0 || std::memcmp(into.data(), b.data(), n) == 0));
+    CHECK(into[n] == '#');
+    ++i;
+  }
+}
+
+struct Seen {
+  std::vector<char> bytes;
+  int calls = 0;
+  bool aligned = true;
+};
+
+void record(void* ctx, const char* payload_bytes, uint32_t n) {
+  auto* seen = static_cast<Seen*>(ctx);
+  seen->bytes.assign(payload_bytes, payload_bytes + n);
+  seen->aligned = seen->aligned && reinterpret_cast<uintptr_t>(payload_bytes) % 16 == 0;
+  ++seen->calls;
+}
+
+TEST_CASE("take_next_in_place hands a one-slot payload over where it lies, and leaves longer messages") {
+  Pair p;
+  bool sized = false;
+  int32_t status = 0;
+  uint64_t digest = 0;
+  Seen seen;
+  // Nothing there; then someone else's message: nothing taken, nothing used.
+  CHECK_FALSE(p.node[0]->take_next_in_place(1, 1, 0, MsgKey{0, 1, 3}, 8, &sized, &status, &digest, &record, &seen));
+  const std::vector<char> small = payload(1, 8), mid = payload(2, 64), big = payload(3, HostRings::kPayload + 1);
+  REQUIRE(p.node[1]->push_one(0, 1, 0, MsgKey{0, 1, 3}, small.data(), small.size(), 0, 5));
+  CHECK_FALSE(p.node[0]->take_next_in_place(1, 1, 0, MsgKey{0, 9, 3}, 8, &sized, &status, &digest, &record, &seen));
+  CHECK(seen.calls == 0);
+  // Its own, inline and in the slot's data: used once each, whole, aligned.
+  REQUIRE(p.node[0]->take_next_in_place(1, 1, 0, MsgKey{0, 1, 3}, 8, &sized, &status, &digest, &record, &seen));
+  CHECK((sized && status == 0 && digest == 5 && seen.calls == 1 && seen.bytes == small));
+  REQUIRE(p.node[1]->push_one(0, 1, 0, MsgKey{0, 2, 3}, mid.data(), mid.size(), 0, 6));
+  REQUIRE(p.node[0]->take_next_in_place(1, 1, 0, MsgKey{0, 2, 3}, 64, &sized, &status, &digest, &record, &seen));
+  CHECK((sized && status == 0 && digest == 6 && seen.calls == 2 && seen.bytes == mid && seen.aligned));
+  // A message of two slots is declined and stays next for take_next.
+  REQUIRE(p.node[1]->push(0, 1, 0, MsgKey{0, 3, 3}, big.data(), big.size(), 0, 7));
+  CHECK_FALSE(p.node[0]->take_next_in_place(1, 1, 0, MsgKey{0, 3, 3}, big.size(), &sized, &status, &digest,
+                                            &record, &seen));
+  CHECK(seen.calls == 2);
+  std::vector<char> into(big.size());
+  REQUIRE(p.node[0]->take_next(1, 1, 0, MsgKey{0, 3, 3}, into.data(), into.size(), &sized, &status, &digest));
+  CHECK((sized && into == big));
+  // A size that differs, and a failed sender: taken, never used.
+  REQUIRE(p.node[1]->push_one(0, 1, 0, MsgKey{0, 4, 3}, small.data(), small.size(), 0, 0));
+  REQUIRE(p.node[1]->push_one(0, 1, 0, MsgKey{0, 5, 3}, small.data(), small.size(), -7, 33));
+  REQUIRE(p.node[0]->take_next_in_place(1, 1, 0, MsgKey{0, 4, 3}, 16, &sized, &status, &digest, &record, &seen));
+  CHECK((!sized && status == 0));
+  REQUIRE(p.node[0]->take_next_in_place(1, 1, 0, MsgKey{0, 5, 3}, 8, &sized, &status, &digest, &record, &seen));
+  CHECK((sized && status == -7 && digest == 33));
+  CHECK(seen.calls == 2);
+  CHECK(p.node[0]->taken_next() == 5);
 }
 
 }  // namespace
