@@ -22,7 +22,7 @@ int last_status();
 ImageContext* no_current_image(const char* function);
 inline ImageContext* current_image(const char* function) {
   ImageContext* img = t_image;
-  return img != nullptr && Runtime::get().initialized() ? img : no_current_image(function);
+  return img != nullptr && Runtime::live() ? img : no_current_image(function);
 }
 // The calling image's view of `team`, or nullptr when `team` is not a live
 // team of this image (freed, CF_TEAM_NULL, never made, another image's).

@@ -16,6 +16,7 @@
 #include "graph/layout.h"
 #include "graph/transforms.h"
 #include "graph/validate.h"
+#include "transports/small_copy.h"
 
 namespace carflow {
 
@@ -41,22 +42,11 @@ Worklist& this_worklist() {
   return *(tls_work_ptr = owner.get());
 }
 
-// 8 to 16 bytes as two overlapping words, without a call into the
-// library: both words are read before either is written, so any overlap of
-// `to` and `from` (the same place included) copies correctly.
-[[gnu::always_inline]] inline void copy_words(char* to, const char* from, uint64_t n) {
-  uint64_t head, tail;
-  std::memcpy(&head, from, 8);
-  std::memcpy(&tail, from + n - 8, 8);
-  std::memcpy(to, &head, 8);
-  std::memcpy(to + n - 8, &tail, 8);
-}
-
 // One COPY's bytes (copy_range: a COPY's, copy_segments: a fused COPY's).
 inline void copy_bytes(char* to, const char* from, uint64_t n) {
   if (to == from || n == 0) return;
   // An aggregate's pack and unpack copies are a few bytes each.
-  if (n >= 8 && n <= 16) return copy_words(to, from, n);
+  if (n >= 8 && n <= 16) return copy_8_to_16(to, from, n);
   std::memcpy(to, from, n);
 }
 
@@ -799,7 +789,7 @@ void Engine::copy_segments(const Instance& inst, const CompiledCar& car) {
   const CopySegment* end = seg + car.seg_count;
   if (car.seg_words) {  // an aggregate of small calls: one branch-free copy per segment
     for (; seg != end; ++seg) {
-      copy_words(user[seg->dst.base] + seg->dst.offset, user[seg->src.base] + seg->src.offset, seg->length);
+      copy_8_to_16(user[seg->dst.base] + seg->dst.offset, user[seg->src.base] + seg->src.offset, seg->length);
     }
     return;
   }

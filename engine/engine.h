@@ -24,6 +24,7 @@
 
 #include <oneapi/tbb/flow_graph.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -104,11 +105,7 @@ class OpenAggregate {
       return nullptr;
     }
     // The members before the last, once here rather than as each is added.
-    const Schedule* const* before = last.parts.data();
-    for (uint32_t m = 0; m < size_; ++m) {
-      if (parts_[m] != before[m]) return nullptr;
-    }
-    return last_schedule;
+    return std::equal(parts_.get(), parts_.get() + size_, last.parts.data()) ? last_schedule : nullptr;
   }
 
   std::vector<std::pair<uint32_t, ReduceOp>> ops;  // reduction members: index, op

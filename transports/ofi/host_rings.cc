@@ -17,6 +17,8 @@
 #include <cstring>
 #include <random>
 
+#include "transports/small_copy.h"
+
 namespace carflow {
 namespace {
 
@@ -128,50 +130,12 @@ bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey
   return publish(dst_node, kData, src, dst, key, data, nbytes, status, digest, 0, 0);
 }
 
-// A payload of at most kInline (16) bytes, without a library call: two
-// overlapping words (8-16 bytes), two overlapping halves (4-7) or bytes.
-static inline void copy_inline(char* to, const char* from, uint32_t nbytes) {
-  static_assert(HostRings::kInline <= 16, "two words cover an inline payload");
-  if (nbytes >= 8) {
-    uint64_t head, last;
-    std::memcpy(&head, from, 8);
-    std::memcpy(&last, from + nbytes - 8, 8);
-    std::memcpy(to, &head, 8);
-    std::memcpy(to + nbytes - 8, &last, 8);
-  } else if (nbytes >= 4) {
-    uint32_t head, last;
-    std::memcpy(&head, from, 4);
-    std::memcpy(&last, from + nbytes - 4, 4);
-    std::memcpy(to, &head, 4);
-    std::memcpy(to + nbytes - 4, &last, 4);
-  } else {
-    for (uint32_t i = 0; i < nbytes; ++i) to[i] = from[i];
-  }
-}
-
-// A payload of one slot (at most kPayload bytes): up to 64 bytes as
-// overlapping 16-byte pieces, all read before any is written, without a
-// library call; longer ones through memcpy.
-static inline void copy_slot(char* to, const char* from, uint32_t nbytes) {
-  if (nbytes <= HostRings::kInline) return copy_inline(to, from, nbytes);
-  if (nbytes > 64) {
-    std::memcpy(to, from, nbytes);
-    return;
-  }
-  struct Piece {
-    char b[16];
-  };
-  Piece a, b, c, d;
-  std::memcpy(&a, from, 16);
-  std::memcpy(&b, from + nbytes - 16, 16);
-  if (nbytes > 32) {
-    std::memcpy(&c, from + 16, 16);
-    std::memcpy(&d, from + nbytes - 32, 16);
-    std::memcpy(to + 16, &c, 16);
-    std::memcpy(to + nbytes - 32, &d, 16);
-  }
-  std::memcpy(to, &a, 16);
-  std::memcpy(to + nbytes - 16, &b, 16);
+// A payload of one slot (at most kPayload bytes): up to 64 bytes without a
+// library call (copy_small), longer ones through memcpy.
+[[gnu::always_inline]] static inline void copy_slot(char* to, const char* from, uint32_t nbytes) {
+  if (nbytes <= 16) return copy_upto_16(to, from, nbytes);  // most small messages
+  if (nbytes <= 64) return copy_17_to_64(to, from, nbytes);
+  std::memcpy(to, from, nbytes);
 }
 
 bool HostRings::has_room(Producer& p, uint32_t dst_node, uint32_t chunks) {
@@ -256,7 +220,7 @@ bool HostRings::publish(uint32_t dst_node, Type type, uint32_t src, uint32_t dst
   write_header(first, type, src, dst, key, nbytes, status, digest, chunks);
   const char* bytes = static_cast<const char*>(data);
   if (type == kData && nbytes <= kInline) {
-    copy_inline(first.tail.inline_data, bytes, static_cast<uint32_t>(nbytes));
+    copy_small(first.tail.inline_data, bytes, static_cast<uint32_t>(nbytes));
   } else {
     first.tail.control.cookie = cookie;
     first.tail.control.size = size;
@@ -384,7 +348,7 @@ void HostRings::copy_out(const Slot* slots, uint32_t pos, uint32_t chunks, uint3
                          void* to) {
   char* out = static_cast<char*>(to);
   if (in_header) {
-    copy_inline(out, slots[pos % kSlots].tail.inline_data, nbytes);
+    copy_small(out, slots[pos % kSlots].tail.inline_data, nbytes);
     return;
   }
   if (chunks == 1) {
@@ -449,8 +413,8 @@ bool HostRings::take_next(uint32_t src_node, uint32_t src, uint32_t dst, const M
   return take_head(src_node, src, dst, key, nbytes, sized, status, digest,
                    [buf](const Slot* slots, uint32_t pos, uint32_t chunks, uint32_t size, bool deliverable) {
                      if (!deliverable) return true;
-                     if (size <= kInline) {
-                       copy_inline(static_cast<char*>(buf), slots[pos % kSlots].tail.inline_data, size);
+                     if (size <= kInline) {  // most small messages: no call
+                       copy_small(static_cast<char*>(buf), slots[pos % kSlots].tail.inline_data, size);
                      } else {
                        copy_out(slots, pos, chunks, size, false, buf);
                      }

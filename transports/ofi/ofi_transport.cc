@@ -608,7 +608,6 @@ bool OfiTransport::take_from_ring(MsgOp* op) {
   return true;
 }
 
-
 char* OfiTransport::combine_operand() {
   struct alignas(64) Operand {
     char bytes[kCombineBytes];
