@@ -28,6 +28,11 @@ struct Worklist {
   // nullptr): run the CAR, then drain what others queued meanwhile.
   std::vector<std::pair<ImageContext::Vc*, CarState*>> claimed;
   bool active = false;
+  // run_roots of a direct() schedule: that instance's CARs completing on
+  // this thread meanwhile, counted here (exit_step) rather than on the
+  // exit's atomic counter.
+  Instance* direct = nullptr;
+  int32_t direct_done = 0;
 };
 
 namespace {
@@ -572,13 +577,38 @@ void Engine::run_roots(ImageContext& img, Instance* inst) {
   // schedule, which outlives it, and each root is made ready exactly once.
   CarState* cars = inst->cars.get();
   Worklist& work = this_worklist();
+  const Schedule& schedule = *inst->schedule;
   if (work.active) {  // called from inside a CAR: queue the roots behind it
-    for (uint32_t root : inst->schedule->roots()) enqueue(work, &cars[root]);
+    for (uint32_t root : schedule.roots()) enqueue(work, &cars[root]);
+  } else if (schedule.direct()) {
+    // Every CAR but the exit is a root that releases only the exit: the
+    // ones that complete here are counted in `work` and applied to the
+    // exit's counter once (none of them touches it when all do). Until
+    // then the exit cannot complete, so `inst` stays ours.
+    work.active = true;
+    work.direct = inst;
+    work.direct_done = 0;
+    for (uint32_t root : schedule.roots()) {
+      run_root(&cars[root]);
+      if (!work.local.empty() || !work.claimed.empty()) run_queued(work);  // others' CARs, from a drained VC
+    }
+    work.direct = nullptr;
+    work.active = false;
+    const int32_t done = work.direct_done;
+    CarState& exit = cars[schedule.exit()];
+    if (done == schedule.cars()[schedule.exit()].deps ||
+        (done > 0 && exit.pending.fetch_sub(done, std::memory_order_acq_rel) == done)) {
+      if (inst->waiter == &img) {
+        finish_on_waiter(*inst);
+      } else {
+        finish(*inst);  // a represented image's part (start_represented)
+      }
+    }
   } else {
     // Each root runs now, then whatever it released, before the next
     // root: the order make_ready gives, without queueing the roots.
     work.active = true;
-    for (uint32_t root : inst->schedule->roots()) {
+    for (uint32_t root : schedule.roots()) {
       run_root(&cars[root]);
       if (!work.local.empty() || !work.claimed.empty()) run_queued(work);
     }
@@ -843,7 +873,22 @@ void Engine::on_message_complete(MsgOp* op, int status) {
   inst.image->engine->complete(cs, status);
 }
 
+void Engine::exit_step(Instance& inst) {
+  Worklist* work = tls_work_ptr;
+  if (work != nullptr && work->direct == &inst) {
+    ++work->direct_done;
+    return;
+  }
+  // After its last fetch_sub a thread must not touch `inst` (see complete).
+  if (inst.cars[inst.schedule->exit()].pending.fetch_sub(1, std::memory_order_acq_rel) == 1) finish(inst);
+}
+
 void Engine::complete(CarState* cs, int status) {
+  if (cs->car->to_exit && status == kOk) return exit_step(*cs->instance);
+  complete_slow(cs, status);
+}
+
+void Engine::complete_slow(CarState* cs, int status) {
   for (;;) {
     Instance& inst = *cs->instance;
     if (status != kOk) {
@@ -857,6 +902,10 @@ void Engine::complete(CarState* cs, int status) {
     if (car.kind == CarKind::Recv && car.seg_count > 0 && status == kOk &&
         !(inst.digest != 0 && inst.status.load(std::memory_order_acquire) == kErrMismatch)) {
       copy_segments(inst, car);
+    }
+    if (car.to_exit) {  // most CARs of small calls
+      exit_step(inst);
+      return;
     }
     // Every CAR reaches the exit, so the instance is done exactly when the
     // exit completes; no per-instance counter is needed. After its last
@@ -892,6 +941,11 @@ void Engine::complete(CarState* cs, int status) {
     cs = join;
     status = kOk;
   }
+}
+
+void Engine::finish_on_waiter(Instance& inst) {
+  if (config_.progress == ProgressMode::Thread) live_.fetch_sub(1, std::memory_order_acq_rel);
+  inst.done.store(true, std::memory_order_release);
 }
 
 void Engine::finish(Instance& inst) {

@@ -529,8 +529,18 @@ class Engine final : public TransportHooks {
   void run_queued(Worklist& work);  // runs work's CARs until none is left
   void drain(ImageContext::Vc& vc);
   void execute(CarState* cs);
-  void complete(CarState* cs, int status);
+  // A CAR is done: releases its successors, or finishes the instance at
+  // its exit. Inline for the most common case, a CAR that only releases
+  // the exit JOIN (CompiledCar::to_exit), without an error.
+  [[gnu::always_inline]] inline void complete(CarState* cs, int status);
+  void complete_slow(CarState* cs, int status);
   void finish(Instance& inst);
+  // finish() on the waiter's own thread, inside its call: it is not
+  // asleep, so no wake and no store-load fence.
+  void finish_on_waiter(Instance& inst);
+  // A CompiledCar::to_exit CAR is done: counts the exit down (or, inside
+  // run_roots' direct loop of its instance, leaves the count to it).
+  [[gnu::always_inline]] inline void exit_step(Instance& inst);
   void serve_vc(uint32_t image, uint32_t peer);
   void schedule_vc(ImageContext::Vc& vc);  // a flow-graph message for the VC, unless one is pending
   // The image's thread leaves wait_until or run_roots: copies left for it

@@ -155,6 +155,14 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
   roots_ = posting_first(roots_);
   for (uint32_t& r : roots_) r = compact[r];
   exit_ = compact[plan.exit];
+  const bool exit_counts = cars_[exit_].kind == CarKind::Join && cars_[exit_].deps > 1;
+  direct_ = exit_counts;
+  for (uint32_t i = 0; i < cars_.size(); ++i) {
+    CompiledCar& c = cars_[i];
+    c.to_exit = exit_counts && c.succ_count == 1 && successors_[c.succ_begin] == exit_ &&
+                !(c.kind == CarKind::Recv && c.seg_count > 0);
+    if (i != exit_ && (c.deps != 0 || !c.to_exit)) direct_ = false;
+  }
 }
 
 CopySegment Schedule::segment(const Car& copy) const {

@@ -54,6 +54,10 @@ struct CompiledCar {
   uint32_t seg_begin = 0;  // a fused COPY: its segments in Schedule::segments (0: the
   uint32_t seg_count = 0;  // CAR's own src/dst); a RECV: the copies its completion runs
   bool seg_words = false;  // every segment is 8 to 16 bytes: copied as two words each
+  // Its one successor is the exit JOIN, which counts (several
+  // predecessors), and it is not a RECV with segments: Engine::complete
+  // counts the exit down, with no successor loop.
+  bool to_exit = false;
 };
 
 // One copy of a fused COPY, its buffers resolved as far as the schedule
@@ -98,6 +102,11 @@ class Schedule {
   // Aggregate members this schedule binds (1 outside aggregates).
   uint32_t members() const { return members_; }
   uint32_t exit() const { return exit_; }  // index into cars()
+  // Every CAR but the exit JOIN is a root and releases only the exit (a
+  // broadcast root's COPY and SENDs, a gather's sender): the roots run
+  // one after the other and their completions on the starting thread are
+  // counted there, not on the exit's atomic counter (Engine::run_roots).
+  bool direct() const { return direct_; }
   uint64_t temp_offset(uint32_t slot) const { return temp_offsets_[slot]; }
 
   // Pool: only the owning image's thread calls these. acquire() takes a
@@ -114,6 +123,7 @@ class Schedule {
   LocalDag dag_;
   std::vector<CompiledCar> cars_;  // the CARs that run, densely numbered
   uint32_t exit_ = 0;
+  bool direct_ = false;
   std::vector<uint32_t> successors_;
   std::vector<uint32_t> roots_;
   std::vector<uint32_t> counted_;  // CARs with more than one predecessor: their counters are reset per call

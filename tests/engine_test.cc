@@ -112,6 +112,56 @@ TEST_CASE("a schedule readies message CARs before local copies, among its roots 
   CHECK(schedule.successors(recv)[1] == fwd_copy);
 }
 
+TEST_CASE("a schedule of roots that release only the exit JOIN runs direct; others do not") {
+  // A broadcast root of 3 images: its own COPY and two SENDs, then the exit.
+  DagBuilder root(0, 3, 64);
+  const CarId own = root.copy(user_dst(0, 8), user_src(0, 8));
+  const CarId s1 = root.send(1, 1, user_src(0, 8));
+  const CarId s2 = root.send(2, 1, user_src(0, 8));
+  root.join({after(own), after(s1), after(s2)});
+  Schedule direct(CollectiveSpec{}, root.finish());
+  CHECK(direct.direct());
+  for (uint32_t i : {own, s1, s2}) CHECK(direct.cars()[i].to_exit);
+  CHECK_FALSE(direct.cars()[direct.exit()].to_exit);
+
+  // A forwarding image: the SEND waits for the RECV, so not every CAR is a
+  // root. The RECV's successor is the SEND, not the exit; the SEND and
+  // the COPY release only the exit.
+  DagBuilder fwd(1, 3, 64);
+  const CarId r = fwd.recv(0, 1, user_dst(0, 8));
+  const CarId copy = fwd.copy(user_dst(8, 8), user_dst(0, 8), {after_buffer(r)});
+  const CarId send = fwd.send(2, 1, user_dst(0, 8), {after_buffer(r)});
+  fwd.join({after(copy), after(send)});
+  Schedule forwarding(CollectiveSpec{}, fwd.finish());
+  CHECK_FALSE(forwarding.direct());
+  CHECK_FALSE(forwarding.cars()[r].to_exit);
+  CHECK(forwarding.cars()[copy].to_exit);
+  CHECK(forwarding.cars()[send].to_exit);
+
+  // A leaf: the RECV is the exit (the JOIN after it alone is dropped).
+  DagBuilder leaf(2, 3, 64);
+  const CarId lr = leaf.recv(0, 1, user_dst(0, 8));
+  leaf.join({after(lr)});
+  Schedule leaf_schedule(CollectiveSpec{}, leaf.finish());
+  CHECK(leaf_schedule.live_cars() == 1);
+  CHECK_FALSE(leaf_schedule.direct());
+  CHECK_FALSE(leaf_schedule.cars()[0].to_exit);
+
+  // A RECV with unpack segments completes through the successor loop (its
+  // copies run first), even when its one successor is the exit.
+  DagBuilder unpack(1, 2, 64);
+  const uint32_t slot = unpack.temp_slot(8);
+  const CarId ur = unpack.recv(0, 1, temp(slot, 0, 8));
+  const CarId uc = unpack.copy(user_dst(0, 8), temp(slot, 0, 8), {after_buffer(ur)});
+  const CarId us = unpack.send(0, 2, user_src(0, 8));
+  unpack.join({after(uc), after(us)});
+  Schedule unpacking(CollectiveSpec{}, unpack.finish());
+  REQUIRE(unpacking.live_cars() == 3);
+  CHECK(unpacking.cars()[ur].seg_count == 1);
+  CHECK_FALSE(unpacking.cars()[ur].to_exit);
+  CHECK_FALSE(unpacking.direct());
+}
+
 TEST_CASE("a RECV runs the COPY that is its only successor in its completion, and releases the COPY's successors") {
   // Image 0 of 2: RECV into a temp slot, two unpack COPYs out of it (fused),
   // then a SEND of the received slot that waits for the copies.
