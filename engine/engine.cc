@@ -33,6 +33,10 @@ struct Worklist {
   // exit's atomic counter.
   Instance* direct = nullptr;
   int32_t direct_done = 0;
+  // While run_roots runs: the image whose thread this is (the waiter of
+  // what it starts). An instance of that waiter finishing here needs no
+  // wake: its waiter is this very thread, awake (finish).
+  ImageContext* here = nullptr;
 };
 
 namespace {
@@ -47,7 +51,7 @@ Worklist& this_worklist() {
   return *(tls_work_ptr = owner.get());
 }
 
-// One COPY's bytes (copy_range: a COPY's, copy_segments: a fused COPY's).
+// One COPY's bytes (a COPY's own, or one of a fused COPY's segments).
 inline void copy_bytes(char* to, const char* from, uint64_t n) {
   if (to == from || n == 0) return;
   // An aggregate's pack and unpack copies are a few bytes each.
@@ -55,9 +59,6 @@ inline void copy_bytes(char* to, const char* from, uint64_t n) {
   std::memcpy(to, from, n);
 }
 
-inline void copy_range(const Instance& inst, uint32_t member, const BufferRef& src, const BufferRef& dst) {
-  copy_bytes(inst.resolve(dst, member), inst.resolve(src, member), dst.length);
-}
 
 }  // namespace
 
@@ -578,6 +579,10 @@ void Engine::run_roots(ImageContext& img, Instance* inst) {
   CarState* cars = inst->cars.get();
   Worklist& work = this_worklist();
   const Schedule& schedule = *inst->schedule;
+  // run_roots runs on the thread of the instance's waiter: its own image's
+  // (launch), or the representative's (start_represented).
+  ImageContext* const was_here = work.here;
+  work.here = inst->waiter;
   if (work.active) {  // called from inside a CAR: queue the roots behind it
     for (uint32_t root : schedule.roots()) enqueue(work, &cars[root]);
   } else if (schedule.direct()) {
@@ -598,11 +603,7 @@ void Engine::run_roots(ImageContext& img, Instance* inst) {
     CarState& exit = cars[schedule.exit()];
     if (done == schedule.cars()[schedule.exit()].deps ||
         (done > 0 && exit.pending.fetch_sub(done, std::memory_order_acq_rel) == done)) {
-      if (inst->waiter == &img) {
-        finish_on_waiter(*inst);
-      } else {
-        finish(*inst);  // a represented image's part (start_represented)
-      }
+      finish_on_waiter(*inst);  // this thread is its waiter's (work.here)
     }
   } else {
     // Each root runs now, then whatever it released, before the next
@@ -614,6 +615,7 @@ void Engine::run_roots(ImageContext& img, Instance* inst) {
     }
     work.active = false;
   }
+  work.here = was_here;
   if (left_here) leave_wait(img, true);
   if (boxes) transport_->set_polling(img.image, false);
 }
@@ -765,7 +767,7 @@ void Engine::execute(CarState* cs) {
       return;
     case CarKind::Copy: {
       if (car.seg_count == 0) {
-        copy_range(inst, car.member, car.src, car.dst);
+        copy_bytes(inst.at(car.dst_at), inst.at(car.src_at), car.dst.length);
       } else {
         copy_segments(inst, car);
       }
@@ -793,7 +795,7 @@ void Engine::execute(CarState* cs) {
   op.on_complete = &Engine::on_message_complete;
   op.matched = nullptr;
   if (car.kind == CarKind::Send) {
-    op.buf = inst.resolve(car.src, car.member);
+    op.buf = inst.at(car.src_at);
     op.nbytes = car.src.length;
     op.status = inst.status.load(std::memory_order_acquire);
     op.digest = inst.digest;
@@ -802,7 +804,7 @@ void Engine::execute(CarState* cs) {
     transport_for(op.peer).send(&op);
     return;
   }
-  op.buf = inst.resolve(car.dst, car.member);
+  op.buf = inst.at(car.dst_at);
   op.nbytes = car.dst.length;
   op.deliver = Deliver{};
   if (car.kind == CarKind::RecvReduce) {
@@ -884,7 +886,9 @@ void Engine::exit_step(Instance& inst) {
 }
 
 void Engine::complete(CarState* cs, int status) {
-  if (cs->car->to_exit && status == kOk) return exit_step(*cs->instance);
+  const CompiledCar& car = *cs->car;
+  if (status == kOk && car.to_exit) return exit_step(*cs->instance);
+  if (status == kOk && car.last) return finish(*cs->instance);
   complete_slow(cs, status);
 }
 
@@ -950,6 +954,9 @@ void Engine::finish_on_waiter(Instance& inst) {
 
 void Engine::finish(Instance& inst) {
   ImageContext* img = inst.waiter;
+  const Worklist* work = tls_work_ptr;
+  // A small call's exit usually completes while the call starts.
+  if (work != nullptr && work->here == img) return finish_on_waiter(inst);
   if (config_.progress == ProgressMode::Thread) live_.fetch_sub(1, std::memory_order_acq_rel);
   inst.done.store(true, std::memory_order_seq_cst);
   // `inst` may be recycled by its owner from here on; touch only `img`.

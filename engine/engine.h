@@ -530,14 +530,15 @@ class Engine final : public TransportHooks {
   void drain(ImageContext::Vc& vc);
   void execute(CarState* cs);
   // A CAR is done: releases its successors, or finishes the instance at
-  // its exit. Inline for the most common case, a CAR that only releases
-  // the exit JOIN (CompiledCar::to_exit), without an error.
+  // its exit. Inline for the most common cases, without an error: a CAR
+  // that only releases the exit JOIN (CompiledCar::to_exit), and the exit
+  // itself (CompiledCar::last).
   [[gnu::always_inline]] inline void complete(CarState* cs, int status);
   void complete_slow(CarState* cs, int status);
   void finish(Instance& inst);
-  // finish() on the waiter's own thread, inside its call: it is not
-  // asleep, so no wake and no store-load fence.
-  void finish_on_waiter(Instance& inst);
+  // finish() on the waiter's own thread, inside its call (run_roots): it
+  // is awake, so no wake and no store-load fence for one.
+  [[gnu::always_inline]] inline void finish_on_waiter(Instance& inst);
   // A CompiledCar::to_exit CAR is done: counts the exit down (or, inside
   // run_roots' direct loop of its instance, leaves the count to it).
   [[gnu::always_inline]] inline void exit_step(Instance& inst);

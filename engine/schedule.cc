@@ -135,6 +135,10 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
                     car.chunk_elems, car.peer,       car.tag,   car.member,
                     car.src,     car.src2,          car.dst,   static_cast<uint32_t>(successors_.size()),
                     static_cast<uint32_t>(plan.succs[i].size()), static_cast<int32_t>(plan.preds[i].size())};
+    if (car.kind == CarKind::Copy || car.kind == CarKind::Send) c.src_at = place(car.src, car.member);
+    if (car.kind == CarKind::Copy || car.kind == CarKind::Recv || car.kind == CarKind::RecvReduce) {
+      c.dst_at = place(car.dst, car.member);
+    }
     for (uint32_t s : posting_first(plan.succs[i])) successors_.push_back(compact[s]);
     // A fused COPY's segments are its own copy and its absorbed ones; a
     // RECV's are those of the COPY it took over.
@@ -161,18 +165,19 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
     CompiledCar& c = cars_[i];
     c.to_exit = exit_counts && c.succ_count == 1 && successors_[c.succ_begin] == exit_ &&
                 !(c.kind == CarKind::Recv && c.seg_count > 0);
+    c.last = i == exit_ && !(c.kind == CarKind::Recv && c.seg_count > 0);
     if (i != exit_ && (c.deps != 0 || !c.to_exit)) direct_ = false;
   }
 }
 
+CopySegment::Place Schedule::place(const BufferRef& b, uint32_t member) const {
+  if (b.space == BufferSpace::Temp) return CopySegment::Place{2 * members_, temp_offsets_[b.slot] + b.offset};
+  // Callers pass user buffers and temps only (graph/validate).
+  return CopySegment::Place{2 * member + (b.space == BufferSpace::UserDst ? 1 : 0), b.offset};
+}
+
 CopySegment Schedule::segment(const Car& copy) const {
-  auto place = [&](const BufferRef& b) {
-    if (b.space == BufferSpace::Temp) return CopySegment::Place{2 * members_, temp_offsets_[b.slot] + b.offset};
-    // A COPY reads and writes user buffers and temps only (graph/validate).
-    const uint32_t user = 2 * copy.member + (b.space == BufferSpace::UserDst ? 1 : 0);
-    return CopySegment::Place{user, b.offset};
-  };
-  return CopySegment{place(copy.src), place(copy.dst), copy.dst.length};
+  return CopySegment{place(copy.src, copy.member), place(copy.dst, copy.member), copy.dst.length};
 }
 
 // CARs made ready together run in list order, local work (COPY, REDUCE)

@@ -39,6 +39,19 @@ class ImageContext;
 struct Instance;
 struct Team;
 
+// One copy of a fused COPY, its buffers resolved as far as the schedule
+// can: a place is Instance::user[base] + offset, where the user buffers'
+// entries are followed by the instance's temp arena (base 2 * members), so
+// a copy looks up no buffer kind.
+struct CopySegment {
+  struct Place {
+    uint32_t base;
+    uint64_t offset;
+  };
+  Place src, dst;
+  uint64_t length;
+};
+
 struct CompiledCar {
   CarKind kind;
   bool incoming_left;
@@ -54,23 +67,17 @@ struct CompiledCar {
   uint32_t seg_begin = 0;  // a fused COPY: its segments in Schedule::segments (0: the
   uint32_t seg_count = 0;  // CAR's own src/dst); a RECV: the copies its completion runs
   bool seg_words = false;  // every segment is 8 to 16 bytes: copied as two words each
+  // src and dst as places (Instance::at: no look at the buffer kind), for
+  // the CARs whose src and dst always name a buffer: a COPY's, a SEND's
+  // src, a RECV's and a RECV_REDUCE's dst.
+  CopySegment::Place src_at{}, dst_at{};
   // Its one successor is the exit JOIN, which counts (several
   // predecessors), and it is not a RECV with segments: Engine::complete
   // counts the exit down, with no successor loop.
   bool to_exit = false;
-};
-
-// One copy of a fused COPY, its buffers resolved as far as the schedule
-// can: a place is Instance::user[base] + offset, where the user buffers'
-// entries are followed by the instance's temp arena (base 2 * members), so
-// a copy looks up no buffer kind.
-struct CopySegment {
-  struct Place {
-    uint32_t base;
-    uint64_t offset;
-  };
-  Place src, dst;
-  uint64_t length;
+  // It is the exit, and not a RECV with segments: its completion finishes
+  // the instance, with nothing to run or release first.
+  bool last = false;
 };
 
 // Per-call state of one CAR. The message op is embedded, so posting a SEND or
@@ -128,7 +135,8 @@ class Schedule {
   std::vector<uint32_t> roots_;
   std::vector<uint32_t> counted_;  // CARs with more than one predecessor: their counters are reset per call
   std::vector<uint32_t> posting_first(std::vector<uint32_t> ids) const;
-  CopySegment segment(const Car& copy) const;  // needs temp_offsets_
+  CopySegment::Place place(const BufferRef& b, uint32_t member) const;  // a user buffer or temp; needs temp_offsets_
+  CopySegment segment(const Car& copy) const;
   std::vector<CopySegment> segments_;
   std::vector<uint64_t> temp_offsets_;
   uint64_t temp_bytes_ = 0;
@@ -176,6 +184,7 @@ struct Instance {
     ops[member] = op;
   }
   const ReduceOp& op_of(const CompiledCar& car) const { return ops[car.member]; }
+  [[gnu::always_inline]] char* at(const CopySegment::Place& p) const { return user[p.base] + p.offset; }
   [[gnu::always_inline]] char* resolve(const BufferRef& b, uint32_t member) const {
     switch (b.space) {
       case BufferSpace::UserSrc: return user[2 * member] + b.offset;
