@@ -59,7 +59,6 @@ inline void copy_bytes(char* to, const char* from, uint64_t n) {
   std::memcpy(to, from, n);
 }
 
-
 }  // namespace
 
 size_t ScheduleKeyHash::operator()(const ScheduleKey& k) const {
