@@ -110,7 +110,7 @@ class Schedule {
   uint32_t members() const { return members_; }
   uint32_t exit() const { return exit_; }  // index into cars()
   // Every CAR but the exit JOIN is a root and releases only the exit (a
-  // broadcast root's COPY and SENDs, a gather's sender): the roots run
+  // broadcast or scatter root: its own COPY and its SENDs): the roots run
   // one after the other and their completions on the starting thread are
   // counted there, not on the exit's atomic counter (Engine::run_roots).
   bool direct() const { return direct_; }
