@@ -818,6 +818,12 @@ void Engine::copy_segments(const Instance& inst, const CompiledCar& car) {
   char* const* user = inst.user;
   const CopySegment* seg = inst.schedule->segments(car);
   const CopySegment* end = seg + car.seg_count;
+  if (car.seg_word) {  // an aggregate of 8-byte calls: one word per segment
+    for (; seg != end; ++seg) {
+      std::memcpy(user[seg->dst.base] + seg->dst.offset, user[seg->src.base] + seg->src.offset, 8);
+    }
+    return;
+  }
   if (car.seg_words) {  // an aggregate of small calls: one branch-free copy per segment
     for (; seg != end; ++seg) {
       copy_8_to_16(user[seg->dst.base] + seg->dst.offset, user[seg->src.base] + seg->src.offset, seg->length);
@@ -886,9 +892,17 @@ void Engine::exit_step(Instance& inst) {
 
 void Engine::complete(CarState* cs, int status) {
   const CompiledCar& car = *cs->car;
-  if (status == kOk && car.to_exit) return exit_step(*cs->instance);
-  if (status == kOk && car.last) return finish(*cs->instance);
+  if (status == kOk && (car.to_exit || car.last)) {
+    Instance& inst = *cs->instance;
+    if (car.unpacks) unpack(inst, car);
+    return car.to_exit ? exit_step(inst) : finish(inst);
+  }
   complete_slow(cs, status);
+}
+
+void Engine::unpack(const Instance& inst, const CompiledCar& car) {
+  // Not after a CF_CHECK mismatch: see execute.
+  if (!(inst.digest != 0 && inst.status.load(std::memory_order_acquire) == kErrMismatch)) copy_segments(inst, car);
 }
 
 void Engine::complete_slow(CarState* cs, int status) {
@@ -902,10 +916,7 @@ void Engine::complete_slow(CarState* cs, int status) {
     const uint32_t* succ = inst.schedule->successors(car);
     // A RECV that took over its unpack COPY (schedule.h) runs it now, as the
     // COPY would have run (not after a CF_CHECK mismatch: see execute).
-    if (car.kind == CarKind::Recv && car.seg_count > 0 && status == kOk &&
-        !(inst.digest != 0 && inst.status.load(std::memory_order_acquire) == kErrMismatch)) {
-      copy_segments(inst, car);
-    }
+    if (car.unpacks && status == kOk) unpack(inst, car);
     if (car.to_exit) {  // most CARs of small calls
       exit_step(inst);
       return;

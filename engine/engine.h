@@ -535,6 +535,8 @@ class Engine final : public TransportHooks {
   // itself (CompiledCar::last).
   [[gnu::always_inline]] inline void complete(CarState* cs, int status);
   void complete_slow(CarState* cs, int status);
+  // A RECV's segments (CompiledCar::unpacks), run as its completion starts.
+  static void unpack(const Instance& inst, const CompiledCar& car);
   void finish(Instance& inst);
   // finish() on the waiter's own thread, inside its call (run_roots): it
   // is awake, so no wake and no store-load fence for one.

@@ -150,6 +150,9 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
       c.seg_count = static_cast<uint32_t>(segments_.size()) - c.seg_begin;
       c.seg_words = std::all_of(segments_.begin() + c.seg_begin, segments_.end(),
                                 [](const CopySegment& g) { return g.length >= 8 && g.length <= 16; });
+      c.seg_word = std::all_of(segments_.begin() + c.seg_begin, segments_.end(),
+                               [](const CopySegment& g) { return g.length == 8; });
+      c.unpacks = car.kind == CarKind::Recv;
     }
     if (plan.preds[i].empty()) roots_.push_back(static_cast<uint32_t>(i));
   }
@@ -163,9 +166,8 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
   direct_ = exit_counts;
   for (uint32_t i = 0; i < cars_.size(); ++i) {
     CompiledCar& c = cars_[i];
-    c.to_exit = exit_counts && c.succ_count == 1 && successors_[c.succ_begin] == exit_ &&
-                !(c.kind == CarKind::Recv && c.seg_count > 0);
-    c.last = i == exit_ && !(c.kind == CarKind::Recv && c.seg_count > 0);
+    c.to_exit = exit_counts && c.succ_count == 1 && successors_[c.succ_begin] == exit_;
+    c.last = i == exit_;
     if (i != exit_ && (c.deps != 0 || !c.to_exit)) direct_ = false;
   }
 }

@@ -67,16 +67,18 @@ struct CompiledCar {
   uint32_t seg_begin = 0;  // a fused COPY: its segments in Schedule::segments (0: the
   uint32_t seg_count = 0;  // CAR's own src/dst); a RECV: the copies its completion runs
   bool seg_words = false;  // every segment is 8 to 16 bytes: copied as two words each
+  bool seg_word = false;   // every segment is 8 bytes: copied as one word each (seg_words too)
+  bool unpacks = false;    // a RECV with segments: its completion runs them first
   // src and dst as places (Instance::at: no look at the buffer kind), for
   // the CARs whose src and dst always name a buffer: a COPY's, a SEND's
   // src, a RECV's and a RECV_REDUCE's dst.
   CopySegment::Place src_at{}, dst_at{};
   // Its one successor is the exit JOIN, which counts (several
-  // predecessors), and it is not a RECV with segments: Engine::complete
-  // counts the exit down, with no successor loop.
+  // predecessors): Engine::complete counts the exit down, with no
+  // successor loop.
   bool to_exit = false;
-  // It is the exit, and not a RECV with segments: its completion finishes
-  // the instance, with nothing to run or release first.
+  // It is the exit: its completion finishes the instance, with nothing to
+  // release first.
   bool last = false;
 };
 

@@ -146,9 +146,11 @@ TEST_CASE("a schedule of roots that release only the exit JOIN runs direct; othe
   CHECK(leaf_schedule.live_cars() == 1);
   CHECK_FALSE(leaf_schedule.direct());
   CHECK_FALSE(leaf_schedule.cars()[0].to_exit);
+  CHECK(leaf_schedule.cars()[0].last);
+  CHECK_FALSE(leaf_schedule.cars()[0].unpacks);
 
-  // A RECV with unpack segments completes through the successor loop (its
-  // copies run first), even when its one successor is the exit.
+  // A RECV with unpack segments runs them as its completion starts, then
+  // counts the exit down like any CAR that only releases it.
   DagBuilder unpack(1, 2, 64);
   const uint32_t slot = unpack.temp_slot(8);
   const CarId ur = unpack.recv(0, 1, temp(slot, 0, 8));
@@ -158,8 +160,10 @@ TEST_CASE("a schedule of roots that release only the exit JOIN runs direct; othe
   Schedule unpacking(CollectiveSpec{}, unpack.finish());
   REQUIRE(unpacking.live_cars() == 3);
   CHECK(unpacking.cars()[ur].seg_count == 1);
-  CHECK_FALSE(unpacking.cars()[ur].to_exit);
-  CHECK_FALSE(unpacking.direct());
+  CHECK(unpacking.cars()[ur].unpacks);
+  CHECK(unpacking.cars()[ur].to_exit);
+  CHECK(unpacking.cars()[1].to_exit);  // the SEND (the COPY runs in the RECV: not compiled)
+  CHECK(unpacking.direct());
 }
 
 TEST_CASE("a RECV runs the COPY that is its only successor in its completion, and releases the COPY's successors") {
