@@ -750,13 +750,21 @@ void Engine::drain(ImageContext::Vc& vc) {
   }
 }
 
+// CF_CHECK found disagreeing arguments: past the entry barrier nothing
+// runs (no effect on user buffers; peers, which fail alike, skip theirs).
+static inline bool skipped(const Instance& inst, const CompiledCar& car) {
+  return inst.digest != 0 && !is_entry_sync_tag(car.tag) &&
+         inst.status.load(std::memory_order_acquire) == kErrMismatch;
+}
+
 void Engine::execute(CarState* cs) {
-  Instance& inst = *cs->instance;
   const CompiledCar& car = *cs->car;
-  // CF_CHECK found disagreeing arguments: past the entry barrier nothing
-  // runs (no effect on user buffers; peers, which fail alike, skip theirs).
-  if (inst.digest != 0 && !is_entry_sync_tag(car.tag) &&
-      inst.status.load(std::memory_order_acquire) == kErrMismatch) {
+  // Messages first, each in its own function (a tail call), so that they
+  // do not pay for the local CARs' frame.
+  if (car.kind == CarKind::Send) return post_send(cs);
+  if (car.kind == CarKind::Recv || car.kind == CarKind::RecvReduce) return post_recv(cs);
+  Instance& inst = *cs->instance;
+  if (skipped(inst, car)) {
     complete(cs, kOk);
     return;
   }
@@ -785,7 +793,49 @@ void Engine::execute(CarState* cs) {
     case CarKind::Send:
     case CarKind::Recv:
     case CarKind::RecvReduce:
-      break;
+      break;  // above
+  }
+}
+
+void Engine::post_send(CarState* cs) {
+  Instance& inst = *cs->instance;
+  const CompiledCar& car = *cs->car;
+  if (skipped(inst, car)) {
+    complete(cs, kOk);
+    return;
+  }
+  const uint32_t peer = inst.members[car.peer];  // team rank -> image
+  const MsgKey key{inst.team, inst.seq + car.member, car.tag};
+  const int status = inst.status.load(std::memory_order_acquire);
+  Transport& transport = transport_for(peer);
+  // Most small SENDs: the transport takes the bytes at once and the SEND
+  // is complete, with no message op to fill and no callback.
+  if (inst.digest == 0 &&
+      transport.send_now(inst.image->image, peer, key, inst.at(car.src_at), car.src.length, status)) {
+    complete(cs, kOk);
+    return;
+  }
+  MsgOp& op = cs->op;
+  op.self = inst.image->image;
+  op.peer = peer;
+  op.key = key;
+  op.on_complete = &Engine::on_message_complete;
+  op.matched = nullptr;
+  op.buf = inst.at(car.src_at);
+  op.nbytes = car.src.length;
+  op.status = status;
+  op.digest = inst.digest;
+  // A checking image that found a mismatch passes its report on instead.
+  if (op.status == kErrMismatch && op.digest != 0) op.digest = inst.report.load(std::memory_order_acquire);
+  transport.send(&op);
+}
+
+void Engine::post_recv(CarState* cs) {
+  Instance& inst = *cs->instance;
+  const CompiledCar& car = *cs->car;
+  if (skipped(inst, car)) {
+    complete(cs, kOk);
+    return;
   }
   MsgOp& op = cs->op;
   op.self = inst.image->image;
@@ -793,16 +843,6 @@ void Engine::execute(CarState* cs) {
   op.key = MsgKey{inst.team, inst.seq + car.member, car.tag};
   op.on_complete = &Engine::on_message_complete;
   op.matched = nullptr;
-  if (car.kind == CarKind::Send) {
-    op.buf = inst.at(car.src_at);
-    op.nbytes = car.src.length;
-    op.status = inst.status.load(std::memory_order_acquire);
-    op.digest = inst.digest;
-    // A checking image that found a mismatch passes its report on instead.
-    if (op.status == kErrMismatch && op.digest != 0) op.digest = inst.report.load(std::memory_order_acquire);
-    transport_for(op.peer).send(&op);
-    return;
-  }
   op.buf = inst.at(car.dst_at);
   op.nbytes = car.dst.length;
   op.deliver = Deliver{};
@@ -892,10 +932,9 @@ void Engine::exit_step(Instance& inst) {
 
 void Engine::complete(CarState* cs, int status) {
   const CompiledCar& car = *cs->car;
-  if (status == kOk && (car.to_exit || car.last)) {
-    Instance& inst = *cs->instance;
-    if (car.unpacks) unpack(inst, car);
-    return car.to_exit ? exit_step(inst) : finish(inst);
+  if (status == kOk && !car.unpacks) {
+    if (car.to_exit) return exit_step(*cs->instance);
+    if (car.last) return finish(*cs->instance);
   }
   complete_slow(cs, status);
 }
@@ -917,15 +956,15 @@ void Engine::complete_slow(CarState* cs, int status) {
     // A RECV that took over its unpack COPY (schedule.h) runs it now, as the
     // COPY would have run (not after a CF_CHECK mismatch: see execute).
     if (car.unpacks && status == kOk) unpack(inst, car);
-    if (car.to_exit) {  // most CARs of small calls
-      exit_step(inst);
-      return;
-    }
     // Every CAR reaches the exit, so the instance is done exactly when the
     // exit completes; no per-instance counter is needed. After its last
     // fetch_sub a thread must not touch `inst`: the owner may recycle it.
-    if (cs->index == inst.schedule->exit()) {
+    if (car.last) {
       finish(inst);
+      return;
+    }
+    if (car.to_exit) {  // most CARs of small calls
+      exit_step(inst);
       return;
     }
     const CompiledCar* cars = inst.schedule->cars().data();

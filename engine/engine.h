@@ -529,6 +529,8 @@ class Engine final : public TransportHooks {
   void run_queued(Worklist& work);  // runs work's CARs until none is left
   void drain(ImageContext::Vc& vc);
   void execute(CarState* cs);
+  void post_send(CarState* cs);  // execute's SEND
+  void post_recv(CarState* cs);  // execute's RECV and RECV_REDUCE
   // A CAR is done: releases its successors, or finishes the instance at
   // its exit. Inline for the most common cases, without an error: a CAR
   // that only releases the exit JOIN (CompiledCar::to_exit), and the exit

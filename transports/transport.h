@@ -115,6 +115,15 @@ class Transport {
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
   virtual void send(MsgOp* op) = 0;
+  // A message the transport can take at once and forget (its bytes copied
+  // out, nothing to call back, no argument digest): true when it did, and
+  // the send is complete; false, with nothing done, and the caller send()s
+  // it. The host rings take data of one slot this way (OfiTransport).
+  virtual bool send_now(uint32_t self, uint32_t peer, const MsgKey& key, const void* buf, uint64_t nbytes,
+                        int status) {
+    (void)self, (void)peer, (void)key, (void)buf, (void)nbytes, (void)status;
+    return false;
+  }
   virtual void recv(MsgOp* op) = 0;
   // Runs deferred work of VC (image <- peer); returns true when it did some.
   // on_app_thread: the caller is an application thread.

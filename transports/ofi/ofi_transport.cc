@@ -524,6 +524,14 @@ bool OfiTransport::push_to_ring(uint32_t node, const MsgOp& op) {
   return rings_->push(node, op.self, op.peer, op.key, op.buf, op.nbytes, op.status, op.digest);
 }
 
+bool OfiTransport::send_now(uint32_t self, uint32_t peer, const MsgKey& key, const void* buf, uint64_t nbytes,
+                            int status) {
+  if (rings_ == nullptr || nbytes > HostRings::kPayload) return false;
+  // False for a node of another host (no segment) and for a full ring:
+  // send() then takes the path it would have.
+  return rings_->push_one(map_.node_of(peer), self, peer, key, buf, static_cast<uint32_t>(nbytes), status, 0);
+}
+
 void OfiTransport::send(MsgOp* op) {
   if (rings_ != nullptr) {
     const uint32_t dst_node = map_.node_of(op->peer);

@@ -115,6 +115,9 @@ class OfiTransport final : public Transport {
 
   const char* name() const override { return "ofi"; }
   void send(MsgOp* op) override;
+  // One ring slot of data to a node of this host, when the ring has room.
+  bool send_now(uint32_t self, uint32_t peer, const MsgKey& key, const void* buf, uint64_t nbytes,
+                int status) override;
   void recv(MsgOp* op) override;
   bool progress(uint32_t image, uint32_t peer, bool on_app_thread) override;
   bool progress_all(uint32_t image, bool on_app_thread) override;
