@@ -415,6 +415,35 @@ void stop_for(long long ms) {
 
 }  // namespace
 
+// Mode "sizes" (no CF_CHECK; one image per node): node 1 gives 20
+// broadcasts rooted on node 0 twice the root's nbytes. Its receive meets a
+// message of another size, whether next in the sender's ring or after it
+// was posted, and fails with CF_ERR_MISMATCH, its destination untouched;
+// the root's calls succeed; an agreeing allreduce follows.
+void run_sizes(Log& log, cf_image_t me) {
+  const uint32_t P = cf_images();
+  const bool odd = cf_mynode() == 1;
+  auto expect = [&](bool ok, const std::string& what) {
+    log.checks++;
+    if (!ok) log.fail("sizes: image " + std::to_string(me) + ": " + what + " (" + cf_last_error() + ")");
+  };
+  for (int round = 0; round < 20; ++round) {
+    Bytes src(16, 1), dst(16, 0xAB);
+    const int rc = cf_coll_broadcast(CF_TEAM_ALL, dst.data(), 0, src.data(), odd ? 16 : 8, kLocal);
+    if (odd) {
+      expect(rc == CF_ERR_MISMATCH && std::strstr(cf_last_error(), "disagree on sizes") != nullptr &&
+                 dst == Bytes(16, 0xAB),
+             "a 16-byte receive of an 8-byte broadcast returned " + std::to_string(rc));
+    } else {
+      expect(rc == CF_OK && std::equal(dst.begin(), dst.begin() + 8, src.begin()),
+             "the root's 8-byte broadcast returned " + std::to_string(rc));
+    }
+  }
+  int64_t mine = me, sum = 0;
+  const int rc = cf_coll_allreduce(CF_TEAM_ALL, &sum, &mine, 8, 1, kSumInt64, 0, kLocal);
+  expect(rc == CF_OK && sum == int64_t{P} * (P - 1) / 2, "allreduce after the mismatches");
+}
+
 // Mode "check" (CF_CHECK=1): one image's part.
 void run_check(Log& log, cf_image_t me) {
   const uint32_t P = cf_images();
@@ -571,6 +600,8 @@ int main(int argc, char** argv) {
       cf_team_free(side);
     } else if (mode == "check") {
       run_check(log, me);
+    } else if (mode == "sizes") {
+      run_sizes(log, me);
     } else if (mode == "late") {
       // Node 1 spins (CPU) for a while before joining; the others wait.
       uint64_t x = me, y = 0;

@@ -129,6 +129,13 @@ TEST_CASE("CF_CHECK=1 across processes: disagreeing nbytes or op fails every ima
   }
 }
 
+TEST_CASE("without CF_CHECK, a receive that meets a message of another size fails with CF_ERR_MISMATCH") {
+  for (const char* env : {"", "CF_HOST_RINGS=0"}) {  // from the ring (taken at once or posted), and libfabric
+    CAPTURE(env);
+    expect_each_node(run(env, "-n 2 " + g_program + " sizes"), 2, "21");  // 20 broadcasts + 1 allreduce
+  }
+}
+
 TEST_CASE("a killed peer: every other process's wait returns CF_ERR_PEER_LOST naming it, and cfrun says how it died") {
   const Run r = run("CF_EXIT_TIMEOUT=3", "-n 3 --images 2 " + g_program + " kill");
   INFO(r.output);

@@ -125,6 +125,16 @@ class Transport {
     return false;
   }
   virtual void recv(MsgOp* op) = 0;
+  // A plain receive (no delivery function, no argument digest) whose
+  // message the transport can hand over at once: true, its bytes in buf
+  // and the receive's status in *status (a sender's failure, or the
+  // mismatch status for a message of another size); false, with nothing
+  // done, and the caller recv()s it. The host rings take the next message of the
+  // sender's ring this way (OfiTransport).
+  virtual bool recv_now(uint32_t self, uint32_t peer, const MsgKey& key, void* buf, uint64_t nbytes, int* status) {
+    (void)self, (void)peer, (void)key, (void)buf, (void)nbytes, (void)status;
+    return false;
+  }
   // Runs deferred work of VC (image <- peer); returns true when it did some.
   // on_app_thread: the caller is an application thread.
   virtual bool progress(uint32_t image, uint32_t peer, bool on_app_thread) = 0;

@@ -532,6 +532,19 @@ bool OfiTransport::send_now(uint32_t self, uint32_t peer, const MsgKey& key, con
   return rings_->push_one(map_.node_of(peer), self, peer, key, buf, static_cast<uint32_t>(nbytes), status, 0);
 }
 
+bool OfiTransport::recv_now(uint32_t self, uint32_t peer, const MsgKey& key, void* buf, uint64_t nbytes,
+                            int* status) {
+  if (rings_ == nullptr || nbytes > HostRings::kMaxBytes) return false;  // larger ones come as an RTS
+  bool sized = false;
+  int32_t sent_status = 0;
+  uint64_t digest = 0;
+  if (!rings_->take_next(map_.node_of(peer), peer, self, key, buf, nbytes, &sized, &sent_status, &digest)) {
+    return false;
+  }
+  *status = sent_status == 0 && !sized ? kMismatch : sent_status;  // as complete_taken
+  return true;
+}
+
 void OfiTransport::send(MsgOp* op) {
   if (rings_ != nullptr) {
     const uint32_t dst_node = map_.node_of(op->peer);

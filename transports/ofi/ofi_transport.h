@@ -118,6 +118,9 @@ class OfiTransport final : public Transport {
   // One ring slot of data to a node of this host, when the ring has room.
   bool send_now(uint32_t self, uint32_t peer, const MsgKey& key, const void* buf, uint64_t nbytes,
                 int status) override;
+  // The message, when it is next in the sender's ring (take_from_ring).
+  bool recv_now(uint32_t self, uint32_t peer, const MsgKey& key, void* buf, uint64_t nbytes,
+                int* status) override;
   void recv(MsgOp* op) override;
   bool progress(uint32_t image, uint32_t peer, bool on_app_thread) override;
   bool progress_all(uint32_t image, bool on_app_thread) override;
