@@ -762,7 +762,8 @@ void Engine::execute(CarState* cs) {
   // Messages first, each in its own function (a tail call), so that they
   // do not pay for the local CARs' frame.
   if (car.kind == CarKind::Send) return post_send(cs);
-  if (car.kind == CarKind::Recv || car.kind == CarKind::RecvReduce) return post_recv(cs);
+  if (car.kind == CarKind::Recv) return post_recv(cs);
+  if (car.kind == CarKind::RecvReduce) return post_recv_reduce(cs);
   Instance& inst = *cs->instance;
   if (skipped(inst, car)) {
     complete(cs, kOk);
@@ -795,6 +796,16 @@ void Engine::execute(CarState* cs) {
     case CarKind::RecvReduce:
       break;  // above
   }
+}
+
+void Engine::fill_recv(MsgOp& op, const Instance& inst, const CompiledCar& car, uint32_t peer, const MsgKey& key) {
+  op.self = inst.image->image;
+  op.peer = peer;
+  op.key = key;
+  op.on_complete = &Engine::on_message_complete;
+  op.matched = nullptr;
+  op.buf = inst.at(car.dst_at);
+  op.nbytes = car.dst.length;
 }
 
 void Engine::post_send(CarState* cs) {
@@ -843,25 +854,30 @@ void Engine::post_recv(CarState* cs) {
   // A plain receive whose message is already there (its sender ran
   // ahead): taken at once, with no message op to fill and no callback.
   int status = kOk;
-  if (car.kind == CarKind::Recv && inst.digest == 0 &&
+  if (inst.digest == 0 &&
       transport.recv_now(inst.image->image, peer, key, inst.at(car.dst_at), car.dst.length, &status)) {
     complete(cs, status);
     return;
   }
   MsgOp& op = cs->op;
-  op.self = inst.image->image;
-  op.peer = peer;
-  op.key = key;
-  op.on_complete = &Engine::on_message_complete;
-  op.matched = nullptr;
-  op.buf = inst.at(car.dst_at);
-  op.nbytes = car.dst.length;
+  fill_recv(op, inst, car, peer, key);
   op.deliver = Deliver{};
-  if (car.kind == CarKind::RecvReduce) {
-    const ReduceOp& reduce = inst.op_of(car);
-    op.deliver = Deliver{&Engine::reduce_incoming, cs, !reduce.amsafe, std::max<uint32_t>(1, reduce.elem_size)};
-  }
   transport.recv(&op);
+}
+
+void Engine::post_recv_reduce(CarState* cs) {
+  Instance& inst = *cs->instance;
+  const CompiledCar& car = *cs->car;
+  if (skipped(inst, car)) {
+    complete(cs, kOk);
+    return;
+  }
+  const uint32_t peer = inst.members[car.peer];  // team rank -> image
+  MsgOp& op = cs->op;
+  fill_recv(op, inst, car, peer, MsgKey{inst.team, inst.seq + car.member, car.tag});
+  const ReduceOp& reduce = inst.op_of(car);
+  op.deliver = Deliver{&Engine::reduce_incoming, cs, !reduce.amsafe, std::max<uint32_t>(1, reduce.elem_size)};
+  transport_for(peer).recv(&op);
 }
 
 void Engine::copy_segments(const Instance& inst, const CompiledCar& car) {
