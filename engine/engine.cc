@@ -821,7 +821,7 @@ void Engine::post_send(CarState* cs) {
   Transport& transport = transport_for(peer);
   // Most small SENDs: the transport takes the bytes at once and the SEND
   // is complete, with no message op to fill and no callback.
-  if (inst.digest == 0 &&
+  if (inst.digest == 0 && transport.takes_now() &&
       transport.send_now(inst.image->image, peer, key, inst.at(car.src_at), car.src.length, status)) {
     complete(cs, kOk);
     return;
@@ -854,7 +854,7 @@ void Engine::post_recv(CarState* cs) {
   // A plain receive whose message is already there (its sender ran
   // ahead): taken at once, with no message op to fill and no callback.
   int status = kOk;
-  if (inst.digest == 0 &&
+  if (inst.digest == 0 && transport.takes_now() &&
       transport.recv_now(inst.image->image, peer, key, inst.at(car.dst_at), car.dst.length, &status)) {
     complete(cs, status);
     return;

@@ -119,6 +119,10 @@ class Transport {
   // out, nothing to call back, no argument digest): true when it did, and
   // the send is complete; false, with nothing done, and the caller send()s
   // it. The host rings take data of one slot this way (OfiTransport).
+  // Whether send_now and recv_now may ever say yes: a transport that
+  // never does spares its callers the call (a plain load, not a virtual
+  // call per message).
+  bool takes_now() const { return takes_now_; }
   virtual bool send_now(uint32_t self, uint32_t peer, const MsgKey& key, const void* buf, uint64_t nbytes,
                         int status) {
     (void)self, (void)peer, (void)key, (void)buf, (void)nbytes, (void)status;
@@ -153,6 +157,9 @@ class Transport {
   virtual void wait(int wake_fd, int timeout_ms) { (void)wake_fd, (void)timeout_ms; }
   // Ends the wait() of this node's sleeping threads (the engine has news).
   virtual void wake_waiters() {}
+
+ protected:
+  bool takes_now_ = false;  // set by a transport that overrides send_now and recv_now
 };
 
 }  // namespace carflow

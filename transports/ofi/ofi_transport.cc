@@ -506,6 +506,7 @@ void OfiTransport::start_send(MsgOp* op, PeerNode& node, Actions* actions) {
 
 void OfiTransport::set_host_rings(std::unique_ptr<HostRings> rings) {
   rings_ = std::move(rings);
+  takes_now_ = rings_ != nullptr;  // send_now and recv_now go through the rings
   ring_backlog_ = std::make_unique<RingBacklog[]>(nodes_);
   streams_out_ = std::make_unique<StreamOut[]>(nodes_);
   streams_in_ = std::make_unique<StreamIn[]>(nodes_);
