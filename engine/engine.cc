@@ -757,18 +757,24 @@ static inline bool skipped(const Instance& inst, const CompiledCar& car) {
          inst.status.load(std::memory_order_acquire) == kErrMismatch;
 }
 
+// A message CAR's peer image (its team rank's) and key.
+struct MessageTarget {
+  uint32_t peer;
+  MsgKey key;
+};
+static inline MessageTarget target_of(const Instance& inst, const CompiledCar& car) {
+  return {inst.members[car.peer], MsgKey{inst.team, inst.seq + car.member, car.tag}};
+}
+
 void Engine::execute(CarState* cs) {
   const CompiledCar& car = *cs->car;
+  Instance& inst = *cs->instance;
+  if (skipped(inst, car)) return complete_slow(cs, kOk);  // rare: complete()'s slow path, as a tail call
   // Messages first, each in its own function (a tail call), so that they
   // do not pay for the local CARs' frame.
   if (car.kind == CarKind::Send) return post_send(cs);
   if (car.kind == CarKind::Recv) return post_recv(cs);
   if (car.kind == CarKind::RecvReduce) return post_recv_reduce(cs);
-  Instance& inst = *cs->instance;
-  if (skipped(inst, car)) {
-    complete(cs, kOk);
-    return;
-  }
   switch (car.kind) {
     case CarKind::Join:
       complete(cs, kOk);
@@ -811,12 +817,7 @@ void Engine::fill_recv(MsgOp& op, const Instance& inst, const CompiledCar& car, 
 void Engine::post_send(CarState* cs) {
   Instance& inst = *cs->instance;
   const CompiledCar& car = *cs->car;
-  if (skipped(inst, car)) {
-    complete(cs, kOk);
-    return;
-  }
-  const uint32_t peer = inst.members[car.peer];  // team rank -> image
-  const MsgKey key{inst.team, inst.seq + car.member, car.tag};
+  const auto [peer, key] = target_of(inst, car);
   const int status = inst.status.load(std::memory_order_acquire);
   Transport& transport = transport_for(peer);
   // Most small SENDs: the transport takes the bytes at once and the SEND
@@ -844,12 +845,7 @@ void Engine::post_send(CarState* cs) {
 void Engine::post_recv(CarState* cs) {
   Instance& inst = *cs->instance;
   const CompiledCar& car = *cs->car;
-  if (skipped(inst, car)) {
-    complete(cs, kOk);
-    return;
-  }
-  const uint32_t peer = inst.members[car.peer];  // team rank -> image
-  const MsgKey key{inst.team, inst.seq + car.member, car.tag};
+  const auto [peer, key] = target_of(inst, car);
   Transport& transport = transport_for(peer);
   // A plain receive whose message is already there (its sender ran
   // ahead): taken at once, with no message op to fill and no callback.
@@ -868,13 +864,9 @@ void Engine::post_recv(CarState* cs) {
 void Engine::post_recv_reduce(CarState* cs) {
   Instance& inst = *cs->instance;
   const CompiledCar& car = *cs->car;
-  if (skipped(inst, car)) {
-    complete(cs, kOk);
-    return;
-  }
-  const uint32_t peer = inst.members[car.peer];  // team rank -> image
+  const auto [peer, key] = target_of(inst, car);
   MsgOp& op = cs->op;
-  fill_recv(op, inst, car, peer, MsgKey{inst.team, inst.seq + car.member, car.tag});
+  fill_recv(op, inst, car, peer, key);
   const ReduceOp& reduce = inst.op_of(car);
   op.deliver = Deliver{&Engine::reduce_incoming, cs, !reduce.amsafe, std::max<uint32_t>(1, reduce.elem_size)};
   transport_for(peer).recv(&op);

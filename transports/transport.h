@@ -115,14 +115,14 @@ class Transport {
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
   virtual void send(MsgOp* op) = 0;
-  // A message the transport can take at once and forget (its bytes copied
-  // out, nothing to call back, no argument digest): true when it did, and
-  // the send is complete; false, with nothing done, and the caller send()s
-  // it. The host rings take data of one slot this way (OfiTransport).
   // Whether send_now and recv_now may ever say yes: a transport that
   // never does spares its callers the call (a plain load, not a virtual
   // call per message).
   bool takes_now() const { return takes_now_; }
+  // A message the transport can take at once and forget (its bytes copied
+  // out, nothing to call back, no argument digest): true when it did, and
+  // the send is complete; false, with nothing done, and the caller send()s
+  // it. The host rings take data of one slot this way (OfiTransport).
   virtual bool send_now(uint32_t self, uint32_t peer, const MsgKey& key, const void* buf, uint64_t nbytes,
                         int status) {
     (void)self, (void)peer, (void)key, (void)buf, (void)nbytes, (void)status;
@@ -133,8 +133,8 @@ class Transport {
   // message the transport can hand over at once: true, its bytes in buf
   // and the receive's status in *status (a sender's failure, or the
   // mismatch status for a message of another size); false, with nothing
-  // done, and the caller recv()s it. The host rings take the next message of the
-  // sender's ring this way (OfiTransport).
+  // done, and the caller recv()s it. The host rings take the next message
+  // of the sender's ring this way (OfiTransport).
   virtual bool recv_now(uint32_t self, uint32_t peer, const MsgKey& key, void* buf, uint64_t nbytes, int* status) {
     (void)self, (void)peer, (void)key, (void)buf, (void)nbytes, (void)status;
     return false;
