@@ -529,16 +529,16 @@ class Engine final : public TransportHooks {
   void run_queued(Worklist& work);  // runs work's CARs until none is left
   void drain(ImageContext::Vc& vc);
   void execute(CarState* cs);
-  void post_send(CarState* cs);  // execute's SEND
+  void post_send(CarState* cs);         // execute's SEND
   void post_recv(CarState* cs);         // execute's RECV
   void post_recv_reduce(CarState* cs);  // execute's RECV_REDUCE
   // A RECV's or RECV_REDUCE's message op, but for its delivery.
   [[gnu::always_inline]] static inline void fill_recv(MsgOp& op, const Instance& inst, const CompiledCar& car,
                                                       uint32_t peer, const MsgKey& key);
   // A CAR is done: releases its successors, or finishes the instance at
-  // its exit. Inline for the most common cases, without an error: a CAR
-  // that only releases the exit JOIN (CompiledCar::to_exit), and the exit
-  // itself (CompiledCar::last).
+  // its exit. Inline for the most common cases, without an error or
+  // unpack segments: a CAR that only releases the exit JOIN
+  // (CompiledCar::to_exit), and the exit itself (CompiledCar::last).
   [[gnu::always_inline]] inline void complete(CarState* cs, int status);
   void complete_slow(CarState* cs, int status);
   // A RECV's segments (CompiledCar::unpacks), run as its completion starts.
