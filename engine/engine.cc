@@ -804,14 +804,14 @@ void Engine::execute(CarState* cs) {
   }
 }
 
-void Engine::fill_recv(MsgOp& op, const Instance& inst, const CompiledCar& car, uint32_t peer, const MsgKey& key) {
+void Engine::fill_op(MsgOp& op, const Instance& inst, uint32_t peer, const MsgKey& key, char* buf, uint64_t nbytes) {
   op.self = inst.image->image;
   op.peer = peer;
   op.key = key;
   op.on_complete = &Engine::on_message_complete;
   op.matched = nullptr;
-  op.buf = inst.at(car.dst_at);
-  op.nbytes = car.dst.length;
+  op.buf = buf;
+  op.nbytes = nbytes;
 }
 
 void Engine::post_send(CarState* cs) {
@@ -828,13 +828,7 @@ void Engine::post_send(CarState* cs) {
     return;
   }
   MsgOp& op = cs->op;
-  op.self = inst.image->image;
-  op.peer = peer;
-  op.key = key;
-  op.on_complete = &Engine::on_message_complete;
-  op.matched = nullptr;
-  op.buf = inst.at(car.src_at);
-  op.nbytes = car.src.length;
+  fill_op(op, inst, peer, key, inst.at(car.src_at), car.src.length);
   op.status = status;
   op.digest = inst.digest;
   // A checking image that found a mismatch passes its report on instead.
@@ -856,7 +850,7 @@ void Engine::post_recv(CarState* cs) {
     return;
   }
   MsgOp& op = cs->op;
-  fill_recv(op, inst, car, peer, key);
+  fill_op(op, inst, peer, key, inst.at(car.dst_at), car.dst.length);
   op.deliver = Deliver{};
   transport.recv(&op);
 }
@@ -866,7 +860,7 @@ void Engine::post_recv_reduce(CarState* cs) {
   const CompiledCar& car = *cs->car;
   const auto [peer, key] = target_of(inst, car);
   MsgOp& op = cs->op;
-  fill_recv(op, inst, car, peer, key);
+  fill_op(op, inst, peer, key, inst.at(car.dst_at), car.dst.length);
   const ReduceOp& reduce = inst.op_of(car);
   op.deliver = Deliver{&Engine::reduce_incoming, cs, !reduce.amsafe, std::max<uint32_t>(1, reduce.elem_size)};
   transport_for(peer).recv(&op);

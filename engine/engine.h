@@ -532,9 +532,10 @@ class Engine final : public TransportHooks {
   void post_send(CarState* cs);         // execute's SEND
   void post_recv(CarState* cs);         // execute's RECV
   void post_recv_reduce(CarState* cs);  // execute's RECV_REDUCE
-  // A RECV's or RECV_REDUCE's message op, but for its delivery.
-  [[gnu::always_inline]] static inline void fill_recv(MsgOp& op, const Instance& inst, const CompiledCar& car,
-                                                      uint32_t peer, const MsgKey& key);
+  // A message CAR's op: what every SEND and receive sets (a SEND adds its
+  // status and digest, a receive its delivery).
+  [[gnu::always_inline]] static inline void fill_op(MsgOp& op, const Instance& inst, uint32_t peer, const MsgKey& key,
+                                                    char* buf, uint64_t nbytes);
   // A CAR is done: releases its successors, or finishes the instance at
   // its exit. Inline for the most common cases, without an error or
   // unpack segments: a CAR that only releases the exit JOIN

@@ -525,6 +525,12 @@ bool OfiTransport::push_to_ring(uint32_t node, const MsgOp& op) {
   return rings_->push(node, op.self, op.peer, op.key, op.buf, op.nbytes, op.status, op.digest);
 }
 
+// A receive's status once its message is taken from a ring: the sender's
+// failure, else a mismatch when the sizes differ (sized: they agree).
+static int taken_status(bool sized, int sent_status) {
+  return sent_status == 0 && !sized ? kMismatch : sent_status;
+}
+
 bool OfiTransport::send_now(uint32_t self, uint32_t peer, const MsgKey& key, const void* buf, uint64_t nbytes,
                             int status) {
   if (rings_ == nullptr || nbytes > HostRings::kPayload) return false;
@@ -542,7 +548,7 @@ bool OfiTransport::recv_now(uint32_t self, uint32_t peer, const MsgKey& key, voi
   if (!rings_->take_next(map_.node_of(peer), peer, self, key, buf, nbytes, &sized, &sent_status, &digest)) {
     return false;
   }
-  *status = sent_status == 0 && !sized ? kMismatch : sent_status;  // as complete_taken
+  *status = taken_status(sized, sent_status);
   return true;
 }
 
@@ -605,7 +611,7 @@ void OfiTransport::send(MsgOp* op) {
 }
 
 void OfiTransport::complete_taken(MsgOp* op, const char* operand, bool sized, int status) {
-  if (status == 0 && !sized) status = kMismatch;
+  status = taken_status(sized, status);
   if (status == 0 && operand != nullptr && op->nbytes > 0) op->deliver.fn(op->deliver.ctx, op->buf, operand, op->nbytes);
   op->on_complete(op, status);
 }
