@@ -121,6 +121,8 @@ bool Config::from_env(Config* out, std::string* error) {
       !read_uint("CF_GATHER_ALL_SMALL_BYTES", 0, uint64_t{1} << 40, &c.gather_all_small_bytes, error) ||
       !read_uint("CF_EXCHANGE_SMALL_BYTES", 0, uint64_t{1} << 40, &c.exchange_small_bytes, error) ||
       !read_uint("CF_ALLREDUCE_DIRECT_BYTES", 0, uint64_t{1} << 40, &c.allreduce_direct_bytes, error) ||
+      !read_uint("CF_REDUCE_SCATTER_DIRECT_BYTES", 0, uint64_t{1} << 40, &c.reduce_scatter_direct_bytes,
+                 error) ||
       !read_uint("CF_TREE_RADIX", 2, 64, &radix, error) ||
       !read_uint("CF_EXCHANGE_WINDOW", 1, 65536, &window, error) ||
       !read_uint("CF_LOGP_L", 0, 1000000000, &L, error) ||
@@ -184,6 +186,8 @@ std::vector<std::vector<std::string>> Config::describe() const {
        "the cores)"},
       {"CF_ALLREDUCE_DIRECT_BYTES", std::to_string(allreduce_direct_bytes),
        "default allreduce when processes outnumber the cores: direct (one round) below this size"},
+      {"CF_REDUCE_SCATTER_DIRECT_BYTES", std::to_string(reduce_scatter_direct_bytes),
+       "default reduce_scatter when processes outnumber the cores: direct (one round) below this block size"},
       {"CF_TREE_RADIX", std::to_string(tree_radix), "k of the knomial broadcast and kary barrier"},
       {"CF_EXCHANGE_WINDOW", std::to_string(exchange_window),
        "windowed exchange: messages in flight per image"},

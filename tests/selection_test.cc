@@ -47,6 +47,15 @@ TEST_CASE("processes outnumbering the cores take one-round algorithms for small 
                  {CollKind::Scatter, 4, 8, "flat"},
                  {CollKind::Gather, 4, 8, "binomial"},
                  {CollKind::Scan, 4, 8, "linear"}});
+  // reduce_scatter's size is one block: direct below the cut-off, for any
+  // function (direct keeps operand order), then the bandwidth choice.
+  const uint64_t rs_direct_below = Config{}.reduce_scatter_direct_bytes;
+  check_choices(1, 4,
+                {{CollKind::ReduceScatter, 4, 8, "direct"},
+                 {CollKind::ReduceScatter, 4, 8, "direct", /*commutative=*/false},
+                 {CollKind::ReduceScatter, 4, rs_direct_below - 8, "direct"},
+                 {CollKind::ReduceScatter, 4, rs_direct_below, "ring"},
+                 {CollKind::ReduceScatter, 2, 8, "ring"}});
 }
 
 TEST_CASE("image threads outnumbering the cores keep the fewest-message choices") {
@@ -72,7 +81,8 @@ TEST_CASE("only the team's images on this host count against its cores") {
                 {{CollKind::Allreduce, 8, 8, "recursive_doubling"},
                  {CollKind::Barrier, 8, 0, "dissemination"},
                  {CollKind::GatherAll, 8, 8, "recursive_doubling"},
-                 {CollKind::Exchange, 8, 8, "bruck"}});
+                 {CollKind::Exchange, 8, 8, "bruck"},
+                 {CollKind::ReduceScatter, 8, 8, "recursive_halving"}});
   // A team of 2 on a host of 4 processes: its 2 images fit the 2 cores.
   check_choices(1, 4, {{CollKind::Allreduce, 2, 8, "recursive_doubling"}});
 }

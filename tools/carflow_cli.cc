@@ -472,7 +472,7 @@ int cmd_info() {
   if (!carflow::Config::from_env(&config, &error)) return fail(error);
   std::printf("environment (current values):\n");
   for (const auto& row : config.describe()) {
-    std::printf("  %-24s %-12s %s\n", row[0].c_str(), row[1].c_str(), row[2].c_str());
+    std::printf("  %-30s %-12s %s\n", row[0].c_str(), row[1].c_str(), row[2].c_str());
   }
   std::printf("\nalgorithms (graph/generators/):\n");
   for (const carflow::GeneratorInfo* g : carflow::GeneratorRegistry::instance().all()) {
@@ -502,13 +502,14 @@ int cmd_info() {
               "  scan       dissemination below CF_REDUCE_LARGE_BYTES (%llu), linear (pipelined)\n"
               "             at or above, and at every size when the images outnumber the cores\n"
               "  reduce_scatter  ring for P <= 2; else recursive_halving below CF_REDUCE_LARGE_BYTES\n"
-              "             in total, ring at or above (direct for CF_COLL_NONCOMM functions)\n"
+              "             in total, ring at or above (direct for CF_COLL_NONCOMM functions);\n"
+              "             processes: direct below CF_REDUCE_SCATTER_DIRECT_BYTES (%llu) per block\n"
               "  reduce     scalar (commutative ops), rows otherwise\n"
               "  prefix_reduce  dissemination\n"
               "  A CF_COLL_NONCOMM function always gets an order-preserving algorithm.\n",
               u(config.broadcast_large_bytes), u(config.allreduce_ring_bytes), u(config.allreduce_split_bytes),
               u(config.allreduce_direct_bytes), u(config.rooted_tree_bytes), u(config.gather_all_small_bytes),
-              u(config.exchange_small_bytes), u(config.reduce_large_bytes));
+              u(config.exchange_small_bytes), u(config.reduce_large_bytes), u(config.reduce_scatter_direct_bytes));
   return 0;
 }
 
