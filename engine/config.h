@@ -40,7 +40,7 @@ struct Config {
   uint64_t rooted_tree_bytes = 2048;        // CF_ROOTED_TREE_BYTES: scatter/gather binomial below
   uint64_t gather_all_small_bytes = 1024;   // CF_GATHER_ALL_SMALL_BYTES: bruck below
   uint64_t exchange_small_bytes = 256;      // CF_EXCHANGE_SMALL_BYTES: bruck below
-  uint64_t allreduce_direct_bytes = 4096;   // CF_ALLREDUCE_DIRECT_BYTES: processes > cores
+  uint64_t allreduce_direct_bytes = 8192;   // CF_ALLREDUCE_DIRECT_BYTES: processes > cores
   uint64_t reduce_scatter_direct_bytes = 1024 * 1024;  // CF_REDUCE_SCATTER_DIRECT_BYTES: processes > cores, per block
   // Algorithm parameters.
   uint32_t tree_radix = 4;                  // CF_TREE_RADIX: k of knomial / kary
