@@ -33,7 +33,7 @@ struct Pair {
   }
 };
 
-bool take_all(void*, uint32_t, uint32_t, const MsgKey&, uint32_t) { return true; }
+bool take_all(void*, uint32_t, uint32_t, const MsgKey&, uint32_t, bool, bool) { return true; }
 
 // Bytes of message i: its index and a pattern, `n` long.
 std::vector<char> payload(uint32_t i, size_t n) {

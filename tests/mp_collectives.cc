@@ -24,6 +24,13 @@
 // checks the detection delay.
 //   flood  every image but 0 starts 10000 / (P-1) small gathers to image 0
 //          before image 0 posts any (they arrive unexpected), then all sync.
+//   runahead  (3 nodes of 1 image) node 0 broadcasts 600 times to node 1
+//          on their team, then joins a barrier with node 2; node 2 first
+//          needs that barrier, then one with node 1; node 1 first needs
+//          that one, then takes the broadcasts. Node 0 runs past its ring
+//          to node 1 (256 slots) while node 1 waits on node 2 with no
+//          receive from node 0 posted: only node 1 taking node 0's
+//          messages unasked (a ring that stays full) lets anyone finish.
 //   reruns 30 runs of images back to back, 50 allreduces each.
 //   late   node 1 computes for a while before its broadcast; the waiting
 //          nodes must block (CPU time well below wall time under
@@ -598,6 +605,37 @@ int main(int argc, char** argv) {
         }
       }
       cf_team_free(side);
+    } else if (mode == "runahead") {
+      cf_team_t t01 = CF_TEAM_NULL, t02 = CF_TEAM_NULL, t12 = CF_TEAM_NULL;
+      cf_team_split(CF_TEAM_ALL, me != 2 ? 0 : -1, static_cast<int>(me), &t01);
+      cf_team_split(CF_TEAM_ALL, me != 1 ? 0 : -1, static_cast<int>(me), &t02);
+      cf_team_split(CF_TEAM_ALL, me != 0 ? 0 : -1, static_cast<int>(me), &t12);
+      constexpr uint64_t kCalls = 600;
+      log.checks++;
+      if (me == 0) {
+        for (uint64_t i = 0; i < kCalls; ++i) {
+          uint64_t x = i, y = 0;
+          if (cf_coll_broadcast(t01, &y, 0, &x, 8, kLocal) != CF_OK) log.fail(std::string("runahead: ") + cf_last_error());
+        }
+        if (cf_coll_barrier(t02, kLocal) != CF_OK) log.fail(std::string("runahead: ") + cf_last_error());
+      } else if (me == 2) {
+        if (cf_coll_barrier(t02, kLocal) != CF_OK || cf_coll_barrier(t12, kLocal) != CF_OK) {
+          log.fail(std::string("runahead: ") + cf_last_error());
+        }
+      } else if (me == 1) {
+        if (cf_coll_barrier(t12, kLocal) != CF_OK) log.fail(std::string("runahead: ") + cf_last_error());
+        for (uint64_t i = 0; i < kCalls; ++i) {
+          uint64_t x = 0, y = ~uint64_t{0};
+          if (cf_coll_broadcast(t01, &y, 0, &x, 8, kLocal) != CF_OK || y != i) {
+            log.fail("runahead: broadcast " + std::to_string(i) + " delivered " + std::to_string(y) + " (" +
+                     cf_last_error() + ")");
+            break;
+          }
+        }
+      }
+      for (cf_team_t t : {t01, t02, t12}) {
+        if (t != CF_TEAM_NULL) cf_team_free(t);
+      }
     } else if (mode == "check") {
       run_check(log, me);
     } else if (mode == "sizes") {

@@ -446,7 +446,8 @@ uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted 
     const uint32_t peek = c.pos.load(std::memory_order_relaxed);
     if (slots[peek % kSlots].seq.load(std::memory_order_acquire) != peek + 1) continue;
     if (!c.lock.try_lock()) continue;
-    uint32_t pos = c.pos.load(std::memory_order_relaxed);
+    const uint32_t start = c.pos.load(std::memory_order_relaxed);
+    uint32_t pos = start;
     while (taken < max && bytes < max_bytes) {
       Slot& slot = slots[pos % kSlots];
       if (slot.seq.load(std::memory_order_acquire) != pos + 1) break;
@@ -455,7 +456,22 @@ uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted 
       const bool known = slot.type <= kFin;
       const Type type = known ? slot.type : kFin;
       const bool control = type == kCts || type == kFin;
-      if (!control && !wanted(ctx, slot.src, slot.dst, slot.key, taken)) break;
+      // At the head: fewer than kMaxChunks slots free when the slot
+      // kSlots - kMaxChunks past it is written (one more load).
+      const bool head = pos == start;
+      bool stuck = false;
+      if (head && !control) {
+        const uint32_t far = pos + kSlots - kMaxChunks;
+        if (slots[far % kSlots].seq.load(std::memory_order_acquire) != far + 1) {
+          c.full_at = 0;
+        } else if (c.full_at == pos + 1) {
+          stuck = ++c.full_polls >= kStuckPolls;
+        } else {
+          c.full_at = pos + 1;
+          c.full_polls = 1;
+        }
+      }
+      if (!control && !wanted(ctx, slot.src, slot.dst, slot.key, taken, head, stuck)) break;
       // Another process wrote this: sizes are checked before use.
       const uint32_t chunks = slot.chunks >= 1 && slot.chunks <= kMaxChunks ? slot.chunks : 1;
       Message& m = out[taken++];

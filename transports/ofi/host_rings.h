@@ -108,10 +108,18 @@ class HostRings {
   bool reads_owner(uint32_t node) const;
   // Takes waiting messages into out[] in each ring's order, up to `max`
   // and until they hold max_bytes. Before each data message or RTS it asks
-  // wanted(ctx, src image, dst image, key, messages taken so far) and
-  // leaves that ring at the first it declines (kCts and kFin are always
-  // taken). Returns how many it took.
-  using Wanted = bool (*)(void* ctx, uint32_t src, uint32_t dst, const MsgKey& key, uint32_t taken);
+  // wanted(ctx, src image, dst image, key, messages taken so far, head,
+  // stuck) and leaves that ring at the first it declines (kCts and kFin
+  // are always taken). head: nothing was taken from this ring yet in this
+  // poll. stuck (only with head): the ring had fewer than kMaxChunks free
+  // slots, with this same message at its head, on kStuckPolls polls in a
+  // row: its sender may be waiting for room that no receive will make.
+  // Returns how many it took.
+  using Wanted = bool (*)(void* ctx, uint32_t src, uint32_t dst, const MsgKey& key, uint32_t taken, bool head,
+                          bool stuck);
+  // A receiver that takes its messages as they come frees a full ring
+  // within a few polls; one that takes none for this many is not going to.
+  static constexpr uint32_t kStuckPolls = 64;
   uint32_t poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted wanted, void* ctx);
   // A receive that finds its message next in src_node's ring takes it
   // there: when that message is data from image `src` to image `dst`
@@ -277,6 +285,9 @@ class HostRings {
     std::atomic<uint32_t> pos{0};  // written under lock; read without it by pending()
     uint32_t stream_pos = 0;  // the stream from the node (its caller serializes)
     std::atomic<uint64_t> taken_next{0};  // under lock, no locked add; read by taken_next()
+    // poll() found the ring full with its head at position full_at - 1
+    // (0: not full at the last look) on full_polls polls in a row.
+    uint32_t full_at = 0, full_polls = 0;
   };
   std::unique_ptr<Consumer[]> consumers_;
 };

@@ -176,8 +176,12 @@ class OfiTransport final : public Transport {
 
   bool poll_cq(Actions* actions);                  // under lock_
   bool poll_rings();                               // without lock_
-  static bool ring_message_wanted(void* ctx, uint32_t src, uint32_t dst, const MsgKey& key,
-                                  uint32_t taken);  // HostRings::Wanted; takes lock_
+  static bool ring_message_wanted(void* ctx, uint32_t src, uint32_t dst, const MsgKey& key, uint32_t taken,
+                                  bool head, bool stuck);  // HostRings::Wanted; takes lock_
+  // Posted receives change only through these (under lock_): they keep
+  // ImageQueues::posted_count and posted_from_ with the table.
+  void post_receive(ImageQueues& q, MsgOp* op);
+  MsgOp* take_receive(ImageQueues& q, uint32_t src, const MsgKey& key);
   [[gnu::always_inline]] inline bool push_to_ring(uint32_t node, const MsgOp& op);  // false: the ring is full
   // Pushes backlogged ring sends that now fit (without lock_); true if any did.
   bool flush_ring_backlogs();
@@ -229,6 +233,12 @@ class OfiTransport final : public Transport {
   std::vector<Unexpected*> free_blocks_;        // capacity kSmallBlock
   std::vector<Unexpected*> free_large_blocks_;  // capacity eager_bytes
   uint64_t unexpected_held_ = 0;   // bytes in unexpected blocks
+  // Receives posted at this node's images from each node's images, kept
+  // under lock_ and readable without it: a ring's first message that no
+  // receive wants is taken (as unexpected) only when a receive from its
+  // node waits, possibly behind it, or when its sender may be out of
+  // room (ring_message_wanted).
+  std::unique_ptr<std::atomic<uint32_t>[]> posted_from_;
   uint64_t sends_in_flight_ = 0;   // pooled sends and RTS not yet finished
   struct MrEntry {
     fid_mr* mr = nullptr;
