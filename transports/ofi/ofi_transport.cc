@@ -1229,14 +1229,16 @@ bool OfiTransport::take_posted() {
 void OfiTransport::post_receive(ImageQueues& q, MsgOp* op) {
   q.posted.insert(op);
   q.posted_changed();
-  posted_from_[map_.node_of(op->peer)].fetch_add(1, std::memory_order_relaxed);
+  std::atomic<uint32_t>& from = posted_from_[map_.node_of(op->peer)];
+  from.store(from.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // under lock_: no locked add
 }
 
 MsgOp* OfiTransport::take_receive(ImageQueues& q, uint32_t src, const MsgKey& key) {
   MsgOp* op = q.posted.take(src, key);
   if (op == nullptr) return nullptr;
   q.posted_changed();
-  posted_from_[map_.node_of(src)].fetch_sub(1, std::memory_order_relaxed);
+  std::atomic<uint32_t>& from = posted_from_[map_.node_of(src)];
+  from.store(from.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   return op;
 }
 
