@@ -434,7 +434,7 @@ bool HostRings::take_next_in_place(uint32_t src_node, uint32_t src, uint32_t dst
                    });
 }
 
-uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted wanted, void* ctx) {
+uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted wanted, void* ctx, bool* held) {
   uint32_t taken = 0;
   uint64_t bytes = 0;
   void* mine = segments_[node_];
@@ -459,10 +459,11 @@ uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted 
       // At the head: fewer than kMaxChunks slots free when the slot
       // kSlots - kMaxChunks past it is written (one more load).
       const bool head = pos == start;
-      bool stuck = false;
+      bool full = false, stuck = false;
       if (head && !control) {
         const uint32_t far = pos + kSlots - kMaxChunks;
-        if (slots[far % kSlots].seq.load(std::memory_order_acquire) != far + 1) {
+        full = slots[far % kSlots].seq.load(std::memory_order_acquire) == far + 1;
+        if (!full) {
           c.full_at = 0;
         } else if (c.full_at == pos + 1) {
           stuck = ++c.full_polls >= kStuckPolls;
@@ -471,7 +472,10 @@ uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted 
           c.full_polls = 1;
         }
       }
-      if (!control && !wanted(ctx, slot.src, slot.dst, slot.key, taken, head, stuck)) break;
+      if (!control && !wanted(ctx, slot.src, slot.dst, slot.key, taken, head, stuck)) {
+        if (full && held != nullptr) *held = true;
+        break;
+      }
       // Another process wrote this: sizes are checked before use.
       const uint32_t chunks = slot.chunks >= 1 && slot.chunks <= kMaxChunks ? slot.chunks : 1;
       Message& m = out[taken++];

@@ -114,13 +114,15 @@ class HostRings {
   // poll. stuck (only with head): the ring had fewer than kMaxChunks free
   // slots, with this same message at its head, on kStuckPolls polls in a
   // row: its sender may be waiting for room that no receive will make.
+  // *held (when given) is set when it left a full ring's first message
+  // (its sender may wait on this receiver: poll again rather than sleep).
   // Returns how many it took.
   using Wanted = bool (*)(void* ctx, uint32_t src, uint32_t dst, const MsgKey& key, uint32_t taken, bool head,
                           bool stuck);
   // A receiver that takes its messages as they come frees a full ring
   // within a few polls; one that takes none for this many is not going to.
   static constexpr uint32_t kStuckPolls = 64;
-  uint32_t poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted wanted, void* ctx);
+  uint32_t poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted wanted, void* ctx, bool* held = nullptr);
   // A receive that finds its message next in src_node's ring takes it
   // there: when that message is data from image `src` to image `dst`
   // under `key`, copies its payload into buf (only when it is exactly

@@ -1177,7 +1177,9 @@ bool OfiTransport::poll_rings() {
   // its node waits or its sender may be out of room, so no wanted message
   // and no sender waits behind one that nobody wants yet
   // (ring_message_wanted).
-  const uint32_t n = rings_->poll(messages, 16, 4096, &OfiTransport::ring_message_wanted, this);
+  bool held = false;
+  const uint32_t n = rings_->poll(messages, 16, 4096, &OfiTransport::ring_message_wanted, this, &held);
+  rings_held_.store(held, std::memory_order_relaxed);
   if (n == 0) return false;
   ScopedActions scoped;
   Actions& actions = *scoped;
@@ -1464,9 +1466,11 @@ bool OfiTransport::progress_all(uint32_t image, bool on_app_thread) {
 
 void OfiTransport::wait(int wake_fd, int timeout_ms) {
   if (rings_ != nullptr) {
-    // Sends wait for ring space that no doorbell announces: look again at once.
+    // Sends wait for ring space that no doorbell announces, or a full
+    // ring's sender may wait for this node's polls to count it stuck
+    // (ring_message_wanted): look again at once.
     if (ring_backlogged_.load(std::memory_order_acquire) != 0 ||
-        streams_busy_.load(std::memory_order_acquire) != 0) {
+        streams_busy_.load(std::memory_order_acquire) != 0 || rings_held_.load(std::memory_order_relaxed)) {
       std::this_thread::yield();
       return;
     }

@@ -239,6 +239,9 @@ class OfiTransport final : public Transport {
   // node waits, possibly behind it, or when its sender may be out of
   // room (ring_message_wanted).
   std::unique_ptr<std::atomic<uint32_t>[]> posted_from_;
+  // The last ring poll left a full ring's first message untaken: wait()
+  // yields instead of sleeping until polls find the ring stuck.
+  std::atomic<bool> rings_held_{false};
   uint64_t sends_in_flight_ = 0;   // pooled sends and RTS not yet finished
   struct MrEntry {
     fid_mr* mr = nullptr;
