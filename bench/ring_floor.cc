@@ -29,7 +29,7 @@ using carflow::MsgKey;
 using carflow_bench::pin;
 using carflow_bench::two_cpus;
 
-bool take_all(void*, uint32_t, uint32_t, const MsgKey&, uint32_t) { return true; }
+bool take_all(void*, uint32_t, uint32_t, const MsgKey&, uint32_t, bool, bool) { return true; }
 
 // Takes one message from `rings`, spinning until it is there.
 void take_one(HostRings& rings, HostRings::Message* m) {
