@@ -750,11 +750,15 @@ void Engine::drain(ImageContext::Vc& vc) {
   }
 }
 
-// CF_CHECK found disagreeing arguments: past the entry barrier nothing
-// runs (no effect on user buffers; peers, which fail alike, skip theirs).
+// CF_CHECK found disagreeing arguments on this instance.
+static inline bool mismatched(const Instance& inst) {
+  return inst.digest != 0 && inst.status.load(std::memory_order_acquire) == kErrMismatch;
+}
+
+// After a mismatch nothing runs past the entry barrier (no effect on user
+// buffers; peers, which fail alike, skip theirs).
 static inline bool skipped(const Instance& inst, const CompiledCar& car) {
-  return inst.digest != 0 && !is_entry_sync_tag(car.tag) &&
-         inst.status.load(std::memory_order_acquire) == kErrMismatch;
+  return !is_entry_sync_tag(car.tag) && mismatched(inst);
 }
 
 // A message CAR's peer image (its team rank's) and key.
@@ -954,7 +958,7 @@ void Engine::complete(CarState* cs, int status) {
 
 void Engine::unpack(const Instance& inst, const CompiledCar& car) {
   // Not after a CF_CHECK mismatch: see execute.
-  if (!(inst.digest != 0 && inst.status.load(std::memory_order_acquire) == kErrMismatch)) copy_segments(inst, car);
+  if (!mismatched(inst)) copy_segments(inst, car);
 }
 
 void Engine::complete_slow(CarState* cs, int status) {
