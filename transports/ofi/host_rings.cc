@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cpuid.h>
 #include <immintrin.h>
 #include <ctime>
 
@@ -83,6 +84,8 @@ std::unique_ptr<HostRings> HostRings::create(uint32_t node, uint32_t nodes, std:
   r->control(node)->token.store(r->token_, std::memory_order_relaxed);
   r->control(node)->token_addr.store(reinterpret_cast<uint64_t>(&r->token_), std::memory_order_relaxed);
   r->control(node)->pid.store(static_cast<int32_t>(getpid()), std::memory_order_release);
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  r->prefetchw_ = __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_PRFCHW) != 0;
   r->producers_ = std::make_unique<Producer[]>(nodes);
   r->consumers_ = std::make_unique<Consumer[]>(nodes);
   *name = r->name_;
@@ -174,6 +177,7 @@ bool HostRings::push_one(uint32_t dst_node, uint32_t src, uint32_t dst, const Ms
   p.data_sent.store(p.data_sent.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   slot.seq.store(p.pos + 1, std::memory_order_seq_cst);  // seq_cst: see ring_doorbell
   ++p.pos;
+  claim_next(p, segment);
   p.lock.unlock();
   ring_doorbell(dst_node);
   return true;
@@ -238,6 +242,7 @@ bool HostRings::publish(uint32_t dst_node, Type type, uint32_t src, uint32_t dst
   if (type == kData) p.data_sent.store(p.data_sent.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   first.seq.store(p.pos + 1, std::memory_order_seq_cst);
   p.pos += chunks;
+  claim_next(p, segments_[dst_node]);
   p.lock.unlock();
   ring_doorbell(dst_node);
   return true;
@@ -311,6 +316,12 @@ uint64_t HostRings::data_sent() const {
   return sum;
 }
 
+void HostRings::claim_next(const Producer& p, void* segment) const {
+  if (!prefetchw_ || static_cast<int32_t>(p.pos + 1 - p.limit) > 0) return;
+  const Slot* next = &ring(segment, node_)[p.pos % kSlots];
+  asm volatile("prefetchw %0" : : "m"(*reinterpret_cast<const char*>(next)));
+  asm volatile("prefetchw %0" : : "m"(next->data[0]));
+}
 void HostRings::ring_doorbell(uint32_t node) {
   Control* c = control(node);
   // Dekker with wait(): we published the message (seq_cst), then look for

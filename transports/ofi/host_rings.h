@@ -249,6 +249,9 @@ class HostRings {
                uint64_t size);
   void ring_doorbell(uint32_t node);  // wakes `node`'s sleepers, if any
   struct Producer;
+  // After a push: asks for the next slot's header line for writing
+  // (PREFETCHW) while the caller goes on, when that slot is known free.
+  void claim_next(const Producer& p, void* segment) const;
   // Under p.lock: room for `chunks` more slots in the ring to dst_node
   // (it looks at the consumer's progress only past what it knows is free).
   [[gnu::always_inline]] inline bool has_room(Producer& p, uint32_t dst_node, uint32_t chunks);
@@ -266,6 +269,7 @@ class HostRings {
 
   HostRings() = default;
   uint64_t token_ = 0;  // Control::token, in this process's own memory
+  bool prefetchw_ = false;  // the CPU has PREFETCHW (CPUID 0x80000001 ECX bit 8)
   uint32_t node_ = 0, nodes_ = 0;
   std::string name_;
   std::vector<void*> segments_;  // by node: its inbound rings, mapped here
