@@ -679,6 +679,7 @@ int cf_get_net_stats(cf_net_stats_t* out) {
     out->mr_misses = o.mr_misses;
     out->host_ring = o.host_ring;
     out->ring_spills = o.ring_spills;
+    out->pumped_bytes = o.pumped_bytes;
   }
   return succeed();
 }

@@ -529,6 +529,11 @@ class Engine final : public TransportHooks {
   void run_queued(Worklist& work);  // runs work's CARs until none is left
   void drain(ImageContext::Vc& vc);
   void execute(CarState* cs);
+  // A COPY of at least kPumpedCopyBytes on a node with a remote transport
+  // goes kPumpSliceBytes at a time, with Transport::pump_sends between.
+  static constexpr uint64_t kPumpedCopyBytes = 256 << 10;
+  static constexpr uint64_t kPumpSliceBytes = 64 << 10;
+  void pumped_copy(char* to, const char* from, uint64_t n);
   void post_send(CarState* cs);         // execute's SEND
   void post_recv(CarState* cs);         // execute's RECV
   void post_recv_reduce(CarState* cs);  // execute's RECV_REDUCE

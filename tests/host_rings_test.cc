@@ -4,8 +4,8 @@
 // payload (inline ones of up to kInline bytes, multi-slot ones) intact and
 // in order; push_one carries every one-slot size intact; take_next takes
 // only the next message and only the receive's own, and take_next_in_place
-// hands a one-slot payload over where it lies; the owner check of direct
-// reads recognises this process.
+// hands a one-slot payload over where it lies; take_grant takes only a CTS
+// at a ring's head; the owner check of direct reads recognises this process.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -135,6 +135,34 @@ TEST_CASE("take_next takes only the next message, and only when it is the receiv
   // The ring is empty and its slots are free: the poll finds nothing, and a
   // full ring's worth fits again.
   CHECK(p.node[0]->poll(batch.get(), 4, UINT64_MAX, &take_all, nullptr) == 0);
+  uint32_t fits = 0;
+  while (p.node[1]->push(0, 1, 0, MsgKey{0, 100 + fits, 1}, small.data(), small.size(), 0, 0)) ++fits;
+  CHECK(fits == HostRings::kSlots);
+}
+
+TEST_CASE("take_grant takes only a CTS at the head of the ring, with its cookie and size") {
+  Pair p;
+  auto batch = std::make_unique<HostRings::Message[]>(4);
+  uint64_t cookie = 0, size = 0;
+  CHECK_FALSE(p.node[0]->take_grant(1, &cookie, &size));  // nothing there
+  CHECK_FALSE(p.node[0]->take_grant(0, &cookie, &size));  // its own node: no ring
+  CHECK_FALSE(p.node[0]->take_grant(2, &cookie, &size));  // no such node
+  // A data message and a FIN ahead of a CTS: none taken, all left in order.
+  const std::vector<char> small = payload(1, 8);
+  REQUIRE(p.node[1]->push(0, 1, 0, MsgKey{0, 1, 1}, small.data(), small.size(), 0, 0));
+  REQUIRE(p.node[1]->push_control(0, HostRings::kFin, 1, 0, MsgKey{0, 2, 1}, 0, 0, 77, 0));
+  REQUIRE(p.node[1]->push_control(0, HostRings::kCts, 1, 0, MsgKey{0, 3, 1}, 0, 0, 88, 4096));
+  CHECK_FALSE(p.node[0]->take_grant(1, &cookie, &size));
+  REQUIRE(p.node[0]->poll(batch.get(), 1, UINT64_MAX, &take_all, nullptr) == 1);
+  CHECK((batch[0].type == HostRings::kData && batch[0].key.seq == 1));
+  CHECK_FALSE(p.node[0]->take_grant(1, &cookie, &size));  // the FIN
+  REQUIRE(p.node[0]->poll(batch.get(), 1, UINT64_MAX, &take_all, nullptr) == 1);
+  CHECK((batch[0].type == HostRings::kFin && batch[0].cookie == 77));
+  // The CTS: taken with its fields, and gone from the ring.
+  REQUIRE(p.node[0]->take_grant(1, &cookie, &size));
+  CHECK((cookie == 88 && size == 4096));
+  CHECK(p.node[0]->poll(batch.get(), 4, UINT64_MAX, &take_all, nullptr) == 0);
+  // Its slot is free again: a full ring's worth fits.
   uint32_t fits = 0;
   while (p.node[1]->push(0, 1, 0, MsgKey{0, 100 + fits, 1}, small.data(), small.size(), 0, 0)) ++fits;
   CHECK(fits == HostRings::kSlots);

@@ -24,6 +24,10 @@
 // checks the detection delay.
 //   flood  every image but 0 starts 10000 / (P-1) small gathers to image 0
 //          before image 0 posts any (they arrive unexpected), then all sync.
+//   pump   (nodes of 1 image) node 0 broadcasts 4 MiB (3 to 200 times,
+//          until it has pumped) and scatters 1 MiB blocks, each verified:
+//          its own block's copy tops up its streams (the summary's pumped
+//          bytes).
 //   runahead  (3 nodes of 1 image) node 0 broadcasts 600 times to node 1
 //          on their team, then joins a barrier with node 2; node 2 first
 //          needs that barrier, then one with node 1; node 1 first needs
@@ -605,6 +609,48 @@ int main(int argc, char** argv) {
         }
       }
       cf_team_free(side);
+    } else if (mode == "pump") {
+      // 4 MiB broadcasts and a scatter of 1 MiB blocks from node 0: its own
+      // block is copied while its stream goes out (pumped_bytes).
+      // Whether the receiver's grant comes while the root still copies
+      // depends on the scheduler (a loaded machine may not run the
+      // receiver then): rounds go on, at least 3 and at most 200, until
+      // the root has pumped; the root says when to stop.
+      constexpr size_t kBytes = 4 << 20, kBlock = 1 << 20;
+      std::vector<uint8_t> src(kBytes), dst(kBytes);
+      for (uint32_t round = 0, more = 1; more != 0; ++round) {
+        for (size_t i = 0; i < kBytes; ++i) src[i] = static_cast<uint8_t>(me == 0 ? i * 7 + round : 0);
+        std::fill(dst.begin(), dst.end(), 0xee);
+        log.checks++;
+        if (cf_coll_broadcast(CF_TEAM_ALL, dst.data(), 0, src.data(), kBytes, kLocal) != CF_OK) {
+          log.fail(std::string("pump: broadcast: ") + cf_last_error());
+        }
+        for (size_t i = 0; i < kBytes; ++i) {
+          if (dst[i] != static_cast<uint8_t>(i * 7 + round)) {
+            log.fail("pump: broadcast " + std::to_string(round) + ": byte " + std::to_string(i));
+            break;
+          }
+        }
+        cf_net_stats_t net{};
+        cf_get_net_stats(&net);
+        uint32_t go_on = round + 1 < 3 || (net.pumped_bytes == 0 && round + 1 < 200) ? 1 : 0;
+        if (cf_coll_broadcast(CF_TEAM_ALL, &more, 0, &go_on, sizeof more, kLocal) != CF_OK) {
+          log.fail(std::string("pump: ") + cf_last_error());
+          break;
+        }
+      }
+      for (size_t i = 0; i < kBytes; ++i) src[i] = static_cast<uint8_t>(me == 0 ? i * 13 + 1 : 0);
+      std::fill(dst.begin(), dst.end(), 0xee);
+      log.checks++;
+      if (cf_coll_scatter(CF_TEAM_ALL, dst.data(), 0, src.data(), kBlock, kLocal) != CF_OK) {
+        log.fail(std::string("pump: scatter: ") + cf_last_error());
+      }
+      for (size_t i = 0; i < kBlock; ++i) {
+        if (dst[i] != static_cast<uint8_t>((me * kBlock + i) * 13 + 1)) {
+          log.fail("pump: scatter: byte " + std::to_string(i));
+          break;
+        }
+      }
     } else if (mode == "runahead") {
       cf_team_t t01 = CF_TEAM_NULL, t02 = CF_TEAM_NULL, t12 = CF_TEAM_NULL;
       cf_team_split(CF_TEAM_ALL, me != 2 ? 0 : -1, static_cast<int>(me), &t01);
@@ -694,12 +740,12 @@ int main(int argc, char** argv) {
   cf_get_net_stats(&net);
   std::printf("mp %s: node %u of %u, %u images per node: %llu checks, %zu failures, %.2f s wall, %.2f s cpu, "
               "provider %s, %llu unexpected, %llu credit waits, %llu rendezvous, %llu host ring, %llu ring full, "
-              "%llu direct reads\n",
+              "%llu direct reads, %llu pumped\n",
               mode.c_str(), cf_mynode(), cf_nodes(), images, (unsigned long long)log.checks.load(),
               log.failures.size(), seconds, cpu, net.provider, (unsigned long long)net.unexpected,
               (unsigned long long)net.credit_waits, (unsigned long long)net.rendezvous,
               (unsigned long long)net.host_ring, (unsigned long long)net.ring_spills,
-              (unsigned long long)net.direct_reads);
+              (unsigned long long)net.direct_reads, (unsigned long long)net.pumped_bytes);
   std::fflush(stdout);
   const bool lost = lost_seen > 0;
   // The cut node's link to the launcher is cut too: its goodbye could only

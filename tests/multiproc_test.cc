@@ -51,7 +51,7 @@ Run run(const std::string& env, const std::string& args, int timeout_s = 200) {
 // The summary lines of mp_collectives, one per process.
 std::vector<std::smatch> summaries(const std::string& output) {
   static const std::regex line(
-      R"(mp (\w+): node (\d+) of (\d+), (\d+) images per node: (\d+) checks, (\d+) failures, ([\d.]+) s wall, ([\d.]+) s cpu, provider ([^,]+), (\d+) unexpected, (\d+) credit waits, (\d+) rendezvous, (\d+) host ring, (\d+) ring full, (\d+) direct reads)");
+      R"(mp (\w+): node (\d+) of (\d+), (\d+) images per node: (\d+) checks, (\d+) failures, ([\d.]+) s wall, ([\d.]+) s cpu, provider ([^,]+), (\d+) unexpected, (\d+) credit waits, (\d+) rendezvous, (\d+) host ring, (\d+) ring full, (\d+) direct reads, (\d+) pumped)");
   std::vector<std::smatch> out;
   for (std::sregex_iterator it(output.begin(), output.end(), line), end; it != end; ++it) out.push_back(*it);
   return out;
@@ -225,6 +225,21 @@ TEST_CASE("a sender that runs past its ring while the receiver waits on a third 
     CHECK(m[6].str() == "0");  // every broadcast delivered, in order
     if (m[2].str() == "0") CHECK(std::stoull(m[14].str()) > 0);  // node 0 found its ring full
     if (m[2].str() == "1") CHECK(std::stoull(m[10].str()) > 0);  // node 1 took some unasked
+  }
+}
+
+TEST_CASE("a root's own large block is copied while its stream goes out") {
+  const Run r = run("", "-n 2 " + g_program + " pump", 60);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  const auto lines = summaries(r.output);
+  REQUIRE(lines.size() == 2);
+  for (const auto& m : lines) {
+    CHECK(m[6].str() == "0");  // every byte verified, the root's own block included
+    CHECK(std::stoull(m[5].str()) >= 4);
+    // The root streamed part of each message from inside its own copy.
+    if (m[2].str() == "0") CHECK(std::stoull(m[16].str()) > 0);
+    if (m[2].str() == "1") CHECK(m[16].str() == "0");
   }
 }
 

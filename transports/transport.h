@@ -154,6 +154,12 @@ class Transport {
   // (an eventfd the engine writes to wake this image) is readable, at most
   // timeout_ms; the default cannot sleep on anything and only yields.
   virtual void set_hooks(TransportHooks* hooks) { (void)hooks; }
+  // Moves bytes of this node's outbound large messages as far as there is
+  // room (taking the grants that came for them), completing nothing and
+  // calling no callback, so that a thread may call it from inside a CAR: a
+  // long local copy calls it between slices and so keeps a stream fed
+  // while the receiver copies out.
+  virtual void pump_sends() {}
   virtual void wait(int wake_fd, int timeout_ms) { (void)wake_fd, (void)timeout_ms; }
   // Ends the wait() of this node's sleeping threads (the engine has news).
   virtual void wake_waiters() {}

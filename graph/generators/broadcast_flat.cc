@@ -11,12 +11,13 @@ LocalDag flat_broadcast(const CollectiveSpec& spec, uint32_t image) {
   DagBuilder b(image, is_root ? spec.nbytes : 0, spec.nbytes);
   const auto segments = split_segments(spec.nbytes, spec.segment_bytes, 1);
   if (is_root) {
-    b.copy(user_dst(0, spec.nbytes), user_src(0, spec.nbytes));
+    // Sends first: the root's own copy then runs while they are under way.
     for (uint32_t s = 0; s < segments.size(); ++s) {
       for (uint32_t peer = 0; peer < spec.images; ++peer) {
         if (peer != image) b.send(peer, s, user_src(segments[s].offset, segments[s].length));
       }
     }
+    b.copy(user_dst(0, spec.nbytes), user_src(0, spec.nbytes));
   } else {
     for (uint32_t s = 0; s < segments.size(); ++s) {
       b.recv(spec.root, s, user_dst(segments[s].offset, segments[s].length));

@@ -37,10 +37,11 @@ LocalDag flat_scatter(const CollectiveSpec& spec, uint32_t image) {
     b.recv(spec.root, 0, or_none(user_dst(0, own)));
     return b.finish();
   }
-  if (own > 0) b.copy(user_dst(0, own), user_src(L.offset(image), own));
+  // Sends first: the root's own copy then runs while they are under way.
   for (uint32_t i = 0; i < spec.images; ++i) {
     if (i != image) b.send(i, 0, or_none(user_src(L.offset(i), L.length(i))));
   }
+  if (own > 0) b.copy(user_dst(0, own), user_src(L.offset(image), own));
   return b.finish();
 }
 

@@ -290,6 +290,28 @@ uint64_t HostRings::stream_put(uint32_t dst_node, const char* data, uint64_t nby
   return taken;
 }
 
+bool HostRings::take_grant(uint32_t src_node, uint64_t* cookie, uint64_t* size) {
+  if (src_node >= nodes_ || src_node == node_) return false;
+  Consumer& c = consumers_[src_node];
+  Slot* slots = ring(segments_[node_], src_node);
+  const uint32_t peek = c.pos.load(std::memory_order_relaxed);
+  if (slots[peek % kSlots].seq.load(std::memory_order_acquire) != peek + 1) return false;
+  if (!c.lock.try_lock()) return false;
+  const uint32_t pos = c.pos.load(std::memory_order_relaxed);
+  const Slot& slot = slots[pos % kSlots];
+  if (pos != peek || slot.type != kCts) {
+    c.lock.unlock();
+    return false;
+  }
+  *cookie = slot.tail.control.cookie;
+  *size = slot.tail.control.size;
+  // A control message takes one slot (release: after our reads).
+  tail(segments_[node_], src_node)->consumed.store(pos + 1, std::memory_order_release);
+  c.pos.store(pos + 1, std::memory_order_relaxed);
+  c.lock.unlock();
+  return true;
+}
+
 const char* HostRings::stream_front(uint32_t src_node, uint32_t* nbytes) {
   const uint32_t pos = consumers_[src_node].stream_pos;
   StreamSlot& slot = stream(segments_[node_], src_node)[pos % kStreamSlots];

@@ -141,6 +141,11 @@ class HostRings {
   using Use = void (*)(void* ctx, const char* payload, uint32_t nbytes);
   bool take_next_in_place(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, uint64_t nbytes,
                           bool* sized, int32_t* status, uint64_t* digest, Use use, void* ctx);
+  // Takes the next message of src_node's ring when it is a CTS: true with
+  // its cookie and size. False (nothing taken) for any other message, none,
+  // or another thread draining the ring. For a sender that tops up its
+  // streams from inside other work (OfiTransport::pump_sends).
+  bool take_grant(uint32_t src_node, uint64_t* cookie, uint64_t* size);
   // A look at the next message of src_node's ring, without taking it or
   // its lock: true with its images and key when it is a data message.
   // Only a hint (another process writes the ring, another thread may take

@@ -885,20 +885,21 @@ void OfiTransport::arrive_from_ring(const HostRings::Message& m, Actions* action
 }
 
 // The sender's side of a CTS (grant) or FIN (declined, with a status).
+// The cookie came from another process: only a send still announced to
+// that node is taken.
+MsgOp* OfiTransport::answer_announced(StreamOut& out, uint64_t cookie, bool cts, uint64_t size) {
+  auto it = std::find(out.announced.begin(), out.announced.end(), reinterpret_cast<MsgOp*>(cookie));
+  if (it == out.announced.end()) return nullptr;
+  MsgOp* op = *it;
+  out.announced.erase(it);
+  if (cts) out.granted.emplace_back(op, static_cast<uint32_t>(std::clamp<uint64_t>(size, 1, HostRings::kStreamChunk)));
+  return op;
+}
+
 void OfiTransport::stream_control(const HostRings::Message& m, Actions* actions) {
   StreamOut& out = streams_out_[map_.node_of(m.src)];
   out.lock.lock();
-  // The cookie came from another process: only a send still announced to
-  // that node is taken.
-  auto it = std::find(out.announced.begin(), out.announced.end(), reinterpret_cast<MsgOp*>(m.cookie));
-  MsgOp* op = it != out.announced.end() ? *it : nullptr;
-  if (op != nullptr) {
-    out.announced.erase(it);
-    if (m.type == HostRings::kCts) {
-      const uint32_t chunk = static_cast<uint32_t>(std::clamp<uint64_t>(m.size, 1, HostRings::kStreamChunk));
-      out.granted.emplace_back(op, chunk);
-    }
-  }
+  MsgOp* op = answer_announced(out, m.cookie, m.type == HostRings::kCts, m.size);
   out.lock.unlock();
   if (op != nullptr && m.type == HostRings::kFin) {
     streams_busy_.fetch_sub(1, std::memory_order_acq_rel);
@@ -970,6 +971,41 @@ bool OfiTransport::advance_out(uint32_t node) {
   if (count > 0) streams_busy_.fetch_sub(count, std::memory_order_acq_rel);
   for (uint32_t i = 0; i < count; ++i) finished[i].first->on_complete(finished[i].first, finished[i].second);
   return did || count > 0;
+}
+
+void OfiTransport::pump_sends() {
+  if (rings_ == nullptr || streams_busy_.load(std::memory_order_acquire) == 0) return;
+  for (uint32_t node = 0; node < nodes_; ++node) {
+    if (node == node_) continue;
+    StreamOut& out = streams_out_[node];
+    uint64_t cookie = 0, size = 0;
+    while (rings_->take_grant(node, &cookie, &size)) {
+      out.lock.lock();
+      answer_announced(out, cookie, true, size);
+      out.lock.unlock();
+    }
+    if (!out.copier.try_lock()) continue;
+    // advance_out's first step without its endings: a send that is all in,
+    // or lost, stays active for the next progress call to complete.
+    if (out.active == nullptr) {
+      out.lock.lock();
+      if (!out.granted.empty()) {
+        std::tie(out.active, out.chunk) = out.granted.front();
+        out.granted.pop_front();
+        out.done = 0;
+        out.copying.store(true, std::memory_order_relaxed);
+      }
+      out.lock.unlock();
+    }
+    if (MsgOp* op = out.active;
+        op != nullptr && out.lost.load(std::memory_order_acquire) == 0 && out.done < op->nbytes) {
+      const uint64_t put = rings_->stream_put(node, static_cast<const char*>(op->buf) + out.done,
+                                              op->nbytes - out.done, out.chunk);
+      out.done += put;
+      if (put > 0) pumped_bytes_.fetch_add(put, std::memory_order_relaxed);
+    }
+    out.copier.unlock();
+  }
 }
 
 // A direct read pays when this node is also sending to `node` (an
@@ -1583,6 +1619,7 @@ OfiStats OfiTransport::ofi_stats() const {
   s.ring_spills = ring_spills_.load(std::memory_order_relaxed);
   s.streamed = streamed_.load(std::memory_order_relaxed);
   s.direct_reads = direct_reads_.load(std::memory_order_relaxed);
+  s.pumped_bytes = pumped_bytes_.load(std::memory_order_relaxed);
   return s;
 }
 

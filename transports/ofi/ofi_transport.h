@@ -76,6 +76,7 @@ struct OfiStats {
   uint64_t ring_spills = 0;  // ... that found the ring full and waited in the sender's backlog
   uint64_t streamed = 0;     // large messages sent through host streams (RTS on the ring)
   uint64_t direct_reads = 0; // ... that this node received by reading the sender's buffer (CMA)
+  uint64_t pumped_bytes = 0; // stream bytes sent from inside a long local copy (pump_sends)
 };
 
 class OfiTransport final : public Transport {
@@ -114,6 +115,7 @@ class OfiTransport final : public Transport {
   bool quiesce(int timeout_ms);
 
   const char* name() const override { return "ofi"; }
+  void pump_sends() override;
   void send(MsgOp* op) override;
   // One ring slot of data to a node of this host, when the ring has room.
   bool send_now(uint32_t self, uint32_t peer, const MsgKey& key, const void* buf, uint64_t nbytes,
@@ -281,8 +283,12 @@ class OfiTransport final : public Transport {
   std::unique_ptr<StreamIn[]> streams_in_;
   std::atomic<uint32_t> streams_busy_{0};  // stream sends and receives not yet complete
   std::atomic<uint64_t> streamed_{0};      // sends that went through a stream
+  std::atomic<uint64_t> pumped_bytes_{0};  // OfiStats::pumped_bytes
   std::atomic<uint64_t> direct_reads_{0};  // stream receives read with process_vm_readv
   bool cores_shared_ = false;               // set_cores_shared
+  // Under out.lock: the send announced as `cookie`, off `announced` (onto
+  // `granted` with its chunk size when cts); nullptr for none.
+  static MsgOp* answer_announced(StreamOut& out, uint64_t cookie, bool cts, uint64_t size);
   void stream_control(const HostRings::Message& m, Actions* actions);  // CTS / FIN, under lock_
   // A receive met an RTS from the ring; decline >= 0: answer FIN with it
   // instead. addr: the data in the sender (0: unknown).

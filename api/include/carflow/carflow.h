@@ -494,6 +494,11 @@ typedef struct {
                              process of its host by reading the sender's
                              buffer (process_vm_readv, one copy), as it does
                              while it is also sending to that process */
+  uint64_t pumped_bytes;  /* bytes of large messages this node streamed to a
+                             process of its host from inside a long local
+                             copy (a broadcast or scatter root's own block
+                             of 256 KiB or more, copied in 64 KiB slices
+                             with the streams topped up between them) */
 } cf_net_stats_t;
 int cf_get_net_stats(cf_net_stats_t *out);
 
