@@ -15,6 +15,7 @@
 //   hang              rank 1 exits 3 after the fence; the others never exit
 //   hang-ignore-term  as hang, and the others ignore SIGTERM
 //   sleep             every rank prints READY after the fence and never exits
+//   sleep-pid         the same, printing "READY pid=PID"
 #include <sched.h>
 #include <unistd.h>
 
@@ -152,9 +153,9 @@ int run(const std::string& mode) {
       mode == "hang-ignore-term" || mode == "quiet") {
     return lose_rank_one(*b, mode);
   }
-  if (mode == "sleep") {
+  if (mode == "sleep" || mode == "sleep-pid") {
     if (!b->fence(kWaitMs, &error)) return fail(error);
-    say("READY");
+    say(mode == "sleep" ? std::string("READY") : "READY pid=" + std::to_string(::getpid()));
     block_forever();
   }
   return fail("unknown mode '" + mode + "'");

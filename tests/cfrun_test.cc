@@ -16,10 +16,12 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -491,6 +493,33 @@ TEST_CASE("SIGTERM to cfrun is forwarded to the processes") {
   CHECK(r.status == 128 + SIGTERM);
   CHECK(std::regex_search(r.err, std::regex(R"(cfrun: rank 0 \(pid [0-9]+\) was killed by signal 15 \(Terminated\)\n)")));
   CHECK(std::regex_search(r.err, std::regex(R"(cfrun: rank 1 \(pid [0-9]+\) was killed by signal 15 \(Terminated\)\n)")));
+}
+
+TEST_CASE("processes of a cfrun killed with SIGKILL do not outlive it") {
+  CfrunProcess cfrun(with_child({"-n", "2", "--timeout", "60"}, "sleep-pid"));
+  REQUIRE(cfrun.wait_for_stdout("[0] READY pid=", 20000));
+  REQUIRE(cfrun.wait_for_stdout("[1] READY pid=", 20000));  // cfrun forwards whole lines
+  cfrun.signal(SIGKILL);
+  const RunResult r = cfrun.finish();
+  INFO(describe(r));
+  CHECK(r.status == 128 + SIGKILL);
+  const std::regex ready(R"(\[[01]\] READY pid=([0-9]+)\n)");
+  int seen = 0;
+  for (std::sregex_iterator it(r.out.begin(), r.out.end(), ready), end; it != end; ++it, ++seen) {
+    const pid_t pid = static_cast<pid_t>(std::stol((*it)[1].str()));
+    // Not our child (cfrun's, now reparented): a pidfd tells when it ends.
+    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0) {
+      CHECK(errno == ESRCH);  // gone already
+      continue;
+    }
+    pollfd p{fd, POLLIN, 0};
+    const int ready_fds = ::poll(&p, 1, 10000);
+    CHECK_MESSAGE(ready_fds == 1, "process ", pid, " still runs 10 s after its cfrun was killed");
+    if (ready_fds != 1) ::kill(pid, SIGKILL);  // no orphan left behind by a failing test
+    ::close(fd);
+  }
+  CHECK(seen == 2);
 }
 
 TEST_CASE("bad usage exits 2 with a message naming the argument and starts nothing") {

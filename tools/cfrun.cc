@@ -19,7 +19,9 @@
 // One thread, one poll(2) over: the store's listening socket, one socket per
 // process, each process's stdout and stderr pipe, and a signalfd for
 // SIGCHLD, SIGINT, SIGTERM and SIGHUP. Each child runs in its own process
-// group, so a terminal's Ctrl-C reaches cfrun only and cfrun forwards it.
+// group, so a terminal's Ctrl-C reaches cfrun only and cfrun forwards it;
+// a process whose cfrun dies without ending it (SIGKILL) gets SIGKILL from
+// the kernel (PR_SET_PDEATHSIG) instead of living on unsupervised.
 //
 // A process is lost when it dies by a signal, exits non-zero, or exits 0
 // without BYE. Then cfrun prints one line "cfrun: rank R (pid P) <how>",
@@ -38,6 +40,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -530,8 +533,14 @@ ExecImage Launcher::exec_image(uint32_t rank) const {
 
 // In the forked child. cfrun is single-threaded, so it may call anything.
 [[noreturn]] void exec_child(const ExecImage& x, int out_fd, int err_fd, const rlimit& files,
-                             const cpu_set_t* cpus) {
+                             const cpu_set_t* cpus, pid_t launcher) {
   ::setpgid(0, 0);
+  // Its own process group keeps a terminal's Ctrl-C and a test runner's
+  // group kill away from it: if cfrun itself dies unannounced (SIGKILL),
+  // the kernel ends it (kept across exec). A cfrun that is already gone
+  // (it died before this line) is seen as a new parent.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != launcher) ::_exit(128 + SIGKILL);
   const int devnull = ::open("/dev/null", O_RDONLY);
   ::dup2(devnull, STDIN_FILENO);
   ::dup2(out_fd, STDOUT_FILENO);
@@ -559,13 +568,16 @@ bool Launcher::spawn(uint32_t rank, std::string* error) {
     for (int fd : {out[0], out[1]}) if (fd >= 0) ::close(fd);
     return false;
   }
+  const pid_t launcher = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     *error = std::string("fork failed: ") + std::strerror(errno);
     for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
     return false;
   }
-  if (pid == 0) exec_child(image, out[1], err[1], files_at_start_, cpus_.empty() ? nullptr : &cpus_[rank]);
+  if (pid == 0) {
+    exec_child(image, out[1], err[1], files_at_start_, cpus_.empty() ? nullptr : &cpus_[rank], launcher);
+  }
   ::setpgid(pid, pid);  // also here, so that signals sent at once reach the group
   ::close(out[1]);
   ::close(err[1]);
