@@ -290,26 +290,42 @@ uint64_t HostRings::stream_put(uint32_t dst_node, const char* data, uint64_t nby
   return taken;
 }
 
-bool HostRings::take_grant(uint32_t src_node, uint64_t* cookie, uint64_t* size) {
-  if (src_node >= nodes_ || src_node == node_) return false;
+const HostRings::Slot* HostRings::lock_head(uint32_t src_node, uint32_t* pos) {
+  if (src_node >= nodes_ || src_node == node_) return nullptr;
   Consumer& c = consumers_[src_node];
   Slot* slots = ring(segments_[node_], src_node);
   const uint32_t peek = c.pos.load(std::memory_order_relaxed);
-  if (slots[peek % kSlots].seq.load(std::memory_order_acquire) != peek + 1) return false;
-  if (!c.lock.try_lock()) return false;
-  const uint32_t pos = c.pos.load(std::memory_order_relaxed);
-  const Slot& slot = slots[pos % kSlots];
-  if (pos != peek || slot.type != kCts) {
+  if (slots[peek % kSlots].seq.load(std::memory_order_acquire) != peek + 1) return nullptr;
+  if (!c.lock.try_lock()) return nullptr;
+  // Still at `peek` (no other thread took it meanwhile): the slot is the
+  // one seen full, and stays full until we free it.
+  if (c.pos.load(std::memory_order_relaxed) != peek) {
     c.lock.unlock();
-    return false;
+    return nullptr;
   }
-  *cookie = slot.tail.control.cookie;
-  *size = slot.tail.control.size;
-  // A control message takes one slot (release: after our reads).
-  tail(segments_[node_], src_node)->consumed.store(pos + 1, std::memory_order_release);
-  c.pos.store(pos + 1, std::memory_order_relaxed);
+  *pos = peek;
+  return &slots[peek % kSlots];
+}
+
+void HostRings::free_head(uint32_t src_node, uint32_t pos, uint32_t chunks) {
+  // The slots are the producer's again (release: after our reads).
+  tail(segments_[node_], src_node)->consumed.store(pos + chunks, std::memory_order_release);
+  consumers_[src_node].pos.store(pos + chunks, std::memory_order_relaxed);
+}
+
+bool HostRings::take_grant(uint32_t src_node, uint64_t* cookie, uint64_t* size) {
+  uint32_t pos = 0;
+  const Slot* slot = lock_head(src_node, &pos);
+  if (slot == nullptr) return false;
+  Consumer& c = consumers_[src_node];
+  const bool grant = slot->type == kCts;
+  if (grant) {
+    *cookie = slot->tail.control.cookie;
+    *size = slot->tail.control.size;
+    free_head(src_node, pos, 1);  // a control message takes one slot
+  }
   c.lock.unlock();
-  return true;
+  return grant;
 }
 
 const char* HostRings::stream_front(uint32_t src_node, uint32_t* nbytes) {
@@ -409,18 +425,14 @@ bool HostRings::peek_data(uint32_t src_node, uint32_t* src, uint32_t* dst, MsgKe
 template <typename Consume>
 bool HostRings::take_head(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, uint64_t nbytes,
                           bool* sized, int32_t* status, uint64_t* digest, Consume consume) {
-  if (src_node >= nodes_ || src_node == node_) return false;
+  uint32_t pos = 0;
+  const Slot* head = lock_head(src_node, &pos);
+  if (head == nullptr) return false;
   Consumer& c = consumers_[src_node];
-  Slot* slots = ring(segments_[node_], src_node);
-  const uint32_t peek = c.pos.load(std::memory_order_relaxed);
-  if (slots[peek % kSlots].seq.load(std::memory_order_acquire) != peek + 1) return false;
-  if (!c.lock.try_lock()) return false;
-  // Still at `peek` (no other thread took it meanwhile): the slot is the
-  // one seen full, and stays full until we free it.
-  const uint32_t pos = c.pos.load(std::memory_order_relaxed);
-  Slot& slot = slots[pos % kSlots];
+  const Slot* slots = ring(segments_[node_], src_node);
+  const Slot& slot = *head;
   // Another process wrote the slot: every field is checked before use.
-  const bool ours = pos == peek && slot.type == kData && slot.src == src && slot.dst == dst && slot.key == key;
+  const bool ours = slot.type == kData && slot.src == src && slot.dst == dst && slot.key == key;
   const uint32_t chunks = slot.chunks >= 1 && slot.chunks <= kMaxChunks ? slot.chunks : 1;
   const uint32_t size = slot.nbytes;
   const int32_t sent_status = slot.status;
@@ -433,9 +445,7 @@ bool HostRings::take_head(uint32_t src_node, uint32_t src, uint32_t dst, const M
   *sized = size == nbytes;
   *status = sent_status;
   *digest = slot.digest;
-  // The slots are the producer's again (release: after our reads).
-  tail(segments_[node_], src_node)->consumed.store(pos + chunks, std::memory_order_release);
-  c.pos.store(pos + chunks, std::memory_order_relaxed);
+  free_head(src_node, pos, chunks);
   c.taken_next.store(c.taken_next.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   c.lock.unlock();
   return true;

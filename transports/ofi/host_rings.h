@@ -183,6 +183,13 @@ class HostRings {
   // next from src_node is this one, consume(slots, pos, chunks, size,
   // deliverable) uses its payload (deliverable: exactly nbytes long, status
   // 0) and returns true, or false to leave the message where it is.
+  // The next message of src_node's ring, with that ring's consumer lock
+  // held (the caller unlocks), at *pos; nullptr, no lock held, when there is
+  // none, the node has no ring here, or another thread drains it.
+  struct Slot;
+  const Slot* lock_head(uint32_t src_node, uint32_t* pos);
+  // Under that lock: the `chunks` slots from pos are the producer's again.
+  void free_head(uint32_t src_node, uint32_t pos, uint32_t chunks);
   template <typename Consume>
   bool take_head(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, uint64_t nbytes, bool* sized,
                  int32_t* status, uint64_t* digest, Consume consume);

@@ -933,24 +933,26 @@ bool OfiTransport::advance_streams() {
   return did;
 }
 
+bool OfiTransport::next_granted(StreamOut& out) {
+  if (out.active != nullptr) return true;
+  out.lock.lock();
+  if (!out.granted.empty()) {
+    std::tie(out.active, out.chunk) = out.granted.front();
+    out.granted.pop_front();
+    out.done = 0;
+    out.copying.store(true, std::memory_order_relaxed);
+  }
+  out.lock.unlock();
+  return out.active != nullptr;
+}
+
 bool OfiTransport::advance_out(uint32_t node) {
   StreamOut& out = streams_out_[node];
   if (!out.copier.try_lock()) return false;  // another thread is copying
   bool did = false;
   std::pair<MsgOp*, int> finished[8];
   uint32_t count = 0;
-  while (count < 8) {
-    if (out.active == nullptr) {
-      out.lock.lock();
-      if (!out.granted.empty()) {
-        std::tie(out.active, out.chunk) = out.granted.front();
-        out.granted.pop_front();
-        out.done = 0;
-        out.copying.store(true, std::memory_order_relaxed);
-      }
-      out.lock.unlock();
-      if (out.active == nullptr) break;
-    }
+  while (count < 8 && next_granted(out)) {
     MsgOp* op = out.active;
     if (const int lost = out.lost.load(std::memory_order_acquire); lost != 0) {
       finished[count++] = {op, lost};
@@ -987,17 +989,7 @@ void OfiTransport::pump_sends() {
     if (!out.copier.try_lock()) continue;
     // advance_out's first step without its endings: a send that is all in,
     // or lost, stays active for the next progress call to complete.
-    if (out.active == nullptr) {
-      out.lock.lock();
-      if (!out.granted.empty()) {
-        std::tie(out.active, out.chunk) = out.granted.front();
-        out.granted.pop_front();
-        out.done = 0;
-        out.copying.store(true, std::memory_order_relaxed);
-      }
-      out.lock.unlock();
-    }
-    if (MsgOp* op = out.active;
+    if (MsgOp* op = next_granted(out) ? out.active : nullptr;
         op != nullptr && out.lost.load(std::memory_order_acquire) == 0 && out.done < op->nbytes) {
       const uint64_t put = rings_->stream_put(node, static_cast<const char*>(op->buf) + out.done,
                                               op->nbytes - out.done, out.chunk);

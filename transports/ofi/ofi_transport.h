@@ -289,6 +289,9 @@ class OfiTransport final : public Transport {
   // Under out.lock: the send announced as `cookie`, off `announced` (onto
   // `granted` with its chunk size when cts); nullptr for none.
   static MsgOp* answer_announced(StreamOut& out, uint64_t cookie, bool cts, uint64_t size);
+  // Under out.copier: when no send is being copied in, the next granted one
+  // becomes active; true when one is.
+  static bool next_granted(StreamOut& out);
   void stream_control(const HostRings::Message& m, Actions* actions);  // CTS / FIN, under lock_
   // A receive met an RTS from the ring; decline >= 0: answer FIN with it
   // instead. addr: the data in the sender (0: unknown).
