@@ -179,10 +179,6 @@ class HostRings {
   void stream_pop(uint32_t src_node);
 
  private:
-  // take_next's and take_next_in_place's common part: when the message
-  // next from src_node is this one, consume(slots, pos, chunks, size,
-  // deliverable) uses its payload (deliverable: exactly nbytes long, status
-  // 0) and returns true, or false to leave the message where it is.
   // The next message of src_node's ring, with that ring's consumer lock
   // held (the caller unlocks), at *pos; nullptr, no lock held, when there is
   // none, the node has no ring here, or another thread drains it.
@@ -190,6 +186,10 @@ class HostRings {
   const Slot* lock_head(uint32_t src_node, uint32_t* pos);
   // Under that lock: the `chunks` slots from pos are the producer's again.
   void free_head(uint32_t src_node, uint32_t pos, uint32_t chunks);
+  // take_next's and take_next_in_place's common part: when the message
+  // next from src_node is this one, consume(slots, pos, chunks, size,
+  // deliverable) uses its payload (deliverable: exactly nbytes long, status
+  // 0) and returns true, or false to leave the message where it is.
   template <typename Consume>
   bool take_head(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, uint64_t nbytes, bool* sized,
                  int32_t* status, uint64_t* digest, Consume consume);
@@ -261,8 +261,10 @@ class HostRings {
                uint64_t size);
   void ring_doorbell(uint32_t node);  // wakes `node`'s sleepers, if any
   struct Producer;
-  // After a push: asks for the next slot's header line for writing
-  // (PREFETCHW) while the caller goes on, when that slot is known free.
+  // After a push: asks for the next slot's header line and first data line
+  // for writing (PREFETCHW) while the caller goes on, when that slot is
+  // known free. Those lines were last read by the receiver; without this
+  // the next push's publishing store (a full fence) waits for them.
   void claim_next(const Producer& p, void* segment) const;
   // Under p.lock: room for `chunks` more slots in the ring to dst_node
   // (it looks at the consumer's progress only past what it knows is free).

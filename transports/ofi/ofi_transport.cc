@@ -884,7 +884,6 @@ void OfiTransport::arrive_from_ring(const HostRings::Message& m, Actions* action
   actions->deliveries.push_back({posted, status == 0 ? m.data : nullptr, nullptr, nullptr, status, nullptr});
 }
 
-// The sender's side of a CTS (grant) or FIN (declined, with a status).
 // The cookie came from another process: only a send still announced to
 // that node is taken.
 MsgOp* OfiTransport::answer_announced(StreamOut& out, uint64_t cookie, bool cts, uint64_t size) {
@@ -896,6 +895,7 @@ MsgOp* OfiTransport::answer_announced(StreamOut& out, uint64_t cookie, bool cts,
   return op;
 }
 
+// The sender's side of a CTS (grant) or FIN (declined, with a status).
 void OfiTransport::stream_control(const HostRings::Message& m, Actions* actions) {
   StreamOut& out = streams_out_[map_.node_of(m.src)];
   out.lock.lock();
