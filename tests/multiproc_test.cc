@@ -56,6 +56,20 @@ std::vector<std::smatch> summaries(const std::string& output) {
   for (std::sregex_iterator it(output.begin(), output.end(), line), end; it != end; ++it) out.push_back(*it);
   return out;
 }
+// The summary line's fields (summaries' groups).
+enum Field {
+  kNode = 2, kNodes = 3, kImages = 4, kChecks = 5, kFailures = 6, kWall = 7, kCpu = 8,
+  kUnexpected = 10, kCreditWaits = 11, kRendezvous = 12, kHostRing = 13, kRingFull = 14, kDirectReads = 15,
+  kPumped = 16,
+};
+
+// cfrun's status 0 and one summary line per node (the caller logs r.output).
+std::vector<std::smatch> node_summaries(const Run& r, size_t nodes) {
+  CHECK(r.status == 0);
+  auto lines = summaries(r.output);
+  REQUIRE(lines.size() == nodes);
+  return lines;
+}
 
 void expect_all_verified(const Run& r, int nodes, uint64_t min_checks_per_image) {
   INFO(r.output);
@@ -64,9 +78,9 @@ void expect_all_verified(const Run& r, int nodes, uint64_t min_checks_per_image)
   CHECK(lines.size() == static_cast<size_t>(nodes));
   uint64_t rendezvous = 0;
   for (const auto& m : lines) {
-    CHECK(m[6].str() == "0");
-    CHECK(std::stoull(m[5].str()) >= min_checks_per_image * std::stoull(m[4].str()));
-    rendezvous += std::stoull(m[12].str());
+    CHECK(m[kFailures].str() == "0");
+    CHECK(std::stoull(m[kChecks].str()) >= min_checks_per_image * std::stoull(m[kImages].str()));
+    rendezvous += std::stoull(m[kRendezvous].str());
   }
   CHECK(rendezvous > 0);  // the large sizes took the rendezvous path
 }
@@ -78,8 +92,8 @@ void expect_each_node(const Run& r, size_t nodes, const std::string& checks) {
   const auto lines = summaries(r.output);
   CHECK(lines.size() == nodes);
   for (const auto& m : lines) {
-    CHECK(m[6].str() == "0");
-    CHECK(m[5].str() == checks);
+    CHECK(m[kFailures].str() == "0");
+    CHECK(m[kChecks].str() == checks);
   }
 }
 
@@ -95,8 +109,8 @@ TEST_CASE("every collective over 2, 3 and 4 processes x 1 and 3 images matches t
       CHECK(r.output.find("provider shm") != std::string::npos);
       uint64_t direct = 0;
       for (const auto& m : summaries(r.output)) {
-        CHECK(std::stoull(m[13].str()) > 0);  // host rings used
-        direct += std::stoull(m[15].str());
+        CHECK(std::stoull(m[kHostRing].str()) > 0);  // host rings used
+        direct += std::stoull(m[kDirectReads].str());
       }
       CHECK(direct > 0);  // large exchanges read the sender's buffer (both directions busy)
     }
@@ -107,7 +121,7 @@ TEST_CASE("the same over tcp;ofi_rxm and over libfabric shm alone, and with CF_P
   for (const char* env : {"CF_OFI_PROVIDER='tcp;ofi_rxm' CF_HOST_RINGS=0", "CF_HOST_RINGS=0"}) {
     const Run r = run(env, "-n 2 --images 2 " + g_program);
     expect_all_verified(r, 2, 150);
-    for (const auto& m : summaries(r.output)) CHECK(m[13].str() == "0");  // no host rings
+    for (const auto& m : summaries(r.output)) CHECK(m[kHostRing].str() == "0");  // no host rings
   }
   expect_all_verified(run("CF_PROGRESS=block", "-n 3 --images 1 " + g_program), 3, 150);
   expect_all_verified(run("CF_PROGRESS=thread", "-n 2 --images 2 " + g_program), 2, 150);
@@ -144,7 +158,7 @@ TEST_CASE("a killed peer: every other process's wait returns CF_ERR_PEER_LOST na
   // Both survivors, both their images, within CF_PEER_TIMEOUT (5 s) of starting.
   const std::regex lost(R"(\[(0|2)\] lost: 2 waits returned CF_ERR_PEER_LOST: .*node 1 was lost)");
   CHECK(std::distance(std::sregex_iterator(r.output.begin(), r.output.end(), lost), std::sregex_iterator()) == 2);
-  for (const auto& m : summaries(r.output)) CHECK(std::stod(m[7].str()) < 5.0);
+  for (const auto& m : summaries(r.output)) CHECK(std::stod(m[kWall].str()) < 5.0);
 }
 
 TEST_CASE("a peer killed while a large message streams to it: the sender's wait returns CF_ERR_PEER_LOST") {
@@ -154,8 +168,8 @@ TEST_CASE("a peer killed while a large message streams to it: the sender's wait 
   CHECK(std::regex_search(r.output, std::regex(R"(\[1\] event at_ms=\d+ first byte 90)")));  // 0x5a arrived
   CHECK(std::regex_search(r.output, std::regex(R"(\[0\] lost: 1 waits returned CF_ERR_PEER_LOST: .*node 1 was lost)")));
   for (const auto& m : summaries(r.output)) {
-    CHECK(std::stod(m[7].str()) < 5.0);
-    CHECK(std::stoull(m[12].str()) > 0);  // it went by rendezvous (a host stream)
+    CHECK(std::stod(m[kWall].str()) < 5.0);
+    CHECK(std::stoull(m[kRendezvous].str()) > 0);  // it went by rendezvous (a host stream)
   }
 }
 
@@ -180,11 +194,11 @@ TEST_CASE("a flood of 10,000 unexpected messages at one image completes under cr
     const bool rings = std::string(env).find("CF_HOST_RINGS=0") == std::string::npos;
     uint64_t waits = 0, ring_sends = 0, ring_full = 0, unexpected = 0;
     for (const auto& m : lines) {
-      CHECK(m[6].str() == "0");  // every gathered value verified at image 0
-      if (m[2].str() == "0") unexpected = std::stoull(m[10].str());
-      waits += std::stoull(m[11].str());
-      if (m[2].str() != "0") ring_sends += std::stoull(m[13].str());
-      if (m[2].str() != "0") ring_full += std::stoull(m[14].str());
+      CHECK(m[kFailures].str() == "0");  // every gathered value verified at image 0
+      if (m[kNode].str() == "0") unexpected = std::stoull(m[kUnexpected].str());
+      waits += std::stoull(m[kCreditWaits].str());
+      if (m[kNode].str() != "0") ring_sends += std::stoull(m[kHostRing].str());
+      if (m[kNode].str() != "0") ring_full += std::stoull(m[kRingFull].str());
     }
     if (!rings) {
       // Through libfabric alone every gather reaches image 0 before it posts
@@ -218,28 +232,22 @@ TEST_CASE("a sender that runs past its ring while the receiver waits on a third 
   // finishes (cfrun's timeout).
   const Run r = run("", "-n 3 " + g_program + " runahead", 60);
   INFO(r.output);
-  CHECK(r.status == 0);
-  const auto lines = summaries(r.output);
-  REQUIRE(lines.size() == 3);
-  for (const auto& m : lines) {
-    CHECK(m[6].str() == "0");  // every broadcast delivered, in order
-    if (m[2].str() == "0") CHECK(std::stoull(m[14].str()) > 0);  // node 0 found its ring full
-    if (m[2].str() == "1") CHECK(std::stoull(m[10].str()) > 0);  // node 1 took some unasked
+  for (const auto& m : node_summaries(r, 3)) {
+    CHECK(m[kFailures].str() == "0");  // every broadcast delivered, in order
+    if (m[kNode].str() == "0") CHECK(std::stoull(m[kRingFull].str()) > 0);  // node 0 found its ring full
+    if (m[kNode].str() == "1") CHECK(std::stoull(m[kUnexpected].str()) > 0);  // node 1 took some unasked
   }
 }
 
 TEST_CASE("a root's own large block is copied while its stream goes out") {
   const Run r = run("", "-n 2 " + g_program + " pump", 60);
   INFO(r.output);
-  CHECK(r.status == 0);
-  const auto lines = summaries(r.output);
-  REQUIRE(lines.size() == 2);
-  for (const auto& m : lines) {
-    CHECK(m[6].str() == "0");  // every byte verified, the root's own block included
-    CHECK(std::stoull(m[5].str()) >= 4);
+  for (const auto& m : node_summaries(r, 2)) {
+    CHECK(m[kFailures].str() == "0");  // every byte verified, the root's own block included
+    CHECK(std::stoull(m[kChecks].str()) >= 4);
     // The root streamed part of each message from inside its own copy.
-    if (m[2].str() == "0") CHECK(std::stoull(m[16].str()) > 0);
-    if (m[2].str() == "1") CHECK(m[16].str() == "0");
+    if (m[kNode].str() == "0") CHECK(std::stoull(m[kPumped].str()) > 0);
+    if (m[kNode].str() == "1") CHECK(m[kPumped].str() == "0");
   }
 }
 
@@ -248,8 +256,8 @@ TEST_CASE("CF_PROGRESS=block keeps processes waiting on a late peer off the CPU"
   INFO(r.output);
   CHECK(r.status == 0);
   for (const auto& m : summaries(r.output)) {
-    if (m[2].str() != "0") continue;
-    const double wall = std::stod(m[7].str()), cpu = std::stod(m[8].str());
+    if (m[kNode].str() != "0") continue;
+    const double wall = std::stod(m[kWall].str()), cpu = std::stod(m[kCpu].str());
     CHECK(wall > 1.4);        // it did wait for the late peer
     CHECK(cpu < 0.5 * wall);  // and slept meanwhile
   }
@@ -263,7 +271,7 @@ TEST_CASE("under Open MPI's mpirun, cf_init joins the job through PMIx (no carfl
   const Run r = capture("CF_IMAGES=2 timeout 200 mpirun.openmpi --allow-run-as-root --oversubscribe -np 3 -x CF_IMAGES " +
                         g_program + " 2>&1");
   expect_all_verified(r, 3, 150);
-  for (const auto& m : summaries(r.output)) CHECK(m[3].str() == "3");  // one job of 3 nodes
+  for (const auto& m : summaries(r.output)) CHECK(m[kNodes].str() == "3");  // one job of 3 nodes
 }
 
 TEST_CASE("under Slurm's srun --mpi=pmix, cf_init joins the job through PMIx (no carflow launcher)") {
@@ -277,7 +285,7 @@ TEST_CASE("under Slurm's srun --mpi=pmix, cf_init joins the job through PMIx (no
   // -O: three tasks on fewer CPUs; --export: CF_IMAGES reaches the tasks.
   const Run r = capture("timeout 200 srun --mpi=pmix -O -n 3 --export=ALL,CF_IMAGES=2 " + g_program + " 2>&1");
   expect_all_verified(r, 3, 150);
-  for (const auto& m : summaries(r.output)) CHECK(m[3].str() == "3");  // one job of 3 nodes
+  for (const auto& m : summaries(r.output)) CHECK(m[kNodes].str() == "3");  // one job of 3 nodes
 }
 
 TEST_CASE("under a PMI-1 launcher (MPICH's mpirun) cf_init refuses with a clear error") {
@@ -409,9 +417,9 @@ TEST_CASE("a slow peer (stopped for twice CF_PEER_TIMEOUT) is not reported lost:
   const auto lines = summaries(r.output);
   CHECK(lines.size() == 3);
   for (const auto& m : lines) {
-    CHECK(m[5].str() == "1");
-    CHECK(m[6].str() == "0");
-    CHECK(std::stod(m[7].str()) >= 2 * kPeerTimeoutS);  // it really was stopped that long
+    CHECK(m[kChecks].str() == "1");
+    CHECK(m[kFailures].str() == "0");
+    CHECK(std::stod(m[kWall].str()) >= 2 * kPeerTimeoutS);  // it really was stopped that long
   }
 }
 
