@@ -680,6 +680,8 @@ int cf_get_net_stats(cf_net_stats_t* out) {
     out->host_ring = o.host_ring;
     out->ring_spills = o.ring_spills;
     out->pumped_bytes = o.pumped_bytes;
+    out->split_copies = o.split_copies;
+    out->split_written_bytes = o.split_written;
   }
   return succeed();
 }

@@ -97,6 +97,7 @@ bool Config::from_env(Config* out, std::string* error) {
       !read_uint("CF_HOST_RINGS", 0, 1, &rings, error) ||
       !read_uint("CF_CHECK", 0, 1, &check, error) ||
       !read_uint("CF_OFI_UNEXPECTED_BYTES", 0, uint64_t{1} << 40, &c.ofi_unexpected_bytes, error) ||
+      !read_uint("CF_HOST_SPLIT_BYTES", 0, uint64_t{1} << 40, &c.host_split_bytes, error) ||
       !read_seconds("CF_PEER_TIMEOUT", &c.peer_timeout_ms, error) ||
       !read_seconds("CF_EXIT_TIMEOUT", &c.exit_timeout_ms, error)) {
     return false;
@@ -217,6 +218,10 @@ std::vector<std::vector<std::string>> Config::describe() const {
                   "through shared-memory streams the receiver grants, or read from the sender's buffer "
                   "(process_vm_readv) while both directions are busy or, when the host's images outnumber its "
                   "cores, while no other node streams to the receiver (0 = libfabric only)"});
+  rows.push_back({"CF_HOST_SPLIT_BYTES", std::to_string(host_split_bytes),
+                  "between processes of one host with a core each: a message of at least this size in one "
+                  "direction is copied by both, the receiver reading pieces from the front of the sender's "
+                  "buffer while the sender writes pieces from the back into the receiver's (0 = never)"});
   rows.push_back({"CF_PEER_TIMEOUT", std::to_string(peer_timeout_ms / 1000.0).substr(0, 5),
                   "seconds: a dead or unreachable peer fails every wait with CF_ERR_PEER_LOST within this time "
                   "(liveness links with TCP keepalives; whole seconds, at least 2, for an unreachable host)"});

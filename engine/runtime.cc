@@ -173,6 +173,7 @@ int Runtime::connect_nodes(std::string* error) {
   options.eager_bytes = config_.eager_bytes;
   options.credits = config_.ofi_credits;
   options.unexpected_bytes = config_.ofi_unexpected_bytes;
+  options.split_bytes = config_.host_split_bytes;
   ofi_ = OfiTransport::open(provider, node_, nodes_, options, error);
   if (ofi_ == nullptr) return kErrTransport;
   if (!exchange(*boot_, node_, nodes_, "ep", to_hex(ofi_->address()), &addresses, error)) return kErrTransport;

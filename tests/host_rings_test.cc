@@ -140,32 +140,88 @@ TEST_CASE("take_next takes only the next message, and only when it is the receiv
   CHECK(fits == HostRings::kSlots);
 }
 
-TEST_CASE("take_grant takes only a CTS at the head of the ring, with its cookie and size") {
+TEST_CASE("take_grant takes only a grant (CTS or split) at the head of the ring, with its fields") {
   Pair p;
   auto batch = std::make_unique<HostRings::Message[]>(4);
-  uint64_t cookie = 0, size = 0;
-  CHECK_FALSE(p.node[0]->take_grant(1, &cookie, &size));  // nothing there
-  CHECK_FALSE(p.node[0]->take_grant(0, &cookie, &size));  // its own node: no ring
-  CHECK_FALSE(p.node[0]->take_grant(2, &cookie, &size));  // no such node
+  HostRings::Grant g;
+  CHECK_FALSE(p.node[0]->take_grant(1, &g));  // nothing there
+  CHECK_FALSE(p.node[0]->take_grant(0, &g));  // its own node: no ring
+  CHECK_FALSE(p.node[0]->take_grant(2, &g));  // no such node
   // A data message and a FIN ahead of a CTS: none taken, all left in order.
   const std::vector<char> small = payload(1, 8);
   REQUIRE(p.node[1]->push(0, 1, 0, MsgKey{0, 1, 1}, small.data(), small.size(), 0, 0));
   REQUIRE(p.node[1]->push_control(0, HostRings::kFin, 1, 0, MsgKey{0, 2, 1}, 0, 0, 77, 0));
   REQUIRE(p.node[1]->push_control(0, HostRings::kCts, 1, 0, MsgKey{0, 3, 1}, 0, 0, 88, 4096));
-  CHECK_FALSE(p.node[0]->take_grant(1, &cookie, &size));
+  REQUIRE(p.node[1]->push_control(0, HostRings::kSplit, 1, 0, MsgKey{0, 4, 1}, 5, 0, 99, 131072, 0x123000));
+  CHECK_FALSE(p.node[0]->take_grant(1, &g));
   REQUIRE(p.node[0]->poll(batch.get(), 1, UINT64_MAX, &take_all, nullptr) == 1);
   CHECK((batch[0].type == HostRings::kData && batch[0].key.seq == 1));
-  CHECK_FALSE(p.node[0]->take_grant(1, &cookie, &size));  // the FIN
+  CHECK_FALSE(p.node[0]->take_grant(1, &g));  // the FIN
   REQUIRE(p.node[0]->poll(batch.get(), 1, UINT64_MAX, &take_all, nullptr) == 1);
   CHECK((batch[0].type == HostRings::kFin && batch[0].cookie == 77));
-  // The CTS: taken with its fields, and gone from the ring.
-  REQUIRE(p.node[0]->take_grant(1, &cookie, &size));
-  CHECK((cookie == 88 && size == 4096));
+  // The CTS and the split grant: taken with their fields, and gone from the ring.
+  REQUIRE(p.node[0]->take_grant(1, &g));
+  CHECK((g.type == HostRings::kCts && g.cookie == 88 && g.size == 4096));
+  REQUIRE(p.node[0]->take_grant(1, &g));
+  CHECK((g.type == HostRings::kSplit && g.cookie == 99 && g.size == 131072 && g.addr == 0x123000 && g.status == 5));
   CHECK(p.node[0]->poll(batch.get(), 4, UINT64_MAX, &take_all, nullptr) == 0);
-  // Its slot is free again: a full ring's worth fits.
+  // Their slots are free again: a full ring's worth fits.
   uint32_t fits = 0;
   while (p.node[1]->push(0, 1, 0, MsgKey{0, 100 + fits, 1}, small.data(), small.size(), 0, 0)) ++fits;
   CHECK(fits == HostRings::kSlots);
+}
+
+TEST_CASE("a polled split grant carries the receiver's address and the generation") {
+  Pair p;
+  auto batch = std::make_unique<HostRings::Message[]>(4);
+  REQUIRE(p.node[1]->push_control(0, HostRings::kSplit, 1, 0, MsgKey{0, 4, 1}, 7, 0, 99, 131072, 0x456000));
+  REQUIRE(p.node[0]->poll(batch.get(), 4, UINT64_MAX, &take_all, nullptr) == 1);
+  CHECK((batch[0].type == HostRings::kSplit && batch[0].cookie == 99 && batch[0].size == 131072 &&
+         batch[0].addr == 0x456000 && batch[0].status == 7 && batch[0].nbytes == 0));
+}
+
+TEST_CASE("split copies: the receiver takes pieces from the front, the sender from the back, each once") {
+  Pair p;
+  // Node 0 receives from node 1: the word lives in node 0's segment.
+  HostRings& rx = *p.node[0];
+  HostRings& tx = *p.node[1];
+  int64_t returned = 0;
+  rx.split_begin(1, 3, 5);
+  CHECK(tx.split_take_back(0, 2) == -1);  // another generation takes nothing
+  CHECK(tx.split_take_back(0, 3) == 4);
+  CHECK(rx.split_take_front(1) == 0);
+  CHECK(tx.split_take_back(0, 3) == 3);
+  CHECK(rx.split_take_front(1) == 1);
+  CHECK(rx.split_take_front(1) == 2);
+  CHECK(rx.split_take_front(1) == -1);  // they met: nothing left
+  CHECK(tx.split_take_back(0, 3) == -1);
+  // The sender's two pieces are not finished yet: not settled.
+  CHECK_FALSE(rx.split_settled(1, 5, &returned));
+  tx.split_done(0, 4, true);
+  CHECK_FALSE(rx.split_settled(1, 5, &returned));
+  tx.split_done(0, 3, true);
+  REQUIRE(rx.split_settled(1, 5, &returned));
+  CHECK(returned == -1);
+  // The next transfer: a failed write gives its piece back to the receiver.
+  rx.split_begin(1, 4, 2);
+  CHECK(tx.split_take_back(0, 3) == -1);  // the old generation is over
+  CHECK(tx.split_take_back(0, 4) == 1);
+  tx.split_done(0, 1, false);
+  CHECK(rx.split_take_front(1) == 0);
+  REQUIRE(rx.split_settled(1, 2, &returned));
+  CHECK(returned == 1);
+  // Closed (a failed read): the sender takes nothing more; its piece in
+  // flight still has to finish before the copy is settled.
+  rx.split_begin(1, 5, 8);
+  CHECK(tx.split_take_back(0, 5) == 7);
+  CHECK(rx.split_take_front(1) == 0);
+  rx.split_close(1);
+  CHECK(tx.split_take_back(0, 5) == -1);
+  CHECK(rx.split_take_front(1) == -1);
+  CHECK_FALSE(rx.split_settled(1, 8, &returned));
+  tx.split_done(0, 7, true);
+  REQUIRE(rx.split_settled(1, 8, &returned));
+  CHECK(returned == -1);
 }
 
 TEST_CASE("direct reads: the owner check knows this process and its pid") {

@@ -651,6 +651,53 @@ int main(int argc, char** argv) {
           break;
         }
       }
+    } else if (mode == "split") {
+      // Large messages one way between 2 processes, each copied by both
+      // (split copies): broadcasts of sizes that are and are not whole
+      // pieces, and a gather toward node 0 (node 1 sends). Rounds go on, at
+      // least 2 and at most 200, until the senders have written part of a
+      // message (it depends on the scheduler which process takes which
+      // piece); node 0 says when to stop.
+      const size_t sizes[] = {4 << 20, (3 << 20) + 12345, 256 << 10};
+      std::vector<uint8_t> src(8 << 20), dst(8 << 20);
+      for (uint32_t round = 0, more = 1; more != 0; ++round) {
+        for (size_t bytes : sizes) {
+          for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(me == 0 ? i * 11 + round + bytes : 0);
+          std::fill(dst.begin(), dst.end(), 0xee);
+          log.checks++;
+          if (cf_coll_broadcast(CF_TEAM_ALL, dst.data(), 0, src.data(), bytes, kLocal) != CF_OK) {
+            log.fail(std::string("split: broadcast: ") + cf_last_error());
+          }
+          for (size_t i = 0; i < bytes + 64; ++i) {
+            const uint8_t want = i < bytes ? static_cast<uint8_t>(i * 11 + round + bytes) : 0xee;
+            if (dst[i] != want) {
+              log.fail("split: broadcast of " + std::to_string(bytes) + " in round " + std::to_string(round) +
+                       ": byte " + std::to_string(i));
+              break;
+            }
+          }
+        }
+        const size_t block = 2 << 20;
+        for (size_t i = 0; i < block; ++i) src[i] = static_cast<uint8_t>(i * 5 + me + round);
+        std::fill(dst.begin(), dst.end(), 0xee);
+        log.checks++;
+        if (cf_coll_gather(CF_TEAM_ALL, 0, dst.data(), src.data(), block, kLocal) != CF_OK) {
+          log.fail(std::string("split: gather: ") + cf_last_error());
+        }
+        for (size_t i = 0; me == 0 && i < 2 * block; ++i) {
+          if (dst[i] != static_cast<uint8_t>((i % block) * 5 + i / block + round)) {
+            log.fail("split: gather in round " + std::to_string(round) + ": byte " + std::to_string(i));
+            break;
+          }
+        }
+        cf_net_stats_t net{};
+        cf_get_net_stats(&net);
+        uint32_t go_on = round + 1 < 2 || (net.split_written_bytes == 0 && round + 1 < 200) ? 1 : 0;
+        if (cf_coll_broadcast(CF_TEAM_ALL, &more, 0, &go_on, sizeof more, kLocal) != CF_OK) {
+          log.fail(std::string("split: ") + cf_last_error());
+          break;
+        }
+      }
     } else if (mode == "runahead") {
       cf_team_t t01 = CF_TEAM_NULL, t02 = CF_TEAM_NULL, t12 = CF_TEAM_NULL;
       cf_team_split(CF_TEAM_ALL, me != 2 ? 0 : -1, static_cast<int>(me), &t01);
@@ -740,12 +787,13 @@ int main(int argc, char** argv) {
   cf_get_net_stats(&net);
   std::printf("mp %s: node %u of %u, %u images per node: %llu checks, %zu failures, %.2f s wall, %.2f s cpu, "
               "provider %s, %llu unexpected, %llu credit waits, %llu rendezvous, %llu host ring, %llu ring full, "
-              "%llu direct reads, %llu pumped\n",
+              "%llu direct reads, %llu pumped, %llu split copies, %llu split written\n",
               mode.c_str(), cf_mynode(), cf_nodes(), images, (unsigned long long)log.checks.load(),
               log.failures.size(), seconds, cpu, net.provider, (unsigned long long)net.unexpected,
               (unsigned long long)net.credit_waits, (unsigned long long)net.rendezvous,
               (unsigned long long)net.host_ring, (unsigned long long)net.ring_spills,
-              (unsigned long long)net.direct_reads, (unsigned long long)net.pumped_bytes);
+              (unsigned long long)net.direct_reads, (unsigned long long)net.pumped_bytes,
+              (unsigned long long)net.split_copies, (unsigned long long)net.split_written_bytes);
   std::fflush(stdout);
   const bool lost = lost_seen > 0;
   // The cut node's link to the launcher is cut too: its goodbye could only

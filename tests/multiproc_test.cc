@@ -51,7 +51,7 @@ Run run(const std::string& env, const std::string& args, int timeout_s = 200) {
 // The summary lines of mp_collectives, one per process.
 std::vector<std::smatch> summaries(const std::string& output) {
   static const std::regex line(
-      R"(mp (\w+): node (\d+) of (\d+), (\d+) images per node: (\d+) checks, (\d+) failures, ([\d.]+) s wall, ([\d.]+) s cpu, provider ([^,]+), (\d+) unexpected, (\d+) credit waits, (\d+) rendezvous, (\d+) host ring, (\d+) ring full, (\d+) direct reads, (\d+) pumped)");
+      R"(mp (\w+): node (\d+) of (\d+), (\d+) images per node: (\d+) checks, (\d+) failures, ([\d.]+) s wall, ([\d.]+) s cpu, provider ([^,]+), (\d+) unexpected, (\d+) credit waits, (\d+) rendezvous, (\d+) host ring, (\d+) ring full, (\d+) direct reads, (\d+) pumped, (\d+) split copies, (\d+) split written)");
   std::vector<std::smatch> out;
   for (std::sregex_iterator it(output.begin(), output.end(), line), end; it != end; ++it) out.push_back(*it);
   return out;
@@ -60,7 +60,7 @@ std::vector<std::smatch> summaries(const std::string& output) {
 enum Field {
   kNode = 2, kNodes = 3, kImages = 4, kChecks = 5, kFailures = 6, kWall = 7, kCpu = 8,
   kUnexpected = 10, kCreditWaits = 11, kRendezvous = 12, kHostRing = 13, kRingFull = 14, kDirectReads = 15,
-  kPumped = 16,
+  kPumped = 16, kSplitCopies = 17, kSplitWritten = 18,
 };
 
 // cfrun's status 0 and one summary line per node (the caller logs r.output).
@@ -239,15 +239,41 @@ TEST_CASE("a sender that runs past its ring while the receiver waits on a third 
   }
 }
 
-TEST_CASE("a root's own large block is copied while its stream goes out") {
-  const Run r = run("", "-n 2 " + g_program + " pump", 60);
+TEST_CASE("a root's own large block is copied while its message goes out") {
+  // Split copies (the default) and streams (CF_HOST_SPLIT_BYTES=0).
+  for (const char* env : {"", "CF_HOST_SPLIT_BYTES=0"}) {
+    const Run r = run(env, "-n 2 " + g_program + " pump", 60);
+    INFO(env, r.output);
+    for (const auto& m : node_summaries(r, 2)) {
+      CHECK(m[kFailures].str() == "0");  // every byte verified, the root's own block included
+      CHECK(std::stoull(m[kChecks].str()) >= 4);
+      // The root sent part of each message from inside its own copy.
+      if (m[kNode].str() == "0") CHECK(std::stoull(m[kPumped].str()) > 0);
+      if (m[kNode].str() == "1") CHECK(m[kPumped].str() == "0");
+      if (*env != 0) CHECK(m[kSplitCopies].str() == "0");
+    }
+  }
+}
+
+TEST_CASE("a large message one way is copied by both processes, each its share (split copies)") {
+  const Run r = run("", "-n 2 " + g_program + " split", 120);
   INFO(r.output);
   for (const auto& m : node_summaries(r, 2)) {
-    CHECK(m[kFailures].str() == "0");  // every byte verified, the root's own block included
-    CHECK(std::stoull(m[kChecks].str()) >= 4);
-    // The root streamed part of each message from inside its own copy.
-    if (m[kNode].str() == "0") CHECK(std::stoull(m[kPumped].str()) > 0);
-    if (m[kNode].str() == "1") CHECK(m[kPumped].str() == "0");
+    CHECK(m[kFailures].str() == "0");  // every byte in place, none past the end
+    CHECK(std::stoull(m[kChecks].str()) >= 8);
+    // Node 1 receives the broadcasts, node 0 the gather: each by split
+    // copies, with its sender writing part of some of them.
+    CHECK(std::stoull(m[kSplitCopies].str()) > 0);
+    CHECK(std::stoull(m[kSplitWritten].str()) > 0);
+    CHECK(m[kDirectReads].str() == "0");
+  }
+  // Off: the same messages stream.
+  const Run off = run("CF_HOST_SPLIT_BYTES=0", "-n 2 " + g_program + " split", 120);
+  INFO(off.output);
+  for (const auto& m : node_summaries(off, 2)) {
+    CHECK(m[kFailures].str() == "0");
+    CHECK(m[kSplitCopies].str() == "0");
+    CHECK(m[kSplitWritten].str() == "0");
   }
 }
 

@@ -185,8 +185,8 @@ bool HostRings::push_one(uint32_t dst_node, uint32_t src, uint32_t dst, const Ms
 
 bool HostRings::push_control(uint32_t dst_node, Type type, uint32_t src, uint32_t dst, const MsgKey& key,
                              int status, uint64_t digest, uint64_t cookie, uint64_t size, uint64_t addr) {
-  // An RTS's address travels as its slot's 8 bytes of data.
-  const bool rts = type == kRts;
+  // An RTS's (or kSplit's) address travels as its slot's 8 bytes of data.
+  const bool rts = type == kRts || type == kSplit;
   return publish(dst_node, type, src, dst, key, rts ? &addr : nullptr, rts ? sizeof addr : 0,
                  status, digest, cookie, size);
 }
@@ -313,19 +313,87 @@ void HostRings::free_head(uint32_t src_node, uint32_t pos, uint32_t chunks) {
   consumers_[src_node].pos.store(pos + chunks, std::memory_order_relaxed);
 }
 
-bool HostRings::take_grant(uint32_t src_node, uint64_t* cookie, uint64_t* size) {
+bool HostRings::take_grant(uint32_t src_node, Grant* grant) {
   uint32_t pos = 0;
   const Slot* slot = lock_head(src_node, &pos);
   if (slot == nullptr) return false;
   Consumer& c = consumers_[src_node];
-  const bool grant = slot->type == kCts;
-  if (grant) {
-    *cookie = slot->tail.control.cookie;
-    *size = slot->tail.control.size;
+  const Type type = slot->type;
+  const bool granted = type == kCts || type == kSplit;
+  if (granted) {
+    grant->type = type;
+    grant->status = slot->status;
+    grant->cookie = slot->tail.control.cookie;
+    grant->size = slot->tail.control.size;
+    grant->addr = 0;
+    if (type == kSplit && slot->nbytes == sizeof grant->addr) std::memcpy(&grant->addr, slot->data, sizeof grant->addr);
     free_head(src_node, pos, 1);  // a control message takes one slot
   }
   c.lock.unlock();
-  return grant;
+  return granted;
+}
+
+void HostRings::split_begin(uint32_t src_node, uint32_t gen, uint32_t pieces) {
+  Split* sp = split(segments_[node_], src_node);
+  sp->finished.store(0, std::memory_order_relaxed);
+  sp->returned.store(0, std::memory_order_relaxed);
+  // Release: the counters are reset before the sender can see the new
+  // generation (it learns it from the kSplit pushed after this).
+  sp->cursors.store(split_word(gen, 0, std::min(pieces, kSplitMaxPieces)), std::memory_order_release);
+}
+
+int64_t HostRings::split_take_front(uint32_t src_node) {
+  Split* sp = split(segments_[node_], src_node);
+  constexpr uint64_t kMask = kSplitMaxPieces;
+  uint64_t w = sp->cursors.load(std::memory_order_acquire);
+  for (;;) {
+    const uint64_t front = w >> kSplitPieceBits & kMask, back = w & kMask;
+    if (front >= back) return -1;
+    if (sp->cursors.compare_exchange_weak(w, w + (uint64_t{1} << kSplitPieceBits), std::memory_order_acq_rel)) {
+      return static_cast<int64_t>(front);
+    }
+  }
+}
+
+void HostRings::split_close(uint32_t src_node) {
+  Split* sp = split(segments_[node_], src_node);
+  constexpr uint64_t kMask = kSplitMaxPieces;
+  uint64_t w = sp->cursors.load(std::memory_order_acquire);
+  // front = back: what the sender took stays its; nothing else is taken.
+  while (!sp->cursors.compare_exchange_weak(
+      w, split_word(w >> (2 * kSplitPieceBits), w & kMask, w & kMask), std::memory_order_acq_rel)) {
+  }
+}
+
+bool HostRings::split_settled(uint32_t src_node, uint32_t pieces, int64_t* returned) const {
+  const Split* sp = split(segments_[node_], src_node);
+  constexpr uint64_t kMask = kSplitMaxPieces;
+  const uint64_t w = sp->cursors.load(std::memory_order_acquire);
+  const uint64_t front = w >> kSplitPieceBits & kMask, back = w & kMask;
+  if (front < back) return false;
+  // The sender took the pieces from back to the end it was given; they are
+  // all done when `finished` says so (acquire: after its writes).
+  const uint64_t total = std::min(pieces, kSplitMaxPieces);
+  if (back > total || sp->finished.load(std::memory_order_acquire) < total - back) return false;
+  *returned = static_cast<int64_t>(sp->returned.load(std::memory_order_acquire)) - 1;
+  return true;
+}
+
+int64_t HostRings::split_take_back(uint32_t dst_node, uint32_t gen) {
+  Split* sp = split(segments_[dst_node], node_);
+  constexpr uint64_t kMask = kSplitMaxPieces;
+  uint64_t w = sp->cursors.load(std::memory_order_acquire);
+  for (;;) {
+    const uint64_t front = w >> kSplitPieceBits & kMask, back = w & kMask;
+    if (w >> (2 * kSplitPieceBits) != gen || front >= back) return -1;
+    if (sp->cursors.compare_exchange_weak(w, w - 1, std::memory_order_acq_rel)) return static_cast<int64_t>(back - 1);
+  }
+}
+
+void HostRings::split_done(uint32_t dst_node, uint32_t piece, bool ok) {
+  Split* sp = split(segments_[dst_node], node_);
+  if (!ok) sp->returned.store(piece + 1, std::memory_order_relaxed);
+  sp->finished.fetch_add(1, std::memory_order_release);
 }
 
 const char* HostRings::stream_front(uint32_t src_node, uint32_t* nbytes) {
@@ -496,9 +564,9 @@ uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted 
       if (slot.seq.load(std::memory_order_acquire) != pos + 1) break;
       // Another process wrote this: an unknown type reads as a FIN of no
       // send, which the transport ignores.
-      const bool known = slot.type <= kFin;
+      const bool known = slot.type <= kSplit;
       const Type type = known ? slot.type : kFin;
-      const bool control = type == kCts || type == kFin;
+      const bool control = type == kCts || type == kFin || type == kSplit;
       // At the head: fewer than kMaxChunks slots free when the slot
       // kSlots - kMaxChunks past it is written (one more load).
       const bool head = pos == start;
@@ -533,7 +601,9 @@ uint32_t HostRings::poll(Message* out, uint32_t max, uint64_t max_bytes, Wanted 
       m.size = inline_data ? 0 : slot.tail.control.size;
       m.nbytes = type == kData ? std::min<uint32_t>(slot.nbytes, chunks * kPayload) : 0;
       m.addr = 0;
-      if (type == kRts && slot.nbytes == sizeof m.addr) std::memcpy(&m.addr, slot.data, sizeof m.addr);
+      if ((type == kRts || type == kSplit) && slot.nbytes == sizeof m.addr) {
+        std::memcpy(&m.addr, slot.data, sizeof m.addr);
+      }
       bytes += m.nbytes;
       copy_out(slots, pos, chunks, m.nbytes, inline_data, m.data);
       pos += chunks;

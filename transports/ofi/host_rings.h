@@ -20,6 +20,14 @@
 // overlap, instead of a kernel-assisted single copy (process_vm_readv runs
 // at about a quarter of memcpy's speed on hosts like the 2-core VM this was
 // measured on: 400 us against 100 us for 4 MiB).
+//
+// Split copies (large messages): both processes copy, each its share,
+// straight between the user buffers. The receiver reads pieces from the
+// front of the sender's buffer (process_vm_readv) while the sender writes
+// pieces from the back into the receiver's buffer (process_vm_writev); each
+// takes its next piece from one word in the receiver's segment, so the
+// process with less else to do copies more. One transfer at a time per node
+// pair, told apart by a generation number in that word.
 #pragma once
 
 #include <atomic>
@@ -60,10 +68,12 @@ class HostRings {
   // sender's MsgOp: kRts announces a large message of `size` bytes (src,
   // dst, key, status and digest as for data) and where it lies in the
   // sender (`addr`, for a direct read); kCts grants the stream, in chunks
-  // of `size` bytes; kFin declines it with `status` (a mismatch, or the
-  // sender's own failure passed back), or with status 0 says the receiver
-  // read the bytes itself.
-  enum Type : uint8_t { kData = 0, kRts = 1, kCts = 2, kFin = 3 };
+  // of `size` bytes; kSplit asks for a split copy of transfer `status`
+  // (its generation) in pieces of `size` bytes into the receiver's buffer
+  // at `addr`; kFin declines it with `status` (a mismatch, or the sender's
+  // own failure passed back), or with status 0 says the receiver read the
+  // bytes itself (or, after a kSplit, that the copy is done).
+  enum Type : uint8_t { kData = 0, kRts = 1, kCts = 2, kFin = 3, kSplit = 4 };
 
   struct Message {
     uint32_t src = 0, dst = 0;  // images
@@ -73,7 +83,7 @@ class HostRings {
     uint64_t digest = 0;  // MsgOp::digest
     Type type = kData;
     uint64_t cookie = 0, size = 0;  // control messages (see Type)
-    uint64_t addr = 0;              // kRts: the data's address in the sender
+    uint64_t addr = 0;              // kRts: the data's address in the sender; kSplit: the receiver's buffer
     alignas(64) char data[kMaxBytes];  // aligned: reduction kernels read it as elements
   };
 
@@ -94,8 +104,8 @@ class HostRings {
   // in the header's line, up to 64 are copied without a library call.
   bool push_one(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey& key, const void* data,
                 uint32_t nbytes, int status, uint64_t digest);
-  // Queues a one-slot control message (see Type; addr: kRts's); false when
-  // the ring is full.
+  // Queues a one-slot control message (see Type; addr: kRts's and
+  // kSplit's); false when the ring is full.
   bool push_control(uint32_t dst_node, Type type, uint32_t src, uint32_t dst, const MsgKey& key,
                     int status, uint64_t digest, uint64_t cookie, uint64_t size, uint64_t addr = 0);
   // The process that owns `node`'s segment (0: unknown), for direct reads.
@@ -141,11 +151,17 @@ class HostRings {
   using Use = void (*)(void* ctx, const char* payload, uint32_t nbytes);
   bool take_next_in_place(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, uint64_t nbytes,
                           bool* sized, int32_t* status, uint64_t* digest, Use use, void* ctx);
-  // Takes the next message of src_node's ring when it is a CTS: true with
-  // its cookie and size. False (nothing taken) for any other message, none,
-  // or another thread draining the ring. For a sender that tops up its
-  // streams from inside other work (OfiTransport::pump_sends).
-  bool take_grant(uint32_t src_node, uint64_t* cookie, uint64_t* size);
+  // Takes the next message of src_node's ring when it is a grant (kCts or
+  // kSplit): true with its fields in *grant. False (nothing taken) for any
+  // other message, none, or another thread draining the ring. For a sender
+  // that tops up its transfers from inside other work
+  // (OfiTransport::pump_sends).
+  struct Grant {
+    Type type = kCts;
+    int32_t status = 0;  // kSplit: the generation
+    uint64_t cookie = 0, size = 0, addr = 0;
+  };
+  bool take_grant(uint32_t src_node, Grant* grant);
   // A look at the next message of src_node's ring, without taking it or
   // its lock: true with its images and key when it is a data message.
   // Only a hint (another process writes the ring, another thread may take
@@ -177,6 +193,31 @@ class HostRings {
   // nullptr; stream_pop frees it for the sender.
   const char* stream_front(uint32_t src_node, uint32_t* nbytes);
   void stream_pop(uint32_t src_node);
+
+  // Split copies (see the top). Pieces are numbered 0 .. pieces - 1; the
+  // receiver takes them from the front, the sender from the back.
+  // Generations and piece counts fit the word that holds both cursors.
+  static constexpr uint32_t kSplitGenBits = 24, kSplitPieceBits = 20;
+  static constexpr uint32_t kSplitMaxPieces = (1u << kSplitPieceBits) - 1;
+  // Receiver: transfer `gen` (nonzero, below 2^24) of `pieces` pieces from
+  // src_node starts (before its kSplit is pushed).
+  void split_begin(uint32_t src_node, uint32_t gen, uint32_t pieces);
+  // Receiver: the next piece from the front, or -1 when none is left.
+  int64_t split_take_front(uint32_t src_node);
+  // Receiver: no piece is handed out any more (a failed read, a lost sender).
+  void split_close(uint32_t src_node);
+  // Receiver: true when no piece of the transfer's `pieces` is left to
+  // take and every piece the sender took is written or given back;
+  // *returned: the piece the sender gave back (its write failed: the
+  // receiver reads it), or -1. (Another process writes the counters: the
+  // caller checks *returned against pieces.)
+  bool split_settled(uint32_t src_node, uint32_t pieces, int64_t* returned) const;
+  // Sender: the next piece from the back of transfer `gen` to dst_node, or
+  // -1 when none is left (or that transfer is over).
+  int64_t split_take_back(uint32_t dst_node, uint32_t gen);
+  // Sender: a piece it took is written (ok), or given back (!ok; it then
+  // takes no more of this transfer).
+  void split_done(uint32_t dst_node, uint32_t piece, bool ok);
 
  private:
   // The next message of src_node's ring, with that ring's consumer lock
@@ -231,6 +272,19 @@ class HostRings {
   struct alignas(64) Tail {
     std::atomic<uint32_t> consumed;
   };
+  // One per source node: the split copy from it (see split_begin). cursors
+  // = gen (24 bits) | front (20) | back (20): pieces below front are the
+  // receiver's, pieces from back on the sender's. finished counts the
+  // sender's pieces written or given back; returned is a given-back
+  // piece + 1 (0: none).
+  struct alignas(64) Split {
+    std::atomic<uint64_t> cursors;
+    std::atomic<uint32_t> finished;
+    std::atomic<uint32_t> returned;
+  };
+  static uint64_t split_word(uint64_t gen, uint64_t front, uint64_t back) {
+    return gen << (2 * kSplitPieceBits) | front << kSplitPieceBits | back;
+  }
   struct alignas(64) StreamSlot {
     std::atomic<uint32_t> seq;
     uint32_t nbytes;
@@ -239,7 +293,7 @@ class HostRings {
   };
   static size_t segment_bytes(uint32_t nodes) {
     return size_t{nodes} * kSlots * sizeof(Slot) + sizeof(Control) + size_t{nodes} * sizeof(Tail) +
-           size_t{nodes} * kStreamSlots * sizeof(StreamSlot);
+           size_t{nodes} * kStreamSlots * sizeof(StreamSlot) + size_t{nodes} * sizeof(Split);
   }
   Tail* tail(void* segment, uint32_t src_node) const {
     char* base = static_cast<char*>(segment) + size_t{nodes_} * kSlots * sizeof(Slot) + sizeof(Control);
@@ -248,6 +302,9 @@ class HostRings {
   StreamSlot* stream(void* segment, uint32_t src_node) const {
     char* base = reinterpret_cast<char*>(tail(segment, 0)) + size_t{nodes_} * sizeof(Tail);
     return reinterpret_cast<StreamSlot*>(base) + size_t{src_node} * kStreamSlots;
+  }
+  Split* split(void* segment, uint32_t src_node) const {
+    return reinterpret_cast<Split*>(stream(segment, 0) + size_t{nodes_} * kStreamSlots) + src_node;
   }
 
   Control* control(uint32_t node) const {

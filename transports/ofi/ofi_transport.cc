@@ -149,7 +149,21 @@ struct alignas(64) OfiTransport::StreamOut {
   std::deque<std::pair<MsgOp*, uint32_t>> granted;  // CTS came: the send and its chunk size
   std::atomic<int> lost{0};
   std::atomic<bool> copying{false};  // a send is being copied in (a hint for the receiver)
+  // kSplit grants of sends still announced, in order: the sender writes
+  // pieces from the back of each (host_rings.h, split copies). The send's
+  // buffer and size are copied here: the FIN that ends the copy may
+  // complete the send while a copier looks at its entry.
+  struct Split {
+    uint64_t cookie;
+    const char* src;
+    uint64_t nbytes;
+    uint64_t dst;    // the receiver's buffer, in the receiver
+    uint32_t gen;    // the transfer's generation
+    uint64_t piece;  // bytes per piece
+  };
+  std::deque<Split> splits;
   SpinLock copier;                // the thread copying in; what follows is its
+  int writes = -1;                // process_vm_writev into the node's owner is allowed (-1: not asked yet)
   MsgOp* active = nullptr;
   uint32_t chunk = 0;
   uint64_t done = 0;
@@ -170,6 +184,12 @@ struct alignas(64) OfiTransport::StreamIn {
   Matched now{};
   bool answered = false;  // the CTS / FIN is in the ring
   bool direct = false;    // this receive reads the sender's buffer itself (read_direct)
+  bool split = false;     // this receive is a split copy (advance_split)
+  bool settled = false;   // ... whose pieces are all in (its FIN is next)
+  int split_status = 0;   // ... and how it ended (a failed read)
+  uint32_t gen = 0;       // the last split copy's generation from this node
+  uint32_t pieces = 0;    // ... its pieces and their size
+  uint64_t piece = 0;
   bool owner_checked = false;  // HostRings::reads_owner asked for this node (once)
   std::atomic<bool> direct_failed{false};  // a direct read from this node failed once: streams only
   std::atomic<uint32_t> accepted{0};  // receives queued or being copied (streams_from_others)
@@ -851,7 +871,7 @@ OfiTransport::Unexpected* OfiTransport::take_block(uint64_t data_bytes) {
 // The ring is shared memory another process writes: images are checked.
 void OfiTransport::arrive_from_ring(const HostRings::Message& m, Actions* actions) {
   if (m.src >= map_.total()) return;
-  if (m.type == HostRings::kCts || m.type == HostRings::kFin) {
+  if (m.type == HostRings::kCts || m.type == HostRings::kFin || m.type == HostRings::kSplit) {
     stream_control(m, actions);
     return;
   }
@@ -892,13 +912,69 @@ MsgOp* OfiTransport::answer_announced(StreamOut& out, uint64_t cookie, bool cts,
   MsgOp* op = *it;
   out.announced.erase(it);
   if (cts) out.granted.emplace_back(op, static_cast<uint32_t>(std::clamp<uint64_t>(size, 1, HostRings::kStreamChunk)));
+  // A FIN ends a split copy too: its entry goes (a copier holding a copy
+  // of it finds the transfer over).
+  std::erase_if(out.splits, [cookie](const StreamOut::Split& sp) { return sp.cookie == cookie; });
   return op;
+}
+
+// The grant's fields came from another process: a piece size below a page,
+// or no address, leaves the whole copy to the receiver.
+void OfiTransport::add_split(StreamOut& out, uint64_t cookie, uint64_t piece, uint64_t addr, int32_t gen) {
+  auto it = std::find(out.announced.begin(), out.announced.end(), reinterpret_cast<MsgOp*>(cookie));
+  if (it == out.announced.end() || addr == 0 || piece < 4096) return;
+  const MsgOp* op = *it;
+  out.splits.push_back({cookie, static_cast<const char*>(op->buf), op->nbytes, addr, static_cast<uint32_t>(gen), piece});
+}
+
+uint64_t OfiTransport::write_split_pieces(uint32_t node, uint32_t max) {
+  StreamOut& out = streams_out_[node];
+  uint64_t wrote = 0;
+  for (uint32_t written = 0; written < max;) {
+    out.lock.lock();
+    if (out.splits.empty()) {
+      out.lock.unlock();
+      break;
+    }
+    const StreamOut::Split sp = out.splits.front();
+    out.lock.unlock();
+    if (out.writes < 0) out.writes = rings_->reads_owner(node) ? 1 : 0;
+    const bool may = out.writes == 1 && out.lost.load(std::memory_order_acquire) == 0;
+    const int64_t k = may ? rings_->split_take_back(node, sp.gen) : -1;
+    if (k < 0) {  // the receiver has the rest: this copy is done here
+      out.lock.lock();
+      if (!out.splits.empty() && out.splits.front().cookie == sp.cookie && out.splits.front().gen == sp.gen) {
+        out.splits.pop_front();
+      }
+      out.lock.unlock();
+      continue;
+    }
+    // The piece is ours until split_done: the receiver waits for it, so the
+    // send (and its buffer) lives until then.
+    const uint64_t at = static_cast<uint64_t>(k) * sp.piece;
+    const uint64_t n = at < sp.nbytes ? std::min(sp.piece, sp.nbytes - at) : 0;
+    iovec local{const_cast<char*>(sp.src) + at, n};
+    iovec remote{reinterpret_cast<void*>(sp.dst + at), n};
+    const bool ok = n == 0 || ::process_vm_writev(rings_->pid_of(node), &local, 1, &remote, 1, 0) ==
+                                  static_cast<ssize_t>(n);
+    rings_->split_done(node, static_cast<uint32_t>(k), ok);
+    if (!ok) out.writes = 0;  // given back; from now on the receivers copy alone
+    wrote += ok ? n : 0;
+    ++written;
+  }
+  if (wrote > 0) split_written_.fetch_add(wrote, std::memory_order_relaxed);
+  return wrote;
 }
 
 // The sender's side of a CTS (grant) or FIN (declined, with a status).
 void OfiTransport::stream_control(const HostRings::Message& m, Actions* actions) {
   StreamOut& out = streams_out_[map_.node_of(m.src)];
   out.lock.lock();
+  if (m.type == HostRings::kSplit) {
+    add_split(out, m.cookie, m.size, m.addr, m.status);
+    out.lock.unlock();
+    return;
+  }
   MsgOp* op = answer_announced(out, m.cookie, m.type == HostRings::kCts, m.size);
   out.lock.unlock();
   if (op != nullptr && m.type == HostRings::kFin) {
@@ -949,7 +1025,8 @@ bool OfiTransport::next_granted(StreamOut& out) {
 bool OfiTransport::advance_out(uint32_t node) {
   StreamOut& out = streams_out_[node];
   if (!out.copier.try_lock()) return false;  // another thread is copying
-  bool did = false;
+  // Split copies first: up to 8 pieces a call (1 MiB), then the streams.
+  bool did = write_split_pieces(node, 8) > 0;
   std::pair<MsgOp*, int> finished[8];
   uint32_t count = 0;
   while (count < 8 && next_granted(out)) {
@@ -980,13 +1057,24 @@ void OfiTransport::pump_sends() {
   for (uint32_t node = 0; node < nodes_; ++node) {
     if (node == node_) continue;
     StreamOut& out = streams_out_[node];
-    uint64_t cookie = 0, size = 0;
-    while (rings_->take_grant(node, &cookie, &size)) {
+    HostRings::Grant grant;
+    while (rings_->take_grant(node, &grant)) {
       out.lock.lock();
-      answer_announced(out, cookie, true, size);
+      if (grant.type == HostRings::kSplit) {
+        add_split(out, grant.cookie, grant.size, grant.addr, grant.status);
+      } else {
+        answer_announced(out, grant.cookie, true, grant.size);
+      }
       out.lock.unlock();
     }
     if (!out.copier.try_lock()) continue;
+    // One piece of a split copy a call: the copy it interleaves with and
+    // the receiver's reads share the work.
+    if (const uint64_t wrote = write_split_pieces(node, 1); wrote > 0) {
+      pumped_bytes_.fetch_add(wrote, std::memory_order_relaxed);
+      out.copier.unlock();
+      continue;
+    }
     // advance_out's first step without its endings: a send that is all in,
     // or lost, stays active for the next progress call to complete.
     if (MsgOp* op = next_granted(out) ? out.active : nullptr;
@@ -1021,7 +1109,7 @@ bool OfiTransport::streams_from_others(uint32_t node) const {
   return false;
 }
 
-bool OfiTransport::want_direct(uint32_t node, const MsgOp& op, uint64_t addr) {
+bool OfiTransport::can_read(uint32_t node, const MsgOp& op, uint64_t addr) {
   StreamIn& in = streams_in_[node];  // its copier is ours
   if (addr == 0 || op.deliver.fn != nullptr || in.direct_failed.load(std::memory_order_relaxed)) return false;
   if (!in.owner_checked) {
@@ -1031,12 +1119,79 @@ bool OfiTransport::want_direct(uint32_t node, const MsgOp& op, uint64_t addr) {
       return false;
     }
   }
+  return true;
+}
+
+bool OfiTransport::want_direct(uint32_t node, const MsgOp& op, uint64_t addr) {
+  if (!can_read(node, op, addr)) return false;
   if (cores_shared_ && !streams_from_others(node)) return true;
   StreamOut& out = streams_out_[node];
   out.lock.lock();
   const bool sending = !out.announced.empty() || !out.granted.empty();
   out.lock.unlock();
   return sending || out.copying.load(std::memory_order_relaxed);
+}
+
+// One direction, with a core for each process: a split copy, each process
+// copying its share straight between the user buffers, instead of a
+// stream's two copies (the sender's in, the receiver's out). 2 processes,
+// 4 MiB: a broadcast root copies its own block and writes about a third,
+// the receiver reads the rest (see README, "Processes of one host"). When
+// the processes outnumber the cores, want_direct's rule holds.
+bool OfiTransport::want_split(uint32_t node, const MsgOp& op, uint64_t addr) {
+  return options_.split_bytes != 0 && op.nbytes >= options_.split_bytes && !cores_shared_ &&
+         can_read(node, op, addr);
+}
+
+bool OfiTransport::read_piece(uint32_t node, MsgOp& op, uint64_t addr, uint64_t piece, uint64_t piece_bytes) {
+  const uint64_t at = piece * piece_bytes;
+  if (at >= op.nbytes) return true;
+  const uint64_t n = std::min(piece_bytes, op.nbytes - at);
+  iovec local{static_cast<char*>(op.buf) + at, n};
+  iovec remote{reinterpret_cast<void*>(addr + at), n};
+  return ::process_vm_readv(rings_->pid_of(node), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n);
+}
+
+bool OfiTransport::advance_split(uint32_t node, StreamIn& in, MsgOp& op, bool* did) {
+  if (!in.answered) {
+    // A new generation each time: a sender still looking at an older
+    // transfer's word takes nothing of this one.
+    in.gen = in.gen % ((1u << HostRings::kSplitGenBits) - 1) + 1;
+    in.piece = std::max(kSplitPiece, (op.nbytes / HostRings::kSplitMaxPieces + 4096) / 4096 * 4096);
+    in.pieces = static_cast<uint32_t>((op.nbytes + in.piece - 1) / in.piece);
+    in.split_status = 0;
+    in.settled = false;
+    rings_->split_begin(node, in.gen, in.pieces);
+    if (!rings_->push_control(node, HostRings::kSplit, op.self, op.peer, op.key, static_cast<int>(in.gen), 0,
+                              in.now.cookie, in.piece, reinterpret_cast<uint64_t>(op.buf))) {
+      return false;  // the ring back is full: again at the next progress
+    }
+    in.answered = true;
+    *did = true;
+  }
+  if (!in.settled) {
+    for (int64_t k; in.split_status == 0 && (k = rings_->split_take_front(node)) >= 0;) {
+      if (!read_piece(node, op, in.now.addr, static_cast<uint64_t>(k), in.piece)) {
+        in.split_status = kTransport;  // the sender's address was bad, or it is gone
+        rings_->split_close(node);
+      }
+      *did = true;
+    }
+    int64_t returned = -1;
+    if (!rings_->split_settled(node, in.pieces, &returned)) return false;  // the sender is still writing
+    if (returned >= 0 && in.split_status == 0 &&
+        (returned >= in.pieces || !read_piece(node, op, in.now.addr, static_cast<uint64_t>(returned), in.piece))) {
+      in.split_status = kTransport;
+    }
+    in.settled = true;
+  }
+  // FIN: the sender's buffer is read; its send completes (with our status).
+  if (!rings_->push_control(node, HostRings::kFin, op.self, op.peer, op.key, in.split_status, 0, in.now.cookie,
+                            0)) {
+    return false;
+  }
+  *did = true;
+  return true;
 }
 
 // The whole message from the sender's buffer into op.buf, in pieces of
@@ -1080,6 +1235,7 @@ bool OfiTransport::advance_in(uint32_t node) {
       in.temp = nullptr;
       MsgOp* op = in.now.op;
       in.direct = op != nullptr && want_direct(node, *op, in.now.addr);
+      in.split = op != nullptr && !in.direct && want_split(node, *op, in.now.addr);
       in.chunk = HostRings::kStreamChunk;
       if (op != nullptr && op->deliver.fn != nullptr) {
         // A combine runs on whole elements as chunks come in; one that must
@@ -1096,9 +1252,20 @@ bool OfiTransport::advance_in(uint32_t node) {
     }
     MsgOp* op = in.now.op;
     if (const int lost = in.lost.load(std::memory_order_acquire); lost != 0) {
+      if (in.split && in.answered) rings_->split_close(node);
       std::free(in.temp);
       in.temp = nullptr;
       if (op != nullptr) actions.complete.emplace_back(op, lost);
+      in.active = false;
+      ++count;
+      continue;
+    }
+    if (in.split) {
+      if (!advance_split(node, in, *op, &did)) break;
+      // A failed read: later receives from the node stream.
+      if (in.split_status != 0) in.direct_failed.store(true, std::memory_order_relaxed);
+      split_copies_.fetch_add(1, std::memory_order_relaxed);
+      actions.complete.emplace_back(op, in.split_status);
       in.active = false;
       ++count;
       continue;
@@ -1556,6 +1723,7 @@ void OfiTransport::fail_node(uint32_t n, int status) {
       ended += static_cast<uint32_t>(out.announced.size() + out.granted.size());
       out.announced.clear();
       out.granted.clear();
+      out.splits.clear();
       out.lock.unlock();
       StreamIn& in = streams_in_[n];
       in.lock.lock();
@@ -1612,6 +1780,8 @@ OfiStats OfiTransport::ofi_stats() const {
   s.streamed = streamed_.load(std::memory_order_relaxed);
   s.direct_reads = direct_reads_.load(std::memory_order_relaxed);
   s.pumped_bytes = pumped_bytes_.load(std::memory_order_relaxed);
+  s.split_copies = split_copies_.load(std::memory_order_relaxed);
+  s.split_written = split_written_.load(std::memory_order_relaxed);
   return s;
 }
 

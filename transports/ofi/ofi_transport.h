@@ -62,6 +62,7 @@ struct OfiOptions {
   uint64_t eager_bytes = 16384;        // CF_EAGER_BYTES
   uint32_t credits = 32;               // CF_OFI_CREDITS: per peer node
   uint64_t unexpected_bytes = 64 << 20;  // CF_OFI_UNEXPECTED_BYTES
+  uint64_t split_bytes = 256 << 10;      // CF_HOST_SPLIT_BYTES (0: no split copies)
 };
 
 struct OfiStats {
@@ -76,7 +77,9 @@ struct OfiStats {
   uint64_t ring_spills = 0;  // ... that found the ring full and waited in the sender's backlog
   uint64_t streamed = 0;     // large messages sent through host streams (RTS on the ring)
   uint64_t direct_reads = 0; // ... that this node received by reading the sender's buffer (CMA)
-  uint64_t pumped_bytes = 0; // stream bytes sent from inside a long local copy (pump_sends)
+  uint64_t pumped_bytes = 0; // stream or split-copy bytes sent from inside a long local copy (pump_sends)
+  uint64_t split_copies = 0; // large messages this node received by a split copy with their sender
+  uint64_t split_written = 0;  // bytes this node wrote into receivers' buffers (split copies)
 };
 
 class OfiTransport final : public Transport {
@@ -285,6 +288,8 @@ class OfiTransport final : public Transport {
   std::atomic<uint64_t> streamed_{0};      // sends that went through a stream
   std::atomic<uint64_t> pumped_bytes_{0};  // OfiStats::pumped_bytes
   std::atomic<uint64_t> direct_reads_{0};  // stream receives read with process_vm_readv
+  std::atomic<uint64_t> split_copies_{0};  // OfiStats::split_copies
+  std::atomic<uint64_t> split_written_{0};  // OfiStats::split_written
   bool cores_shared_ = false;               // set_cores_shared
   // Under out.lock: the send announced as `cookie`, off `announced` (onto
   // `granted` with its chunk size when cts); nullptr for none.
@@ -301,6 +306,26 @@ class OfiTransport final : public Transport {
   // sender's buffer itself (process_vm_readv, one copy) instead of the
   // stream's two (the sender's in, its own out); false when it cannot.
   bool want_direct(uint32_t node, const MsgOp& op, uint64_t addr);
+  // This receive may read the sender's buffer (a plain copy, an address,
+  // reads from `node` allowed and not failed before).
+  bool can_read(uint32_t node, const MsgOp& op, uint64_t addr);
+  // A large receive with the sender's core free to help: a split copy
+  // (host_rings.h) instead of a stream.
+  bool want_split(uint32_t node, const MsgOp& op, uint64_t addr);
+  // A split copy's piece (of the receiver's op) from the sender's buffer at addr.
+  bool read_piece(uint32_t node, MsgOp& op, uint64_t addr, uint64_t piece, uint64_t piece_bytes);
+  // The receiving side of a split copy, one step (under the StreamIn's
+  // copier): true when it is over and its FIN is pushed.
+  bool advance_split(uint32_t node, StreamIn& in, MsgOp& op, bool* did);
+  // The sending side: up to `max` pieces of the split copies granted by
+  // `node` (under its StreamOut's copier); returns the bytes written.
+  uint64_t write_split_pieces(uint32_t node, uint32_t max);
+  // Under out.lock: a kSplit grant for a send still announced (it stays
+  // there until the FIN).
+  static void add_split(StreamOut& out, uint64_t cookie, uint64_t piece, uint64_t addr, int32_t gen);
+  // Split copies in pieces of this many bytes (more for a message of more
+  // than HostRings::kSplitMaxPieces of them).
+  static constexpr uint64_t kSplitPiece = 128 << 10;
   // A receive whose message is next in its sender's ring takes it from
   // there (HostRings::take_next) and completes; false: post it.
   bool take_from_ring(MsgOp* op);
