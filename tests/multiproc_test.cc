@@ -117,6 +117,16 @@ TEST_CASE("every collective over 2, 3 and 4 processes x 1 and 3 images matches t
   }
 }
 
+TEST_CASE("every collective over 2 processes with split copies from 32 KiB matches the reference") {
+  // The 96 KiB messages of the run, and its combines (which stream), one
+  // way (split) and both ways (direct reads).
+  const Run r = run("CF_HOST_SPLIT_BYTES=32768", "-n 2 --images 1 " + g_program);
+  expect_all_verified(r, 2, 150);
+  uint64_t split = 0;
+  for (const auto& m : summaries(r.output)) split += std::stoull(m[kSplitCopies].str());
+  CHECK(split > 0);
+}
+
 TEST_CASE("the same over tcp;ofi_rxm and over libfabric shm alone, and with CF_PROGRESS=block and thread") {
   for (const char* env : {"CF_OFI_PROVIDER='tcp;ofi_rxm' CF_HOST_RINGS=0", "CF_HOST_RINGS=0"}) {
     const Run r = run(env, "-n 2 --images 2 " + g_program);
