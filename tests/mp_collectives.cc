@@ -657,7 +657,7 @@ int main(int argc, char** argv) {
       // pieces, and a gather toward node 0 (node 1 sends). Rounds go on, at
       // least 2 and at most 200, until the senders have written part of a
       // message (it depends on the scheduler which process takes which
-      // piece); node 0 says when to stop.
+      // piece); node 0, which receives the gather, says when to stop.
       const size_t sizes[] = {4 << 20, (3 << 20) + 12345, 256 << 10};
       std::vector<uint8_t> src(8 << 20), dst(8 << 20);
       for (uint32_t round = 0, more = 1; more != 0; ++round) {
@@ -692,7 +692,9 @@ int main(int argc, char** argv) {
         }
         cf_net_stats_t net{};
         cf_get_net_stats(&net);
-        uint32_t go_on = round + 1 < 2 || (net.split_written_bytes == 0 && round + 1 < 200) ? 1 : 0;
+        // (With split copies off, node 0 receives none: two rounds.)
+        const bool more_rounds = net.split_copies > 0 && net.split_written_bytes == 0 && round + 1 < 200;
+        uint32_t go_on = round + 1 < 2 || more_rounds ? 1 : 0;
         if (cf_coll_broadcast(CF_TEAM_ALL, &more, 0, &go_on, sizeof more, kLocal) != CF_OK) {
           log.fail(std::string("split: ") + cf_last_error());
           break;
