@@ -653,12 +653,14 @@ int main(int argc, char** argv) {
       }
     } else if (mode == "split") {
       // Large messages one way between 2 processes, each copied by both
-      // (split copies): broadcasts of sizes that are and are not whole
-      // pieces, and a gather toward node 0 (node 1 sends). Rounds go on, at
+      // (split copies, from 64 KiB in the test): broadcasts cut into
+      // segments of 256 KiB, one that ends in a short segment and one of a
+      // piece and a part (200 KiB + 123), and a gather of 256 KiB
+      // blocks toward node 0 (node 1 sends). Rounds go on, at
       // least 2 and at most 200, until the senders have written part of a
       // message (it depends on the scheduler which process takes which
       // piece); node 0, which receives the gather, says when to stop.
-      const size_t sizes[] = {4 << 20, (3 << 20) + 12345, 256 << 10};
+      const size_t sizes[] = {4 << 20, (3 << 20) + 12345, (200 << 10) + 123};
       std::vector<uint8_t> src(8 << 20), dst(8 << 20);
       for (uint32_t round = 0, more = 1; more != 0; ++round) {
         for (size_t bytes : sizes) {
@@ -677,7 +679,7 @@ int main(int argc, char** argv) {
             }
           }
         }
-        const size_t block = 2 << 20;
+        const size_t block = 256 << 10;
         for (size_t i = 0; i < block; ++i) src[i] = static_cast<uint8_t>(i * 5 + me + round);
         std::fill(dst.begin(), dst.end(), 0xee);
         log.checks++;

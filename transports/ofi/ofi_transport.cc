@@ -1132,15 +1132,20 @@ bool OfiTransport::want_direct(uint32_t node, const MsgOp& op, uint64_t addr) {
   return sending || out.copying.load(std::memory_order_relaxed);
 }
 
-// One direction, with a core for each process: a split copy, each process
-// copying its share straight between the user buffers, instead of a
-// stream's two copies (the sender's in, the receiver's out). 2 processes,
-// 4 MiB: a broadcast root copies its own block and writes about a third,
-// the receiver reads the rest (see README, "Processes of one host"). When
-// the processes outnumber the cores, want_direct's rule holds.
+// One direction, with a core for each process, when CF_HOST_SPLIT_BYTES
+// asks for it: a split copy, each process copying its share straight
+// between the user buffers, instead of a stream's two copies (the
+// sender's in, the receiver's out). 2 processes: a 4 MiB broadcast (16
+// segments of 256 KiB) 627-689 -> 469-527 us, 1 MiB 118-121 -> 103-104;
+// but a lone 256 KiB broadcast or scatter 26-27 -> 32-34 us (hence off by
+// default). Up to kSplitMaxBytes: larger single messages split took longer
+// than their streams (an unsegmented 4 MiB broadcast 537 against 458 us,
+// scatter of 1 MiB blocks 122 against 104), for a reason not found yet
+// (README, "Processes of one host"). When the processes outnumber the
+// cores, want_direct's rule holds.
 bool OfiTransport::want_split(uint32_t node, const MsgOp& op, uint64_t addr) {
-  return options_.split_bytes != 0 && op.nbytes >= options_.split_bytes && !cores_shared_ &&
-         can_read(node, op, addr);
+  return options_.split_bytes != 0 && op.nbytes >= options_.split_bytes && op.nbytes <= kSplitMaxBytes &&
+         !cores_shared_ && can_read(node, op, addr);
 }
 
 bool OfiTransport::read_piece(uint32_t node, MsgOp& op, uint64_t addr, uint64_t piece, uint64_t piece_bytes) {
