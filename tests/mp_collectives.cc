@@ -659,7 +659,7 @@ int main(int argc, char** argv) {
       // blocks toward node 0 (node 1 sends). Rounds go on, at
       // least 2 and at most 200, until the senders have written part of a
       // message (it depends on the scheduler which process takes which
-      // piece); node 0, which receives the gather, says when to stop.
+      // piece).
       const size_t sizes[] = {4 << 20, (3 << 20) + 12345, (200 << 10) + 123};
       std::vector<uint8_t> src(8 << 20), dst(8 << 20);
       for (uint32_t round = 0, more = 1; more != 0; ++round) {
@@ -692,15 +692,16 @@ int main(int argc, char** argv) {
             break;
           }
         }
+        // Another round while some node received split copies but has
+        // written no piece of one yet (with split copies off: two rounds).
         cf_net_stats_t net{};
         cf_get_net_stats(&net);
-        // (With split copies off, node 0 receives none: two rounds.)
-        const bool more_rounds = net.split_copies > 0 && net.split_written_bytes == 0 && round + 1 < 200;
-        uint32_t go_on = round + 1 < 2 || more_rounds ? 1 : 0;
-        if (cf_coll_broadcast(CF_TEAM_ALL, &more, 0, &go_on, sizeof more, kLocal) != CF_OK) {
+        int64_t waiting = net.split_copies > 0 && net.split_written_bytes == 0 ? 1 : 0, waiting_sum = 0;
+        if (cf_coll_allreduce(CF_TEAM_ALL, &waiting_sum, &waiting, 8, 1, kSumInt64, 0, kLocal) != CF_OK) {
           log.fail(std::string("split: ") + cf_last_error());
           break;
         }
+        more = round + 1 < 2 || (waiting_sum > 0 && round + 1 < 200) ? 1 : 0;
       }
     } else if (mode == "runahead") {
       cf_team_t t01 = CF_TEAM_NULL, t02 = CF_TEAM_NULL, t12 = CF_TEAM_NULL;
