@@ -653,14 +653,16 @@ int main(int argc, char** argv) {
       }
     } else if (mode == "split") {
       // Large messages one way between 2 processes, each copied by both
-      // (split copies, from 64 KiB in the test): broadcasts cut into
-      // segments of 256 KiB, one that ends in a short segment and one of a
-      // piece and a part (200 KiB + 123), and a gather of 256 KiB
+      // (split copies, from 64 KiB in the test, up to 256 KiB): broadcasts
+      // of 4 MiB and 3 MiB + 12345 (above the cap: streams), of 256 KiB
+      // (the root's own copy of it goes in slices with pieces of the split
+      // copy written between them) and of a piece and a part (200 KiB +
+      // 123), and a gather of 256 KiB
       // blocks toward node 0 (node 1 sends). Rounds go on, at
       // least 2 and at most 200, until the senders have written part of a
       // message (it depends on the scheduler which process takes which
       // piece).
-      const size_t sizes[] = {4 << 20, (3 << 20) + 12345, (200 << 10) + 123};
+      const size_t sizes[] = {4 << 20, (3 << 20) + 12345, 256 << 10, (200 << 10) + 123};
       std::vector<uint8_t> src(8 << 20), dst(8 << 20);
       for (uint32_t round = 0, more = 1; more != 0; ++round) {
         for (size_t bytes : sizes) {
