@@ -344,49 +344,47 @@ void HostRings::split_begin(uint32_t src_node, uint32_t gen, uint32_t pieces) {
 
 int64_t HostRings::split_take_front(uint32_t src_node) {
   Split* sp = split(segments_[node_], src_node);
-  constexpr uint64_t kMask = kSplitMaxPieces;
   uint64_t w = sp->cursors.load(std::memory_order_acquire);
   for (;;) {
-    const uint64_t front = w >> kSplitPieceBits & kMask, back = w & kMask;
-    if (front >= back) return -1;
-    if (sp->cursors.compare_exchange_weak(w, w + (uint64_t{1} << kSplitPieceBits), std::memory_order_acq_rel)) {
-      return static_cast<int64_t>(front);
+    const SplitCursors c = split_cursors(w);
+    if (c.front >= c.back) return -1;
+    if (sp->cursors.compare_exchange_weak(w, split_word(c.gen, c.front + 1, c.back), std::memory_order_acq_rel)) {
+      return static_cast<int64_t>(c.front);
     }
   }
 }
 
 void HostRings::split_close(uint32_t src_node) {
   Split* sp = split(segments_[node_], src_node);
-  constexpr uint64_t kMask = kSplitMaxPieces;
   uint64_t w = sp->cursors.load(std::memory_order_acquire);
   // front = back: what the sender took stays its; nothing else is taken.
-  while (!sp->cursors.compare_exchange_weak(
-      w, split_word(w >> (2 * kSplitPieceBits), w & kMask, w & kMask), std::memory_order_acq_rel)) {
+  for (SplitCursors c = split_cursors(w);
+       !sp->cursors.compare_exchange_weak(w, split_word(c.gen, c.back, c.back), std::memory_order_acq_rel);
+       c = split_cursors(w)) {
   }
 }
 
 bool HostRings::split_settled(uint32_t src_node, uint32_t pieces, int64_t* returned) const {
   const Split* sp = split(segments_[node_], src_node);
-  constexpr uint64_t kMask = kSplitMaxPieces;
-  const uint64_t w = sp->cursors.load(std::memory_order_acquire);
-  const uint64_t front = w >> kSplitPieceBits & kMask, back = w & kMask;
-  if (front < back) return false;
+  const SplitCursors c = split_cursors(sp->cursors.load(std::memory_order_acquire));
+  if (c.front < c.back) return false;
   // The sender took the pieces from back to the end it was given; they are
   // all done when `finished` says so (acquire: after its writes).
   const uint64_t total = std::min(pieces, kSplitMaxPieces);
-  if (back > total || sp->finished.load(std::memory_order_acquire) < total - back) return false;
+  if (c.back > total || sp->finished.load(std::memory_order_acquire) < total - c.back) return false;
   *returned = static_cast<int64_t>(sp->returned.load(std::memory_order_acquire)) - 1;
   return true;
 }
 
 int64_t HostRings::split_take_back(uint32_t dst_node, uint32_t gen) {
   Split* sp = split(segments_[dst_node], node_);
-  constexpr uint64_t kMask = kSplitMaxPieces;
   uint64_t w = sp->cursors.load(std::memory_order_acquire);
   for (;;) {
-    const uint64_t front = w >> kSplitPieceBits & kMask, back = w & kMask;
-    if (w >> (2 * kSplitPieceBits) != gen || front >= back) return -1;
-    if (sp->cursors.compare_exchange_weak(w, w - 1, std::memory_order_acq_rel)) return static_cast<int64_t>(back - 1);
+    const SplitCursors c = split_cursors(w);
+    if (c.gen != gen || c.front >= c.back) return -1;
+    if (sp->cursors.compare_exchange_weak(w, split_word(c.gen, c.front, c.back - 1), std::memory_order_acq_rel)) {
+      return static_cast<int64_t>(c.back - 1);
+    }
   }
 }
 

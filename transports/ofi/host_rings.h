@@ -285,6 +285,12 @@ class HostRings {
   static uint64_t split_word(uint64_t gen, uint64_t front, uint64_t back) {
     return gen << (2 * kSplitPieceBits) | front << kSplitPieceBits | back;
   }
+  struct SplitCursors {
+    uint64_t gen, front, back;
+  };
+  static SplitCursors split_cursors(uint64_t word) {
+    return {word >> (2 * kSplitPieceBits), word >> kSplitPieceBits & kSplitMaxPieces, word & kSplitMaxPieces};
+  }
   struct alignas(64) StreamSlot {
     std::atomic<uint32_t> seq;
     uint32_t nbytes;
