@@ -219,8 +219,8 @@ std::vector<std::vector<std::string>> Config::describe() const {
                   "(process_vm_readv) while both directions are busy or, when the host's images outnumber its "
                   "cores, while no other node streams to the receiver (0 = libfabric only)"});
   rows.push_back({"CF_HOST_SPLIT_BYTES", std::to_string(host_split_bytes),
-                  "between processes of one host with a core each: a message of at least this size (and at most "
-                  "256 KiB) in one direction is copied by both, the receiver reading pieces from the front of the "
+                  "between processes of one host with a core each: a message of at least this size in one "
+                  "direction is copied by both, the receiver reading pieces from the front of the "
                   "sender's buffer while the sender writes pieces from the back into the receiver's (0 = never)"});
   rows.push_back({"CF_PEER_TIMEOUT", std::to_string(peer_timeout_ms / 1000.0).substr(0, 5),
                   "seconds: a dead or unreachable peer fails every wait with CF_ERR_PEER_LOST within this time "

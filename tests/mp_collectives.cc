@@ -28,6 +28,9 @@
 //          until it has pumped) and scatters 1 MiB blocks, each verified:
 //          its own block's copy tops up its streams (the summary's pumped
 //          bytes).
+//   split  (2 nodes of 1 image) broadcasts from node 0 and gathers to it
+//          of 200 KiB to 4 MiB, verified to the byte and past the end, until
+//          every sender has written pieces of a split copy.
 //   runahead  (3 nodes of 1 image) node 0 broadcasts 600 times to node 1
 //          on their team, then joins a barrier with node 2; node 2 first
 //          needs that barrier, then one with node 1; node 1 first needs
@@ -653,15 +656,13 @@ int main(int argc, char** argv) {
       }
     } else if (mode == "split") {
       // Large messages one way between 2 processes, each copied by both
-      // (split copies, from 64 KiB in the test, up to 256 KiB): broadcasts
-      // of 4 MiB and 3 MiB + 12345 (above the cap: streams), of 256 KiB
-      // (the root's own copy of it goes in slices with pieces of the split
-      // copy written between them) and of a piece and a part (200 KiB +
-      // 123), and a gather of 256 KiB
-      // blocks toward node 0 (node 1 sends). Rounds go on, at
-      // least 2 and at most 200, until the senders have written part of a
-      // message (it depends on the scheduler which process takes which
-      // piece).
+      // (split copies, from 1 MiB by default): broadcasts of 4 MiB and
+      // 3 MiB + 12345 (32 and 25 pieces, the last one short), of 256 KiB
+      // and of a piece and a part (200 KiB + 123; these two stream unless
+      // CF_HOST_SPLIT_BYTES is lower), and a gather of 1 MiB + 4099 byte
+      // blocks toward node 0 (node 1 sends). Rounds go on, at least 2
+      // and at most 200, until the senders have written part of a message
+      // (it depends on the scheduler which process takes which piece).
       const size_t sizes[] = {4 << 20, (3 << 20) + 12345, 256 << 10, (200 << 10) + 123};
       std::vector<uint8_t> src(8 << 20), dst(8 << 20);
       for (uint32_t round = 0, more = 1; more != 0; ++round) {
@@ -681,7 +682,7 @@ int main(int argc, char** argv) {
             }
           }
         }
-        const size_t block = 256 << 10;
+        const size_t block = (1 << 20) + 4099;
         for (size_t i = 0; i < block; ++i) src[i] = static_cast<uint8_t>(i * 5 + me + round);
         std::fill(dst.begin(), dst.end(), 0xee);
         log.checks++;

@@ -250,7 +250,8 @@ TEST_CASE("a sender that runs past its ring while the receiver waits on a third 
 }
 
 TEST_CASE("a root's own large block is copied while its stream goes out") {
-  const Run r = run("", "-n 2 " + g_program + " pump", 60);
+  // Streams: split copies (from 1 MiB by default) would take these.
+  const Run r = run("CF_HOST_SPLIT_BYTES=0", "-n 2 " + g_program + " pump", 60);
   INFO(r.output);
   for (const auto& m : node_summaries(r, 2)) {
     CHECK(m[kFailures].str() == "0");  // every byte verified, the root's own block included
@@ -258,12 +259,12 @@ TEST_CASE("a root's own large block is copied while its stream goes out") {
     // The root streamed part of each message from inside its own copy.
     if (m[kNode].str() == "0") CHECK(std::stoull(m[kPumped].str()) > 0);
     if (m[kNode].str() == "1") CHECK(m[kPumped].str() == "0");
-    CHECK(m[kSplitCopies].str() == "0");  // split copies are off by default
+    CHECK(m[kSplitCopies].str() == "0");
   }
 }
 
 TEST_CASE("a large message one way is copied by both processes, each its share (split copies)") {
-  const Run r = run("CF_HOST_SPLIT_BYTES=65536", "-n 2 " + g_program + " split", 120);
+  const Run r = run("", "-n 2 " + g_program + " split", 120);  // the default: from 1 MiB
   INFO(r.output);
   for (const auto& m : node_summaries(r, 2)) {
     CHECK(m[kFailures].str() == "0");  // every byte in place, none past the end

@@ -1068,13 +1068,12 @@ void OfiTransport::pump_sends() {
       out.lock.unlock();
     }
     if (!out.copier.try_lock()) continue;
-    // One piece of a split copy a call: the copy it interleaves with and
-    // the receiver's reads share the work.
-    if (const uint64_t wrote = write_split_pieces(node, 1); wrote > 0) {
-      pumped_bytes_.fetch_add(wrote, std::memory_order_relaxed);
-      out.copier.unlock();
-      continue;
-    }
+    // No split pieces here: the receiver reads on from the front while
+    // this copy runs, and the sender takes the rest from the back once
+    // it is done (advance_out). Written between the copy's slices they
+    // stretched it past the receiver's reads (4 MiB broadcast 550 us
+    // against 475, 1 MiB 114 against 96; the sender wrote 46% of the
+    // message against 35-38%).
     // advance_out's first step without its endings: a send that is all in,
     // or lost, stays active for the next progress call to complete.
     if (MsgOp* op = next_granted(out) ? out.active : nullptr;
@@ -1132,20 +1131,19 @@ bool OfiTransport::want_direct(uint32_t node, const MsgOp& op, uint64_t addr) {
   return sending || out.copying.load(std::memory_order_relaxed);
 }
 
-// One direction, with a core for each process, when CF_HOST_SPLIT_BYTES
-// asks for it: a split copy, each process copying its share straight
-// between the user buffers, instead of a stream's two copies (the
-// sender's in, the receiver's out). 2 processes: a 4 MiB broadcast (16
-// segments of 256 KiB) 627-689 -> 469-527 us, 1 MiB 118-121 -> 103-104;
-// but a lone 256 KiB broadcast or scatter 26-27 -> 32-34 us (hence off by
-// default). Up to kSplitMaxBytes: larger single messages split took longer
-// than their streams (an unsegmented 4 MiB broadcast 537 against 458 us,
-// scatter of 1 MiB blocks 122 against 104), for a reason not found yet
-// (README, "Processes of one host"). When the processes outnumber the
-// cores, want_direct's rule holds.
+// One direction, with a core for each process, a message of at least
+// CF_HOST_SPLIT_BYTES (1 MiB): a split copy, each process copying its
+// share straight between the user buffers, instead of a stream's two
+// copies (the sender's in, the receiver's out). 2 processes, medians of
+// 5 interleaved runs: scatter 1 MiB 114 -> 105 us, 2 MiB 239 -> 212,
+// 4 MiB 722 -> 555; gather 1 MiB 135 -> 122, 4 MiB 915 -> 774; broadcast
+// 1 MiB 99 -> 95, 2 MiB 213 -> 202, 4 MiB even (431-457 against 439-475).
+// Below 1 MiB the handshake and the few pieces cost more than they save
+// (512 KiB scatter 55 -> 61, broadcast 49 -> 61). When the processes
+// outnumber the cores, want_direct's rule holds.
 bool OfiTransport::want_split(uint32_t node, const MsgOp& op, uint64_t addr) {
-  return options_.split_bytes != 0 && op.nbytes >= options_.split_bytes && op.nbytes <= kSplitMaxBytes &&
-         !cores_shared_ && can_read(node, op, addr);
+  return options_.split_bytes != 0 && op.nbytes >= options_.split_bytes && !cores_shared_ &&
+         can_read(node, op, addr);
 }
 
 bool OfiTransport::read_piece(uint32_t node, MsgOp& op, uint64_t addr, uint64_t piece, uint64_t piece_bytes) {

@@ -62,7 +62,7 @@ struct OfiOptions {
   uint64_t eager_bytes = 16384;        // CF_EAGER_BYTES
   uint32_t credits = 32;               // CF_OFI_CREDITS: per peer node
   uint64_t unexpected_bytes = 64 << 20;  // CF_OFI_UNEXPECTED_BYTES
-  uint64_t split_bytes = 0;              // CF_HOST_SPLIT_BYTES (0: no split copies)
+  uint64_t split_bytes = 1 << 20;        // CF_HOST_SPLIT_BYTES (0: no split copies)
 };
 
 struct OfiStats {
@@ -326,8 +326,6 @@ class OfiTransport final : public Transport {
   // Split copies in pieces of this many bytes (more for a message of more
   // than HostRings::kSplitMaxPieces of them).
   static constexpr uint64_t kSplitPiece = 128 << 10;
-  // Larger messages stream (want_split): two pieces, one for each side.
-  static constexpr uint64_t kSplitMaxBytes = 256 << 10;
   // A receive whose message is next in its sender's ring takes it from
   // there (HostRings::take_next) and completes; false: post it.
   bool take_from_ring(MsgOp* op);

@@ -498,13 +498,13 @@ typedef struct {
                              process of its host from inside a long local
                              copy (a broadcast or scatter root's own block
                              of 256 KiB or more, copied in 64 KiB slices
-                             with the streams topped up between them), or
-                             wrote into its receiver's buffer (split copies) */
+                             with the streams topped up between them) */
   uint64_t split_copies;  /* large messages this node received from a
                              process of its host by a split copy: it read
                              pieces from the front of the sender's buffer
                              while the sender wrote pieces from the back
-                             into its own (CF_HOST_SPLIT_BYTES) */
+                             into its own (messages of CF_HOST_SPLIT_BYTES,
+                             default 1 MiB, and more) */
   uint64_t split_written_bytes; /* bytes this node wrote into receivers'
                              buffers for split copies */
 } cf_net_stats_t;
