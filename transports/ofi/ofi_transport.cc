@@ -1025,8 +1025,8 @@ bool OfiTransport::next_granted(StreamOut& out) {
 bool OfiTransport::advance_out(uint32_t node) {
   StreamOut& out = streams_out_[node];
   if (!out.copier.try_lock()) return false;  // another thread is copying
-  // Split copies first: up to 8 pieces a call (1 MiB), then the streams.
-  bool did = write_split_pieces(node, 8) > 0;
+  // Split copies first: up to kSplitPiecesPerCall pieces, then the streams.
+  bool did = write_split_pieces(node, kSplitPiecesPerCall) > 0;
   std::pair<MsgOp*, int> finished[8];
   uint32_t count = 0;
   while (count < 8 && next_granted(out)) {
@@ -1173,7 +1173,12 @@ bool OfiTransport::advance_split(uint32_t node, StreamIn& in, MsgOp& op, bool* d
     *did = true;
   }
   if (!in.settled) {
-    for (int64_t k; in.split_status == 0 && (k = rings_->split_take_front(node)) >= 0;) {
+    // Up to 8 pieces a call (1 MiB), as the sender writes: a progress
+    // call returns to its other work, and to its caller, within a bound.
+    for (uint32_t read = 0; in.split_status == 0; ++read) {
+      if (read == kSplitPiecesPerCall) return false;
+      const int64_t k = rings_->split_take_front(node);
+      if (k < 0) break;
       if (!read_piece(node, op, in.now.addr, static_cast<uint64_t>(k), in.piece)) {
         in.split_status = kTransport;  // the sender's address was bad, or it is gone
         rings_->split_close(node);

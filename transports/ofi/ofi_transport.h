@@ -326,6 +326,8 @@ class OfiTransport final : public Transport {
   // Split copies in pieces of this many bytes (more for a message of more
   // than HostRings::kSplitMaxPieces of them).
   static constexpr uint64_t kSplitPiece = 128 << 10;
+  // Pieces a progress call reads (receiver) or writes (sender) at most.
+  static constexpr uint32_t kSplitPiecesPerCall = 8;
   // A receive whose message is next in its sender's ring takes it from
   // there (HostRings::take_next) and completes; false: post it.
   bool take_from_ring(MsgOp* op);
