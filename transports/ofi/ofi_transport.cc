@@ -1135,9 +1135,10 @@ bool OfiTransport::want_direct(uint32_t node, const MsgOp& op, uint64_t addr) {
 // CF_HOST_SPLIT_BYTES (1 MiB): a split copy, each process copying its
 // share straight between the user buffers, instead of a stream's two
 // copies (the sender's in, the receiver's out). 2 processes, medians of
-// 5 interleaved runs: scatter 1 MiB 114 -> 105 us, 2 MiB 239 -> 212,
-// 4 MiB 722 -> 555; gather 1 MiB 135 -> 122, 4 MiB 915 -> 774; broadcast
-// 1 MiB 99 -> 95, 2 MiB 213 -> 202, 4 MiB even (431-457 against 439-475).
+// 5 and of 10 interleaved runs: scatter of 4 MiB blocks 672-722 ->
+// 540-555 us; the others even to 10% faster (gather 4 MiB 915 -> 774 and
+// 662 -> 652, 1 MiB 135 -> 122 and even; broadcast 1 MiB 99 -> 95, 4 MiB
+// even).
 // Below 1 MiB the handshake and the few pieces cost more than they save
 // (512 KiB scatter 55 -> 61, broadcast 49 -> 61). When the processes
 // outnumber the cores, want_direct's rule holds.
