@@ -28,8 +28,8 @@
 //          until it has pumped) and scatters 1 MiB blocks, each verified:
 //          its own block's copy tops up its streams (the summary's pumped
 //          bytes).
-//   split  (2 nodes of 1 image) broadcasts from node 0 and gathers to it
-//          of 200 KiB to 4 MiB, verified to the byte and past the end, until
+//   split  (2 nodes of 1 image) broadcasts and scatters from node 0 and
+//          gathers to it of 200 KiB to 4 MiB, verified to the byte and past the end, until
 //          every sender has written pieces of a split copy.
 //   runahead  (3 nodes of 1 image) node 0 broadcasts 600 times to node 1
 //          on their team, then joins a barrier with node 2; node 2 first
@@ -659,8 +659,9 @@ int main(int argc, char** argv) {
       // (split copies, from 1 MiB by default): broadcasts of 4 MiB and
       // 3 MiB + 12345 (32 and 25 pieces, the last one short), of 256 KiB
       // and of a piece and a part (200 KiB + 123; these two stream unless
-      // CF_HOST_SPLIT_BYTES is lower), and a gather of 1 MiB + 4099 byte
-      // blocks toward node 0 (node 1 sends). Rounds go on, at least 2
+      // CF_HOST_SPLIT_BYTES is lower), a gather of 1 MiB + 4099 byte
+      // blocks toward node 0 (node 1 sends) and a scatter of such blocks
+      // from node 0. Rounds go on, at least 2
       // and at most 200, until the senders have written part of a message
       // (it depends on the scheduler which process takes which piece).
       const size_t sizes[] = {4 << 20, (3 << 20) + 12345, 256 << 10, (200 << 10) + 123};
@@ -692,6 +693,21 @@ int main(int argc, char** argv) {
         for (size_t i = 0; me == 0 && i < 2 * block; ++i) {
           if (dst[i] != static_cast<uint8_t>((i % block) * 5 + i / block + round)) {
             log.fail("split: gather in round " + std::to_string(round) + ": byte " + std::to_string(i));
+            break;
+          }
+        }
+        // The same blocks scattered from node 0: its own block's copy
+        // first, then it writes pieces of node 1's.
+        for (size_t i = 0; i < 2 * block; ++i) src[i] = static_cast<uint8_t>(me == 0 ? i * 3 + round : 0);
+        std::fill(dst.begin(), dst.end(), 0xee);
+        log.checks++;
+        if (cf_coll_scatter(CF_TEAM_ALL, dst.data(), 0, src.data(), block, kLocal) != CF_OK) {
+          log.fail(std::string("split: scatter: ") + cf_last_error());
+        }
+        for (size_t i = 0; i < block + 64; ++i) {
+          const uint8_t want = i < block ? static_cast<uint8_t>((me * block + i) * 3 + round) : 0xee;
+          if (dst[i] != want) {
+            log.fail("split: scatter in round " + std::to_string(round) + ": byte " + std::to_string(i));
             break;
           }
         }
