@@ -29,8 +29,9 @@
 //          its own block's copy tops up its streams (the summary's pumped
 //          bytes).
 //   split  (2 nodes of 1 image) broadcasts and scatters from node 0 and
-//          gathers to it of 200 KiB to 4 MiB, verified to the byte and past the end, until
-//          every sender has written pieces of a split copy.
+//          gathers to it, of 200 KiB to 4 MiB, verified to the byte and
+//          past the end, until every sender has written pieces of a split
+//          copy.
 //   runahead  (3 nodes of 1 image) node 0 broadcasts 600 times to node 1
 //          on their team, then joins a barrier with node 2; node 2 first
 //          needs that barrier, then one with node 1; node 1 first needs
@@ -661,9 +662,9 @@ int main(int argc, char** argv) {
       // and of a piece and a part (200 KiB + 123; these two stream unless
       // CF_HOST_SPLIT_BYTES is lower), a gather of 1 MiB + 4099 byte
       // blocks toward node 0 (node 1 sends) and a scatter of such blocks
-      // from node 0. Rounds go on, at least 2
-      // and at most 200, until the senders have written part of a message
-      // (it depends on the scheduler which process takes which piece).
+      // from node 0. Rounds go on, at least 2 and at most 200, until the
+      // senders have written part of a message (it depends on the
+      // scheduler which process takes which piece).
       const size_t sizes[] = {4 << 20, (3 << 20) + 12345, 256 << 10, (200 << 10) + 123};
       std::vector<uint8_t> src(8 << 20), dst(8 << 20);
       for (uint32_t round = 0, more = 1; more != 0; ++round) {

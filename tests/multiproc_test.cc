@@ -273,8 +273,8 @@ TEST_CASE("a large message one way is copied by both processes, each its share (
   for (const auto& m : node_summaries(r, 2)) {
     CHECK(m[kFailures].str() == "0");  // every byte in place, none past the end
     CHECK(std::stoull(m[kChecks].str()) >= 12);  // 2 rounds or more of 4 broadcasts, a gather and a scatter
-    // Node 1 receives the broadcasts and scatters, node 0 the gathers: by split
-    // copies, with its sender writing part of some of them.
+    // Node 1 receives the broadcasts and scatters, node 0 the gathers: by
+    // split copies, with their senders writing part of some of them.
     CHECK(std::stoull(m[kSplitCopies].str()) > 0);
     CHECK(std::stoull(m[kSplitWritten].str()) > 0);
     CHECK(m[kDirectReads].str() == "0");

@@ -21,7 +21,8 @@
 // at about a quarter of memcpy's speed on hosts like the 2-core VM this was
 // measured on: 400 us against 100 us for 4 MiB).
 //
-// Split copies (opt-in, OfiTransport::want_split): both processes copy, each its share,
+// Split copies (messages of CF_HOST_SPLIT_BYTES, default 1 MiB, and more,
+// OfiTransport::want_split): both processes copy, each its share,
 // straight between the user buffers. The receiver reads pieces from the
 // front of the sender's buffer (process_vm_readv) while the sender writes
 // pieces from the back into the receiver's buffer (process_vm_writev); each

@@ -1138,9 +1138,8 @@ bool OfiTransport::want_direct(uint32_t node, const MsgOp& op, uint64_t addr) {
 // 5 and of 10 interleaved runs: scatter of 4 MiB blocks 672-722 ->
 // 540-555 us; the others even to 10% faster (gather 4 MiB 915 -> 774 and
 // 662 -> 652, 1 MiB 135 -> 122 and even; broadcast 1 MiB 99 -> 95, 4 MiB
-// even).
-// Below 1 MiB the handshake and the few pieces cost more than they save
-// (512 KiB scatter 55 -> 61, broadcast 49 -> 61). When the processes
+// even). Below 1 MiB the grant and the few pieces cost more than they
+// save (512 KiB scatter 55 -> 61, broadcast 49 -> 61). When the processes
 // outnumber the cores, want_direct's rule holds.
 bool OfiTransport::want_split(uint32_t node, const MsgOp& op, uint64_t addr) {
   return options_.split_bytes != 0 && op.nbytes >= options_.split_bytes && !cores_shared_ &&
@@ -1174,8 +1173,8 @@ bool OfiTransport::advance_split(uint32_t node, StreamIn& in, MsgOp& op, bool* d
     *did = true;
   }
   if (!in.settled) {
-    // Up to 8 pieces a call (1 MiB), as the sender writes: a progress
-    // call returns to its other work, and to its caller, within a bound.
+    // Up to kSplitPiecesPerCall pieces (1 MiB), as the sender writes: a
+    // progress call returns to its other work, and to its caller, soon.
     for (uint32_t read = 0; in.split_status == 0; ++read) {
       if (read == kSplitPiecesPerCall) return false;
       const int64_t k = rings_->split_take_front(node);

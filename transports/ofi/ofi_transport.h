@@ -77,7 +77,7 @@ struct OfiStats {
   uint64_t ring_spills = 0;  // ... that found the ring full and waited in the sender's backlog
   uint64_t streamed = 0;     // large messages sent through host streams (RTS on the ring)
   uint64_t direct_reads = 0; // ... that this node received by reading the sender's buffer (CMA)
-  uint64_t pumped_bytes = 0; // stream or split-copy bytes sent from inside a long local copy (pump_sends)
+  uint64_t pumped_bytes = 0; // stream bytes sent from inside a long local copy (pump_sends)
   uint64_t split_copies = 0; // large messages this node received by a split copy with their sender
   uint64_t split_written = 0;  // bytes this node wrote into receivers' buffers (split copies)
 };
