@@ -488,24 +488,6 @@ bool HostRings::peek_data(uint32_t src_node, uint32_t* src, uint32_t* dst, MsgKe
   return true;
 }
 
-// When the message at `pos` is already published, its lines start on
-// their way to this core now, while the caller delivers the one it took:
-// a receiver that is the slower side (a reduce_vec or scan root combining
-// each message) otherwise meets the next one's header and data misses one
-// after the other. 2 processes, 16 interleaved runs of 20000 calls,
-// medians: reduce_vec 64 B 0.302 -> 0.164 us (0.318 -> 0.165 in runs whose
-// cache-line round trip was slow), 8 B 0.202 -> 0.171; scan 64 B 0.237 ->
-// 0.159; gather 8 and 64 B 0.134 / 0.147 -> 0.142 / 0.152 (there the
-// receiver is faster, and its look at a header the sender is about to
-// write costs the sender that line); broadcast and scatter even.
-void HostRings::prefetch_next(const Slot* slots, uint32_t pos) {
-  const Slot& next = slots[pos % kSlots];
-  if (next.seq.load(std::memory_order_acquire) != pos + 1) return;
-  // Another process wrote nbytes: bounded by one slot's payload.
-  const uint32_t n = next.nbytes > kInline ? std::min(next.nbytes, kPayload) : 0;
-  for (uint32_t at = 0; at < n; at += 64) __builtin_prefetch(next.data + at);
-}
-
 template <typename Consume>
 bool HostRings::take_head(uint32_t src_node, uint32_t src, uint32_t dst, const MsgKey& key, uint64_t nbytes,
                           bool* sized, int32_t* status, uint64_t* digest, Consume consume) {
@@ -530,7 +512,6 @@ bool HostRings::take_head(uint32_t src_node, uint32_t src, uint32_t dst, const M
   *status = sent_status;
   *digest = slot.digest;
   free_head(src_node, pos, chunks);
-  prefetch_next(slots, pos + chunks);
   c.taken_next.store(c.taken_next.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   c.lock.unlock();
   return true;

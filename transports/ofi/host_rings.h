@@ -228,8 +228,6 @@ class HostRings {
   const Slot* lock_head(uint32_t src_node, uint32_t* pos);
   // Under that lock: the `chunks` slots from pos are the producer's again.
   void free_head(uint32_t src_node, uint32_t pos, uint32_t chunks);
-  // Prefetches the first slot of the message at pos when it is published.
-  static void prefetch_next(const Slot* slots, uint32_t pos);
   // take_next's and take_next_in_place's common part: when the message
   // next from src_node is this one, consume(slots, pos, chunks, size,
   // deliverable) uses its payload (deliverable: exactly nbytes long, status
