@@ -1174,9 +1174,9 @@ bool OfiTransport::advance_split(uint32_t node, StreamIn& in, MsgOp& op, bool* d
   }
   if (!in.settled) {
     // Up to kSplitPiecesPerCall pieces (1 MiB), as the sender writes: a
-    // progress call returns to its other work, and to its caller, soon.
-    for (uint32_t read = 0; in.split_status == 0; ++read) {
-      if (read == kSplitPiecesPerCall) return false;
+    // progress call returns to its other work, and to its caller, soon
+    // (split_settled below says whether pieces are left).
+    for (uint32_t read = 0; read < kSplitPiecesPerCall && in.split_status == 0; ++read) {
       const int64_t k = rings_->split_take_front(node);
       if (k < 0) break;
       if (!read_piece(node, op, in.now.addr, static_cast<uint64_t>(k), in.piece)) {
@@ -1186,7 +1186,7 @@ bool OfiTransport::advance_split(uint32_t node, StreamIn& in, MsgOp& op, bool* d
       *did = true;
     }
     int64_t returned = -1;
-    if (!rings_->split_settled(node, in.pieces, &returned)) return false;  // the sender is still writing
+    if (!rings_->split_settled(node, in.pieces, &returned)) return false;  // pieces left, or the sender writing
     if (returned >= 0 && in.split_status == 0 &&
         (returned >= in.pieces || !read_piece(node, op, in.now.addr, static_cast<uint64_t>(returned), in.piece))) {
       in.split_status = kTransport;
