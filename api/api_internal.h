@@ -153,7 +153,7 @@ template <int kUsed, typename AddressesOk>
   if (!agg.has_room()) return false;
   // Every test passed: from here on the caller's arguments are not needed
   // for its fallback, which leaves the compiler registers to spare.
-  agg.append_member(memo.prepared.member, memo.prepared.sync, memo.src_len > 0 ? src : unused_buffer(),
+  agg.append_member(memo.prepared.part, memo.src_len > 0 ? src : unused_buffer(),
                     memo.dst_len > 0 ? dst : unused_buffer());
   succeed();
   return true;

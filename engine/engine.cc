@@ -335,7 +335,7 @@ bool Engine::end_prepared_aggregate(ImageContext& img, const CollectiveCall& cal
                                     uint64_t* handle) {
   if (prepared.member == nullptr) return false;
   Team& team = team_of(img, call);
-  Schedule* merged = team.aggregate.repeated_by(prepared.member, prepared.sync, config_.check);
+  Schedule* merged = team.aggregate.repeated_by(prepared.part);
   if (merged == nullptr) return false;  // join_aggregate takes the call
   *handle = launch_aggregate(img, team, merged, &call, prepared.digest);
   return true;
@@ -416,7 +416,7 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
   OpenAggregate& agg = team.aggregate;
   // A last call that ends the team's last aggregate again: its merged
   // schedule, with no lookup.
-  Schedule* merged = call.aggregate ? nullptr : agg.repeated_by(prepared.member, prepared.sync, config_.check);
+  Schedule* merged = call.aggregate ? nullptr : agg.repeated_by(prepared.part);
   add_part(team, call, prepared, call.src, call.dst);
   if (call.aggregate) {
     *handle = 0;  // the seed leaves it undefined; the API returns CF_COLL_INVALID_HANDLE
@@ -437,10 +437,8 @@ uint64_t Engine::launch_aggregate(ImageContext& img, Team& team, Schedule* merge
   Instance* inst = merged->acquire();
   // The members' buffers are already in Instance::user order; data
   // movement has no op to bind, only reductions read ops[m].
-  // A member's two pointers at a time (one 16-byte move; no memmove call).
-  char* const* buffers = agg.buffers();
   uint32_t members = agg.size();
-  for (uint32_t m = 0; m < members; ++m) std::memcpy(&inst->user[2 * m], &buffers[2 * m], 2 * sizeof(char*));
+  std::memcpy(inst->user, agg.buffers(), 2 * size_t{members} * sizeof(char*));
   for (const auto& [m, op] : agg.ops) inst->ops[m] = op;
   for (uint64_t d : agg.digests) inst->digest = combine_digests(inst->digest, d);
   if (last != nullptr) {  // the last member, bound here instead of added
@@ -456,7 +454,7 @@ uint64_t Engine::launch_aggregate(ImageContext& img, Team& team, Schedule* merge
 void OpenAggregate::grow() {
   // At most kMaxAggregateMembers: has_room() is then the limit too.
   const uint32_t capacity = std::min(kMaxAggregateMembers, std::max(16u, 2 * capacity_));
-  auto parts = std::make_unique<const Schedule*[]>(capacity);
+  auto parts = std::make_unique<uintptr_t[]>(capacity);
   auto buffers = std::make_unique<char*[]>(2 * size_t{capacity});
   std::copy(parts_.get(), parts_.get() + size_, parts.get());
   std::copy(buffers_.get(), buffers_.get() + 2 * size_, buffers.get());
@@ -469,7 +467,6 @@ void OpenAggregate::pop_back() {
   const uint32_t m = size_ - 1;
   if (!ops.empty() && ops.back().first == m) ops.pop_back();
   if (!digests.empty()) digests.pop_back();
-  sync = sync_before_last_;
   size_ = m;
 }
 
@@ -477,7 +474,6 @@ void OpenAggregate::clear() {
   size_ = 0;
   ops.clear();
   digests.clear();
-  sync = 0;
 }
 
 bool Engine::prepare_member(ImageContext& img, const CollectiveCall& call, PreparedCall& prepared,
@@ -487,7 +483,8 @@ bool Engine::prepare_member(ImageContext& img, const CollectiveCall& call, Prepa
   prepared.member = schedule_for(img, member, prepared.gen, error, false);
   if (prepared.member == nullptr) return false;
   prepared.plain_member = !is_computational(call.kind) && !config_.check;
-  prepared.sync = (call.in_allsync ? OpenAggregate::kSyncIn : 0) | (call.out_allsync ? OpenAggregate::kSyncOut : 0);
+  prepared.part = OpenAggregate::part_of(
+      prepared.member, (call.in_allsync ? OpenAggregate::kSyncIn : 0) | (call.out_allsync ? OpenAggregate::kSyncOut : 0));
   return true;
 }
 
@@ -496,7 +493,9 @@ bool Engine::prepare_member(ImageContext& img, const CollectiveCall& call, Prepa
 Schedule* Engine::aggregate_schedule(ImageContext& img, Team& team, std::string* error) {
   OpenAggregate& agg = team.aggregate;
   const bool in_allsync = agg.in_allsync(config_.check), out_allsync = agg.out_allsync();
-  AggregateKey wanted{{agg.parts(), agg.parts() + agg.size()}, in_allsync, out_allsync};
+  AggregateKey wanted{{}, in_allsync, out_allsync};
+  wanted.parts.reserve(agg.size());
+  for (uint32_t m = 0; m < agg.size(); ++m) wanted.parts.push_back(agg.part(m));
   auto it = img.aggregates.find(wanted);
   if (it == img.aggregates.end()) {
     LocalDag dag = merged_dag(wanted.parts, team.rank, true, in_allsync, out_allsync);
@@ -512,10 +511,8 @@ Schedule* Engine::aggregate_schedule(ImageContext& img, Team& team, std::string*
   }
   // The next aggregate on the team compares its members with this one's
   // (OpenAggregate::repeated_by).
-  agg.last = std::move(wanted);
-  agg.last_size_ = static_cast<uint32_t>(agg.last.parts.size());
-  agg.last_schedule = it->second.get();
-  return agg.last_schedule;
+  agg.started(it->second.get());
+  return it->second.get();
 }
 
 uint64_t Engine::start_schedule(ImageContext& img, Schedule* schedule, void* src, void* dst,

@@ -68,11 +68,22 @@ struct AggregateKey {
 class OpenAggregate {
  public:
   static constexpr uint8_t kSyncIn = 1, kSyncOut = 2;  // IN_ALLSYNC, OUT_ALLSYNC
-  // Appends a member call (its schedule, its kSyncIn / kSyncOut bits and
-  // its buffers), growing the arrays when they are full.
-  void add(const Schedule* schedule, uint8_t member_sync, void* src, void* dst) {
+  // A member as one word: its schedule (generated without a sync
+  // transform) with its kSyncIn / kSyncOut bits in the low bits
+  // (PreparedCall::part), so a member call stores one word and two
+  // addresses, and comparing members compares their sync modes too.
+  static uintptr_t part_of(const Schedule* schedule, uint8_t member_sync) {
+    static_assert(alignof(Schedule) > (kSyncIn | kSyncOut), "the sync bits fit below a schedule's alignment");
+    return reinterpret_cast<uintptr_t>(schedule) | member_sync;
+  }
+  static const Schedule* schedule_of(uintptr_t part) {
+    return reinterpret_cast<const Schedule*>(part & ~uintptr_t{kSyncIn | kSyncOut});
+  }
+  // Appends a member call (part_of its schedule and sync bits, and its
+  // buffers), growing the arrays when they are full.
+  void add(uintptr_t part, void* src, void* dst) {
     if (size_ == capacity_) grow();
-    append_member(schedule, member_sync, src, dst);
+    append_member(part, src, dst);
   }
   // Room for a member that is not the last without growing.
   bool has_room() const { return size_ + 1 < capacity_; }
@@ -80,57 +91,55 @@ class OpenAggregate {
   // never exceeds kMaxAggregateMembers, so has_room() keeps the limit too.
   // Most of an aggregate's calls: three stores and a compare, no vector
   // bookkeeping.
-  void append_member(const Schedule* schedule, uint8_t member_sync, void* src, void* dst) {
-    sync_before_last_ = sync;
-    sync |= member_sync;
-    append(schedule, src, dst);
-  }
-  void pop_back();  // drops the last member (a last call that did not start)
-  void clear();     // forgets the members (not `last`): the next aggregate starts empty
-  uint32_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-  const Schedule* const* parts() const { return parts_.get(); }
-  char* const* buffers() const { return buffers_.get(); }  // 2 per member: source, destination
-  // The merged sync modes: any member's, and IN_ALLSYNC under CF_CHECK
-  // (the digests ride on the entry barrier).
-  bool in_allsync(bool check) const { return (sync & kSyncIn) || check; }
-  bool out_allsync() const { return sync & kSyncOut; }
-  // The last aggregate's merged schedule when this one, ended by a last
-  // member (its schedule and kSyncIn / kSyncOut bits) not yet added,
-  // repeats it (same members, same merged sync modes); else nullptr.
-  Schedule* repeated_by(const Schedule* last_member, uint8_t member_sync, bool check) const {
-    const uint8_t merged = sync | member_sync;
-    if (last_size_ != size_ + 1 || last.parts[size_] != last_member ||
-        last.in_allsync != ((merged & kSyncIn) || check) || last.out_allsync != ((merged & kSyncOut) != 0)) {
-      return nullptr;
-    }
-    // The members before the last, once here rather than as each is added.
-    return std::equal(parts_.get(), parts_.get() + size_, last.parts.data()) ? last_schedule : nullptr;
-  }
-
-  std::vector<std::pair<uint32_t, ReduceOp>> ops;  // reduction members: index, op
-  std::vector<uint64_t> digests;  // CF_CHECK: each member's argument digest
-  uint8_t sync = 0;  // any member's kSyncIn / kSyncOut (PreparedCall::sync)
-  // The last aggregate started on the team: its key and merged schedule
-  // (nullptr = none yet).
-  AggregateKey last;
-  Schedule* last_schedule = nullptr;
-
- private:
-  void append(const Schedule* schedule, void* src, void* dst) {
+  void append_member(uintptr_t part, void* src, void* dst) {
     const uint32_t m = size_;
-    parts_[m] = schedule;
+    parts_[m] = part;
     buffers_[2 * m] = static_cast<char*>(src);
     buffers_[2 * m + 1] = static_cast<char*>(dst);
     size_ = m + 1;
   }
+  void pop_back();  // drops the last member (a last call that did not start)
+  void clear();     // forgets the members (not the last aggregate): the next one starts empty
+  uint32_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const Schedule* part(uint32_t m) const { return schedule_of(parts_[m]); }
+  char* const* buffers() const { return buffers_.get(); }  // 2 per member: source, destination
+  // The merged sync modes: any member's, and IN_ALLSYNC under CF_CHECK
+  // (the digests ride on the entry barrier).
+  bool in_allsync(bool check) const { return (sync() & kSyncIn) || check; }
+  bool out_allsync() const { return sync() & kSyncOut; }
+  // The last aggregate's merged schedule when this one, ended by a last
+  // member (`last_part`) not yet added, repeats it (the same members with
+  // the same sync modes, so the same merged modes); else nullptr.
+  Schedule* repeated_by(uintptr_t last_part) const {
+    if (last_parts_.size() != size_ + 1 || last_parts_[size_] != last_part) return nullptr;
+    // The members before the last, once here rather than as each is added.
+    return std::equal(parts_.get(), parts_.get() + size_, last_parts_.data()) ? last_schedule_ : nullptr;
+  }
+  // Remembers the members, now all added, as the last aggregate started
+  // on the team, with its merged schedule.
+  void started(Schedule* merged) {
+    last_parts_.assign(parts_.get(), parts_.get() + size_);
+    last_schedule_ = merged;
+  }
+
+  std::vector<std::pair<uint32_t, ReduceOp>> ops;  // reduction members: index, op
+  std::vector<uint64_t> digests;  // CF_CHECK: each member's argument digest
+
+ private:
+  uint8_t sync() const {
+    uintptr_t any = 0;
+    for (uint32_t m = 0; m < size_; ++m) any |= parts_[m];
+    return static_cast<uint8_t>(any & (kSyncIn | kSyncOut));
+  }
   void grow();
-  friend class Engine;  // sets last_size_ with `last`
-  uint32_t last_size_ = 0;  // last.parts.size()
-  std::unique_ptr<const Schedule*[]> parts_;  // the members' schedules, in call order
-  std::unique_ptr<char*[]> buffers_;          // in Instance::user order
+  std::unique_ptr<uintptr_t[]> parts_;  // the members (part_of), in call order
+  std::unique_ptr<char*[]> buffers_;    // in Instance::user order
   uint32_t size_ = 0, capacity_ = 0;
-  uint8_t sync_before_last_ = 0;  // `sync` before the last member's (pop_back)
+  // The last aggregate started on the team: its members (empty = none
+  // yet) and merged schedule.
+  std::vector<uintptr_t> last_parts_;
+  Schedule* last_schedule_ = nullptr;
 };
 
 // A team as one image sees it (seed v1.7, "Teams"): the member list (team
@@ -213,10 +222,10 @@ struct PreparedCall {
   const GeneratorInfo* gen = nullptr;
   Schedule* schedule = nullptr;  // started alone
   Schedule* member = nullptr;    // joining an aggregate (no sync transform)
-  // Set with `member`: its join records only buffers (no op, no digest),
-  // and its IN/OUT_ALLSYNC as OpenAggregate::sync bits.
+  // Set with `member`: its join records only buffers (no op, no digest);
+  // `member` with its IN/OUT_ALLSYNC bits (OpenAggregate::part_of).
   bool plain_member = false;
-  uint8_t sync = 0;
+  uintptr_t part = 0;
   uint64_t digest = 0;
   bool has_digest = false;
 };
@@ -477,7 +486,7 @@ class Engine final : public TransportHooks {
     OpenAggregate& agg = team.aggregate;
     if (is_computational(call.kind)) agg.ops.emplace_back(static_cast<uint32_t>(agg.size()), call.op);
     if (config_.check) agg.digests.push_back(p.digest);
-    agg.add(p.member, p.sync, src, dst);
+    agg.add(p.part, src, dst);
   }
   // An aggregate member's schedule and join flags, on its first call (out
   // of line: join_aggregate keeps a small frame).

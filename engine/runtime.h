@@ -48,10 +48,9 @@ class Runtime {
   bool initialized() const { return initialized_.load(std::memory_order_acquire); }
   // get().initialized() for a caller that holds an image (so the runtime
   // exists, or it would hold none): no path that creates it.
-  static bool live() {
-    const Runtime* runtime = instance_.load(std::memory_order_acquire);
-    return runtime != nullptr && runtime->initialized();
-  }
+  // One load: the runtime is the process's one instance (instance_), so
+  // its state is a static too.
+  static bool live() { return initialized_.load(std::memory_order_acquire); }
   const Config& config() const { return config_; }
 
   std::atomic<int> error_mode{0};
@@ -78,7 +77,7 @@ class Runtime {
   std::unique_ptr<Engine> make_engine(const std::vector<uint32_t>& counts);  // under mutex_
 
   std::mutex mutex_;
-  std::atomic<bool> initialized_{false};
+  static constinit inline std::atomic<bool> initialized_{false};
   static Runtime& make();  // the first get(): creates the runtime once
   static constinit inline std::atomic<Runtime*> instance_{nullptr};
   std::unique_ptr<JobStore> boot_;  // cfrun's store, or PMIx; nullptr = one node
