@@ -492,7 +492,10 @@ bool Engine::prepare_member(ImageContext& img, const CollectiveCall& call, Prepa
 // one (join_aggregate looks at that first): from the image's map, or built.
 Schedule* Engine::aggregate_schedule(ImageContext& img, Team& team, std::string* error) {
   OpenAggregate& agg = team.aggregate;
-  const bool in_allsync = agg.in_allsync(config_.check), out_allsync = agg.out_allsync();
+  // IN_ALLSYNC also under CF_CHECK: the digests ride on the entry barrier.
+  const uint8_t sync = agg.merged_sync();
+  const bool in_allsync = (sync & OpenAggregate::kSyncIn) || config_.check;
+  const bool out_allsync = (sync & OpenAggregate::kSyncOut) != 0;
   AggregateKey wanted{{}, in_allsync, out_allsync};
   wanted.parts.reserve(agg.size());
   for (uint32_t m = 0; m < agg.size(); ++m) wanted.parts.push_back(agg.part(m));

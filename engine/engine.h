@@ -89,8 +89,8 @@ class OpenAggregate {
   bool has_room() const { return size_ + 1 < capacity_; }
   // add() of a member that is not the last, when has_room(): the capacity
   // never exceeds kMaxAggregateMembers, so has_room() keeps the limit too.
-  // Most of an aggregate's calls: three stores and a compare, no vector
-  // bookkeeping.
+  // Most of an aggregate's calls: a word and two addresses stored, no
+  // vector bookkeeping.
   void append_member(uintptr_t part, void* src, void* dst) {
     const uint32_t m = size_;
     parts_[m] = part;
@@ -104,10 +104,12 @@ class OpenAggregate {
   bool empty() const { return size_ == 0; }
   const Schedule* part(uint32_t m) const { return schedule_of(parts_[m]); }
   char* const* buffers() const { return buffers_.get(); }  // 2 per member: source, destination
-  // The merged sync modes: any member's, and IN_ALLSYNC under CF_CHECK
-  // (the digests ride on the entry barrier).
-  bool in_allsync(bool check) const { return (sync() & kSyncIn) || check; }
-  bool out_allsync() const { return sync() & kSyncOut; }
+  // The members' kSyncIn / kSyncOut bits, merged (any member's).
+  uint8_t merged_sync() const {
+    uintptr_t any = 0;
+    for (uint32_t m = 0; m < size_; ++m) any |= parts_[m];
+    return static_cast<uint8_t>(any & (kSyncIn | kSyncOut));
+  }
   // The last aggregate's merged schedule when this one, ended by a last
   // member (`last_part`) not yet added, repeats it (the same members with
   // the same sync modes, so the same merged modes); else nullptr.
@@ -127,11 +129,6 @@ class OpenAggregate {
   std::vector<uint64_t> digests;  // CF_CHECK: each member's argument digest
 
  private:
-  uint8_t sync() const {
-    uintptr_t any = 0;
-    for (uint32_t m = 0; m < size_; ++m) any |= parts_[m];
-    return static_cast<uint8_t>(any & (kSyncIn | kSyncOut));
-  }
   void grow();
   std::unique_ptr<uintptr_t[]> parts_;  // the members (part_of), in call order
   std::unique_ptr<char*[]> buffers_;    // in Instance::user order

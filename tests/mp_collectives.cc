@@ -667,6 +667,16 @@ int main(int argc, char** argv) {
       // scheduler which process takes which piece).
       const size_t sizes[] = {4 << 20, (3 << 20) + 12345, 256 << 10, (200 << 10) + 123};
       std::vector<uint8_t> src(8 << 20), dst(8 << 20);
+      // dst holds want(i) for its first n bytes, and the 64 after them are
+      // untouched (0xee); else one failure naming the first wrong byte.
+      auto arrived = [&](const std::string& what, uint32_t round, size_t n, auto want) {
+        for (size_t i = 0; i < n + 64; ++i) {
+          if (dst[i] != (i < n ? want(i) : 0xee)) {
+            log.fail("split: " + what + " in round " + std::to_string(round) + ": byte " + std::to_string(i));
+            return;
+          }
+        }
+      };
       for (uint32_t round = 0, more = 1; more != 0; ++round) {
         for (size_t bytes : sizes) {
           for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(me == 0 ? i * 11 + round + bytes : 0);
@@ -675,14 +685,8 @@ int main(int argc, char** argv) {
           if (cf_coll_broadcast(CF_TEAM_ALL, dst.data(), 0, src.data(), bytes, kLocal) != CF_OK) {
             log.fail(std::string("split: broadcast: ") + cf_last_error());
           }
-          for (size_t i = 0; i < bytes + 64; ++i) {
-            const uint8_t want = i < bytes ? static_cast<uint8_t>(i * 11 + round + bytes) : 0xee;
-            if (dst[i] != want) {
-              log.fail("split: broadcast of " + std::to_string(bytes) + " in round " + std::to_string(round) +
-                       ": byte " + std::to_string(i));
-              break;
-            }
-          }
+          arrived("broadcast of " + std::to_string(bytes), round, bytes,
+                  [&](size_t i) { return static_cast<uint8_t>(i * 11 + round + bytes); });
         }
         const size_t block = (1 << 20) + 4099;
         for (size_t i = 0; i < block; ++i) src[i] = static_cast<uint8_t>(i * 5 + me + round);
@@ -705,13 +709,7 @@ int main(int argc, char** argv) {
         if (cf_coll_scatter(CF_TEAM_ALL, dst.data(), 0, src.data(), block, kLocal) != CF_OK) {
           log.fail(std::string("split: scatter: ") + cf_last_error());
         }
-        for (size_t i = 0; i < block + 64; ++i) {
-          const uint8_t want = i < block ? static_cast<uint8_t>((me * block + i) * 3 + round) : 0xee;
-          if (dst[i] != want) {
-            log.fail("split: scatter in round " + std::to_string(round) + ": byte " + std::to_string(i));
-            break;
-          }
-        }
+        arrived("scatter", round, block, [&](size_t i) { return static_cast<uint8_t>((me * block + i) * 3 + round); });
         // Another round while some node received split copies but has
         // written no piece of one yet (with split copies off: two rounds).
         cf_net_stats_t net{};
