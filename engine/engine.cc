@@ -127,13 +127,13 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
                                      : CopyRouting::WaiterOrFlowGraph;
   yield_count_ = static_cast<uint32_t>(std::min<uint64_t>(
       uint64_t{config.yield_count} * (remote_ != nullptr ? 50 : 1), UINT32_MAX));
-  // Boxes pay off when every image has a core to poll on; when image threads
-  // outnumber cores, senders matching for descheduled receivers (the
-  // mailbox path) keeps work moving and is faster (README, Performance).
-  // A node of one image has no local peer to take boxes from: off, so its
+  // Rings pay off when every image has a core to drain its own on; when
+  // image threads outnumber cores, senders matching for descheduled
+  // receivers (the mailbox path) keeps work moving and is faster (README,
+  // Performance). A node of one image has no local peer: off, so its
   // polls skip them (about 9% of a 2-process 8-byte broadcast receiver).
-  const uint64_t fastbox = on_host <= cores && local_ > 1 ? config.inproc_fastbox_bytes : 0;
-  auto inproc = std::make_unique<InprocTransport>(local_, config.inproc_eager_bytes, fastbox, this, base_);
+  const uint64_t ring_bytes = on_host <= cores && local_ > 1 ? config.inproc_fastbox_bytes : 0;
+  auto inproc = std::make_unique<InprocTransport>(local_, config.inproc_eager_bytes, ring_bytes, this, base_);
   inproc->set_eager_credits(static_cast<uint32_t>(config.inproc_eager_credits));
   transport_ = std::move(inproc);
   for (uint32_t i = 0; i < local_; ++i) {
@@ -564,11 +564,6 @@ void Engine::number(ImageContext& img, Instance* inst, Team& team, uint32_t seqs
 
 void Engine::run_roots(ImageContext& img, Instance* inst) {
   tls_on_app_thread = true;
-  // While we post this call's CARs, peers may leave small messages for us in
-  // our boxes (we look there before posting a receive); on the way out we
-  // take whatever is left, so nothing waits there while we are away.
-  const bool boxes = transport_->boxes_on();
-  if (boxes) transport_->set_polling(img.image, true);
   // Copies into this image that become ready meanwhile wait for this
   // thread, which runs them before it returns (copy_routing_).
   const bool left_here = copies_to_waiters();
@@ -616,7 +611,6 @@ void Engine::run_roots(ImageContext& img, Instance* inst) {
   }
   work.here = was_here;
   if (left_here) leave_wait(img, true);
-  if (boxes) transport_->set_polling(img.image, false);
 }
 
 int Engine::start_represented(ImageContext& caller, const std::vector<RepresentedCall>& calls,

@@ -470,6 +470,7 @@ class Engine final : public TransportHooks {
   bool dump_json(ImageContext& img, uint64_t handle, const std::string& path, std::string* error);
 
   void deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) override;
+  void message_waiting(uint32_t image) override { wake(*images_ctx_[image - base_]); }
 
  private:
   // check_barrier: under CF_CHECK, add the entry barrier the digests ride
@@ -647,23 +648,14 @@ class Engine final : public TransportHooks {
 template <typename Done>
 void Engine::wait_until(ImageContext& img, Done done) {
   if (done()) return;
-  // While this thread polls, small messages to it may be left in its
-  // fastboxes for it to match (transports/inproc); the guard ends that on
-  // every way out, including before sleeping.
-  struct Polling {
+  struct Leave {  // copies left to this thread go elsewhere once it leaves
     Engine& engine;
     ImageContext& img;
-    bool on = false;
-    void set(bool v) {
-      if (v != on) engine.transport_->set_polling(img.image, on = v);
-    }
-    ~Polling() {
-      set(false);
+    ~Leave() {
       if (engine.copies_to_waiters()) engine.leave_wait(img);
     }
-  } polling{*this, img};
+  } leave{*this, img};
   if (copies_to_waiters()) img.waiting.store(true, std::memory_order_seq_cst);
-  polling.set(true);
   const bool spin = config_.progress == ProgressMode::Poll;
   for (uint32_t i = 0; spin && i < spin_count_; ++i) {
     if (done() || lost_status() != 0) return;
@@ -675,9 +667,14 @@ void Engine::wait_until(ImageContext& img, Done done) {
   }
   while (!done() && lost_status() == 0) {
     if (poll(img)) continue;
-    polling.set(false);  // takes what is in the boxes; senders now do the matching
     if (done()) return;
     img.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    // A message a peer left for us (inproc rings) before it could see us
+    // here: its sender saw no sleeper, so we take it instead of sleeping.
+    if (transport_->messages_waiting(img.image)) {
+      img.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      continue;
+    }
     if (remote_ != nullptr) {
       // Messages from other nodes arrive on the transport's wait object,
       // local news on the image's eventfd: sleep on both.
@@ -691,7 +688,6 @@ void Engine::wait_until(ImageContext& img, Done done) {
     }
     img.sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (lost_status() != 0) return;
-    polling.set(true);
   }
 }
 

@@ -1,4 +1,4 @@
-// The inproc transport on its own: fastbox handover and its fallbacks, and
+// The inproc transport on its own: ring handover and its fallbacks, and
 // eager flow control.
 #include <doctest/doctest.h>
 
@@ -13,6 +13,13 @@ namespace {
 
 struct NoHooks : TransportHooks {
   void deferred_work(uint32_t, uint32_t, bool) override {}
+};
+
+struct CountingHooks : TransportHooks {
+  int waiting = 0;   // message_waiting calls
+  int app_only = 0;  // deferred_work calls for an application thread
+  void deferred_work(uint32_t, uint32_t, bool app_thread_only) override { app_only += app_thread_only; }
+  void message_waiting(uint32_t) override { ++waiting; }
 };
 
 struct Op {
@@ -35,75 +42,197 @@ struct Op {
   }
 };
 
-TEST_CASE("a small message to a polling receiver goes through the box and a later receive takes it") {
-  NoHooks hooks;
-  InprocTransport t(2, 8192, 108, &hooks);
+TEST_CASE("a small message goes into the receiver's ring and a later receive takes it from the slot") {
+  CountingHooks hooks;
+  InprocTransport t(2, 8192, 144, &hooks);
   tls_on_app_thread = true;
   uint64_t value = 0x1122334455667788ull, got = 0;
-  t.set_polling(1, true);
   Op send(0, 1, 7, &value, 8);
   t.send(&send.op);
-  CHECK(send.completions == 1);  // the box holds a copy: the SEND is done
-  CHECK(t.stats().fastbox == 1);
+  CHECK(send.completions == 1);  // the slot holds a copy: the SEND is done
+  CHECK(send.status == 0);
+  CHECK(hooks.waiting == 1);  // the receiver was told
+  CHECK(t.messages_waiting(1));
+  CHECK_FALSE(t.messages_waiting(0));
+  CHECK(t.unexpected_count(1) == 1);
   Op recv(1, 0, 7, &got, 8);
   t.recv(&recv.op);
   CHECK(recv.completions == 1);
   CHECK(recv.status == 0);
   CHECK(got == value);
-  t.set_polling(1, false);
+  CHECK(t.unexpected_count(1) == 0);
+  CHECK_FALSE(t.messages_waiting(1));
+  const TransportStats stats = t.stats();
+  CHECK(stats.fastbox == 1);
+  CHECK(stats.messages == 1);
+  CHECK(stats.unexpected == 1);
 }
 
-TEST_CASE("a box message is matched to an already posted receive when the receiver polls") {
-  NoHooks hooks;
-  InprocTransport t(2, 8192, 108, &hooks);
+TEST_CASE("send_now and recv_now move a ring message with no message op") {
+  CountingHooks hooks;
+  InprocTransport t(2, 8192, 144, &hooks);
+  REQUIRE(t.takes_now());
+  uint64_t value = 99, got = 0;
+  CHECK(t.send_now(0, 1, MsgKey{0, 0, 4}, &value, 8, 0));
+  int status = 1;
+  CHECK_FALSE(t.recv_now(1, 0, MsgKey{0, 0, 5}, &got, 8, &status));  // another key: not taken
+  CHECK(t.recv_now(1, 0, MsgKey{0, 0, 4}, &got, 8, &status));
+  CHECK(status == 0);
+  CHECK(got == 99);
+  // A message of another size completes its receive with the mismatch status, nothing copied.
+  CHECK(t.send_now(0, 1, MsgKey{0, 0, 6}, &value, 8, 0));
+  uint32_t small = 0;
+  CHECK(t.recv_now(1, 0, MsgKey{0, 0, 6}, &small, 4, &status));
+  CHECK(status == -7);
+  CHECK(small == 0);
+  // Rings off: never taken at once.
+  InprocTransport off(2, 8192, 0, &hooks);
+  CHECK_FALSE(off.takes_now());
+}
+
+TEST_CASE("a ring message is delivered to an already posted receive when the receiver polls") {
+  CountingHooks hooks;
+  InprocTransport t(2, 8192, 144, &hooks);
   tls_on_app_thread = true;
-  std::vector<uint8_t> data(100, 0xab), got(100, 0);
-  Op recv(1, 0, 3, got.data(), 100);
+  std::vector<uint8_t> data(144, 0xab), got(144, 0);
+  Op recv(1, 0, 3, got.data(), 144);
   t.recv(&recv.op);
   CHECK(recv.completions == 0);
-  t.set_polling(1, true);
-  Op send(0, 1, 3, data.data(), 100);
+  Op send(0, 1, 3, data.data(), 144);
   t.send(&send.op);
-  CHECK(recv.completions == 0);  // waiting in the box for the receiver
+  CHECK(send.completions == 1);
+  CHECK(recv.completions == 0);  // waiting in the ring for the receiver
+  CHECK(t.messages_waiting(1));
   CHECK(t.progress_all(1, true));
   CHECK(recv.completions == 1);
+  CHECK(recv.status == 0);
   CHECK(got == data);
-  t.set_polling(1, false);
+  CHECK(t.stats().direct == 1);
+  CHECK_FALSE(t.messages_waiting(1));
 }
 
-TEST_CASE("a receiver that stops polling takes what is in its boxes") {
-  NoHooks hooks;
-  InprocTransport t(2, 8192, 108, &hooks);
+TEST_CASE("a poll leaves a lone unmatched message in its slot and files it once another comes behind") {
+  CountingHooks hooks;
+  InprocTransport t(2, 8192, 144, &hooks);
   tls_on_app_thread = true;
-  uint32_t value = 42, got = 0;
-  Op recv(1, 0, 1, &got, 4);
-  t.recv(&recv.op);
-  t.set_polling(1, true);
-  Op send(0, 1, 1, &value, 4);
-  t.send(&send.op);
-  t.set_polling(1, false);  // the final check matches the posted receive
-  CHECK(recv.completions == 1);
-  CHECK(got == 42);
-}
-
-TEST_CASE("messages to a receiver that is not polling, or too large for a box, skip the box") {
-  NoHooks hooks;
-  InprocTransport t(2, 8192, 108, &hooks);
-  tls_on_app_thread = true;
-  std::vector<uint8_t> small(8, 1), large(200, 2), got_small(8), got_large(200);
-  Op s1(0, 1, 1, small.data(), 8);
-  t.send(&s1.op);  // receiver not polling: mailbox path (unexpected, eager)
-  t.set_polling(1, true);
-  Op s2(0, 1, 2, large.data(), 200);
-  t.send(&s2.op);  // larger than a box
-  CHECK(t.stats().fastbox == 0);
+  uint64_t a = 1, b = 2, got_a = 0, got_b = 0;
+  Op sa(0, 1, 1, &a, 8);
+  t.send(&sa.op);
+  CHECK_FALSE(t.progress_all(1, true));  // kept: its receive takes it from the slot
+  CHECK_FALSE(t.messages_waiting(1));    // nothing to do until something changes: may sleep
+  CHECK(t.stats().unexpected == 0);
+  Op sb(0, 1, 2, &b, 8);
+  t.send(&sb.op);
+  CHECK(t.messages_waiting(1));
+  CHECK(t.progress_all(1, true));  // a is filed as unexpected; b, alone now, is kept
+  CHECK(t.stats().eager == 1);
   CHECK(t.unexpected_count(1) == 2);
-  Op r1(1, 0, 1, got_small.data(), 8), r2(1, 0, 2, got_large.data(), 200);
-  t.recv(&r1.op);
-  t.recv(&r2.op);
-  CHECK(got_small == small);
+  Op rb(1, 0, 2, &got_b, 8), ra(1, 0, 1, &got_a, 8);
+  t.recv(&rb.op);  // from the slot
+  t.recv(&ra.op);  // from the queue
+  CHECK(got_a == 1);
+  CHECK(got_b == 2);
+  CHECK(ra.completions == 1);
+  CHECK(rb.completions == 1);
+  CHECK(t.unexpected_count(1) == 0);
+}
+
+TEST_CASE("a receive whose message is behind others in the ring files those and takes its own") {
+  CountingHooks hooks;
+  InprocTransport t(2, 8192, 144, &hooks);
+  tls_on_app_thread = true;
+  std::vector<uint64_t> values = {10, 11, 12}, got(3, 0);
+  std::deque<Op> sends, recvs;
+  for (uint32_t i = 0; i < 3; ++i) {
+    sends.emplace_back(0, 1, i, &values[i], 8);
+    t.send(&sends.back().op);
+  }
+  for (uint32_t i = 3; i-- > 0;) {  // last first
+    recvs.emplace_back(1, 0, i, &got[i], 8);
+    t.recv(&recvs.back().op);
+    CHECK(recvs.back().completions == 1);
+  }
+  CHECK(got == values);
+  CHECK(t.unexpected_count(1) == 0);
+}
+
+TEST_CASE("a full ring, or a message larger than a slot, goes through the mailbox; everything arrives") {
+  CountingHooks hooks;
+  InprocTransport t(2, 8192, 144, &hooks);
+  tls_on_app_thread = true;
+  constexpr uint32_t kMessages = InprocTransport::kRingSlots + 4;
+  std::vector<uint64_t> values(kMessages), got(kMessages, 0);
+  std::deque<Op> sends, recvs;
+  for (uint32_t i = 0; i < kMessages; ++i) {
+    values[i] = 500 + i;
+    sends.emplace_back(0, 1, i, &values[i], 8);
+    t.send(&sends.back().op);
+    CHECK(sends.back().completions == 1);  // eager either way
+  }
+  CHECK(hooks.waiting == InprocTransport::kRingSlots);
+  CHECK(t.unexpected_count(1) == kMessages);
+  std::vector<uint8_t> large(200, 2), got_large(200, 0);
+  Op sl(0, 1, 1000, large.data(), 200);
+  t.send(&sl.op);
+  CHECK(hooks.waiting == InprocTransport::kRingSlots);  // not through a ring
+  for (uint32_t i = kMessages; i-- > 0;) {
+    recvs.emplace_back(1, 0, i, &got[i], 8);
+    t.recv(&recvs.back().op);
+    CHECK(recvs.back().completions == 1);
+  }
+  Op rl(1, 0, 1000, got_large.data(), 200);
+  t.recv(&rl.op);
+  CHECK(got == values);
   CHECK(got_large == large);
-  t.set_polling(1, false);
+  CHECK(t.unexpected_count(1) == 0);
+  CHECK(t.stats().fastbox == InprocTransport::kRingSlots);
+  CHECK(t.stats().messages == kMessages + 1);
+}
+
+TEST_CASE("a helper thread leaves a ring message whose receive only the application thread may deliver") {
+  CountingHooks hooks;
+  InprocTransport t(2, 8192, 144, &hooks);
+  tls_on_app_thread = true;
+  uint64_t value = 3, got = 0;
+  Op recv(1, 0, 8, &got, 8);
+  recv.op.deliver.app_thread_only = true;
+  t.recv(&recv.op);
+  Op send(0, 1, 8, &value, 8);
+  t.send(&send.op);
+  tls_on_app_thread = false;
+  CHECK_FALSE(t.progress_all(1, false));
+  CHECK(recv.completions == 0);
+  CHECK(hooks.app_only == 1);  // asked for the image's own thread
+  tls_on_app_thread = true;
+  CHECK(t.progress_all(1, true));
+  CHECK(recv.completions == 1);
+  CHECK(got == 3);
+}
+
+TEST_CASE("a receiver holding its sender's eager credits keeps that sender out of the ring") {
+  CountingHooks hooks;
+  InprocTransport t(2, 8192, 144, &hooks);
+  t.set_eager_credits(2);
+  tls_on_app_thread = true;
+  constexpr uint32_t kMessages = 6;
+  std::vector<uint64_t> values(kMessages), got(kMessages, 0);
+  std::deque<Op> sends, recvs;
+  for (uint32_t i = 0; i < kMessages; ++i) {
+    values[i] = 70 + i;
+    sends.emplace_back(0, 1, i, &values[i], 8);
+    t.send(&sends.back().op);
+    t.progress_all(1, true);  // a polling receiver files all but the last
+  }
+  // Two filed (the credits), then senders wait in the mailbox as descriptors.
+  CHECK(t.stats().eager == 2);
+  CHECK(sends[kMessages - 1].completions == 0);
+  for (uint32_t i = 0; i < kMessages; ++i) {
+    recvs.emplace_back(1, 0, i, &got[i], 8);
+    t.recv(&recvs.back().op);
+    CHECK(recvs.back().completions == 1);
+  }
+  CHECK(got == values);
+  for (const Op& s : sends) CHECK(s.completions == 1);
 }
 
 TEST_CASE("a byte-count mismatch completes both sides with an error instead of copying") {

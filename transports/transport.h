@@ -97,7 +97,7 @@ struct TransportStats {
   uint64_t direct = 0;          // sends copied straight into a posted receive
   uint64_t single_copy = 0;     // large messages copied once, sender to receiver
   uint64_t unexpected = 0;      // messages that arrived before their receive
-  uint64_t fastbox = 0;         // small messages handed over in a per-VC box
+  uint64_t fastbox = 0;         // small messages handed over in a per-VC ring (inproc)
 };
 
 // What the transport asks of the engine.
@@ -108,6 +108,8 @@ class TransportHooks {
   // large message); the engine must make sure progress(image, peer) runs soon.
   // app_thread_only: only an application thread may run it.
   virtual void deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) = 0;
+  // A message was left for `image` to take (it polls, or is woken).
+  virtual void message_waiting(uint32_t image) { (void)image; }
 };
 
 class Transport {
@@ -144,10 +146,13 @@ class Transport {
   virtual bool progress(uint32_t image, uint32_t peer, bool on_app_thread) = 0;
   // The same for every VC into `image` (a cheap check when there is none).
   virtual bool progress_all(uint32_t image, bool on_app_thread) = 0;
-  // The application thread of `image` is (on) or stops being (off) in a
-  // loop that calls progress_all: transports may then leave small messages
-  // for it to match instead of matching them on the sender's thread.
-  virtual void set_polling(uint32_t image, bool on) = 0;
+  // Whether messages wait for `image` to take them in progress_all (a
+  // thread about to sleep looks here after it announced itself; senders
+  // that leave messages call TransportHooks::message_waiting after).
+  virtual bool messages_waiting(uint32_t image) const {
+    (void)image;
+    return false;
+  }
   virtual TransportStats stats() const = 0;
   // Transports between nodes: who to tell about deferred work, and a wait
   // object. wait() sleeps until the transport may have news or `wake_fd`

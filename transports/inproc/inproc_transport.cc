@@ -5,28 +5,36 @@
 #include <cstring>
 #include <new>
 
+#include "transports/small_copy.h"
+
 namespace carflow {
 
 // Status for a SEND/RECV pair whose byte counts differ (CF_ERR_MISMATCH).
 static constexpr int kMismatch = -7;
 
-InprocTransport::InprocTransport(uint32_t images, uint64_t eager_bytes, uint64_t fastbox_bytes,
+InprocTransport::Ring::Ring() {
+  for (uint32_t i = 0; i < kRingSlots; ++i) slots[i].seq.store(i, std::memory_order_relaxed);
+}
+
+InprocTransport::InprocTransport(uint32_t images, uint64_t eager_bytes, uint64_t ring_bytes,
                                  TransportHooks* hooks, uint32_t base)
     : images_(images),
       base_(base),
       eager_bytes_(eager_bytes),
-      fastbox_bytes_(std::min<uint64_t>({fastbox_bytes, eager_bytes, kFastboxBytes})),
+      ring_bytes_(std::min<uint64_t>({ring_bytes, eager_bytes, kRingBytes})),
       hooks_(hooks) {
+  takes_now_ = ring_bytes_ != 0;
   for (uint32_t i = 0; i < images; ++i) {
     mailboxes_.push_back(std::make_unique<Mailbox>());
     mailboxes_.back()->pulls.resize(images);
-    mailboxes_.back()->eager_held.resize(images);
-    mailboxes_.back()->boxes = std::make_unique<FastBox[]>(images);
+    mailboxes_.back()->eager_held = std::make_unique<std::atomic<uint32_t>[]>(images);
+    mailboxes_.back()->rings = std::make_unique<std::atomic<Ring*>[]>(images);
   }
 }
 
 InprocTransport::~InprocTransport() {
   for (auto& mb : mailboxes_) {
+    for (uint32_t src = 0; src < images_; ++src) delete mb->rings[src].load(std::memory_order_acquire);
     for (Unexpected* list : {mb->free_eager, mb->free_headers}) {
       while (list != nullptr) {
         Unexpected* next = list->next;
@@ -53,7 +61,7 @@ InprocTransport::Unexpected* InprocTransport::take_block(Mailbox& mb, bool eager
 }
 
 void InprocTransport::free_block(Mailbox& mb, Unexpected* u) {
-  if (u->send == nullptr) --mb.eager_held[u->src - base_];
+  if (u->send == nullptr) mb.eager_held[u->src - base_].fetch_sub(1, std::memory_order_relaxed);
   Unexpected*& free_list = u->send == nullptr ? mb.free_eager : mb.free_headers;
   u->next = free_list;
   free_list = u;
@@ -107,19 +115,16 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
   mb.stats.bytes += nbytes;
   MsgOp* posted = mb.posted.take(src, key);
   if (posted != nullptr) {
-    const bool may_deliver_here = tls_on_app_thread || !posted->deliver.app_thread_only;
-    // A box copy (send_op == nullptr) is taken on the receiver's own thread,
-    // so it is always delivered here.
-    const bool direct = (small && may_deliver_here) || send_op == nullptr;
+    const bool direct = small && (tls_on_app_thread || !posted->deliver.app_thread_only);
     if (posted->nbytes == nbytes) (direct ? mb.stats.direct : mb.stats.single_copy)++;
     mb.lock.unlock();
     if (posted->nbytes != nbytes) {
       finish_recv(posted, kMismatch, digest);
-      if (send_op != nullptr) send_op->on_complete(send_op, kMismatch);
+      send_op->on_complete(send_op, kMismatch);
     } else if (direct || status != 0) {
       if (status == 0) deliver(posted, data);
       finish_recv(posted, status, digest);
-      if (send_op != nullptr) send_op->on_complete(send_op, 0);
+      send_op->on_complete(send_op, 0);
     } else {
       posted->matched = send_op;
       push_pull(image, posted);
@@ -127,13 +132,12 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
     return;
   }
   mb.stats.unexpected++;
-  // Out of eager credits from this sender: its SEND waits for the RECV. A
-  // box copy (no send_op) has completed its SEND already and stays eager.
-  uint32_t& held = mb.eager_held[src - base_];
-  const bool eager = small && (held < eager_credits_ || send_op == nullptr);
+  // Out of eager credits from this sender: its SEND waits for the RECV.
+  std::atomic<uint32_t>& held = mb.eager_held[src - base_];
+  const bool eager = small && held.load(std::memory_order_relaxed) < eager_credits_;
   if (eager) {
     mb.stats.eager++;
-    ++held;
+    held.fetch_add(1, std::memory_order_relaxed);
   }
   Unexpected* u = take_block(mb, eager);
   u->src = src;
@@ -145,78 +149,213 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
   if (eager && nbytes > 0) std::memcpy(u->data(), data, nbytes);
   mb.unexpected.insert(u);
   mb.lock.unlock();
-  if (eager && send_op != nullptr) send_op->on_complete(send_op, 0);
+  if (eager) send_op->on_complete(send_op, 0);
 }
 
-bool InprocTransport::try_fastbox(MsgOp* op) {
-  if (op->nbytes > fastbox_bytes_) return false;
-  Mailbox& mb = mailbox(op->peer);
-  if (!mb.polling.load(std::memory_order_acquire)) return false;
-  FastBox& box = mb.boxes[op->self - base_];
-  if (box.state.load(std::memory_order_acquire) != FastBox::kEmpty) return false;
-  box.nbytes = static_cast<uint32_t>(op->nbytes);
-  box.status = op->status;
-  box.digest = op->digest;
-  box.key = op->key;
-  if (op->nbytes > 0) std::memcpy(box.data, op->buf, op->nbytes);
-  box.state.store(FastBox::kFull, std::memory_order_seq_cst);
-  // The receiver may have stopped polling meanwhile: then either it saw the
-  // box in its final check, or we take the message back (Dekker: each side
-  // writes its flag, then reads the other's).
-  if (!mb.polling.load(std::memory_order_seq_cst)) {
-    uint32_t full = FastBox::kFull;
-    if (box.state.compare_exchange_strong(full, FastBox::kEmpty, std::memory_order_acq_rel)) {
-      return false;
-    }
+InprocTransport::Slot* InprocTransport::head_slot(Ring& r) {
+  const uint64_t head = r.head.load(std::memory_order_relaxed);
+  Slot& s = r.slots[head % kRingSlots];
+  return s.seq.load(std::memory_order_acquire) == head + 1 ? &s : nullptr;
+}
+
+void InprocTransport::pop(Ring& r) {
+  const uint64_t head = r.head.load(std::memory_order_relaxed);
+  r.slots[head % kRingSlots].seq.store(head + kRingSlots, std::memory_order_release);
+  r.head.store(head + 1, std::memory_order_relaxed);
+}
+
+// A message taken straight from its slot by a receive posted after it came
+// (under r.take_lock; counted by the ring, not the mailbox).
+void InprocTransport::count_late(Ring& r, uint32_t nbytes) {
+  r.late.store(r.late.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  r.late_bytes.store(r.late_bytes.load(std::memory_order_relaxed) + nbytes, std::memory_order_relaxed);
+}
+
+bool InprocTransport::push(uint32_t dst, uint32_t src, const MsgKey& key, const void* buf, uint64_t nbytes,
+                           int status, uint64_t digest) {
+  if (nbytes > ring_bytes_) return false;
+  Mailbox& mb = mailbox(dst);
+  // A receiver that holds this sender's eager credits in its unexpected
+  // queue has not been taking its messages: the mailbox path makes the
+  // sender wait for its receives instead of filling the ring too.
+  if (mb.eager_held[src - base_].load(std::memory_order_relaxed) >= eager_credits_) return false;
+  std::atomic<Ring*>& slot_of_ring = mb.rings[src - base_];
+  Ring* r = slot_of_ring.load(std::memory_order_acquire);
+  if (r == nullptr) {  // the first message between these two images
+    auto made = std::make_unique<Ring>();
+    if (slot_of_ring.compare_exchange_strong(r, made.get(), std::memory_order_acq_rel)) r = made.release();
   }
-  box.handed.store(box.handed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  op->on_complete(op, 0);
+  if (!r->push_lock.try_lock()) return false;
+  const uint64_t tail = r->tail;
+  Slot& s = r->slots[tail % kRingSlots];
+  if (s.seq.load(std::memory_order_acquire) != tail) {
+    r->push_lock.unlock();
+    return false;  // full
+  }
+  s.key = key;
+  s.nbytes = static_cast<uint32_t>(nbytes);
+  s.status = status;
+  s.digest = digest;
+  const char* from = static_cast<const char*>(buf);
+  if (nbytes <= 64) {
+    copy_small(s.data, from, static_cast<uint32_t>(nbytes));
+  } else {
+    std::memcpy(s.data, from, nbytes);
+  }
+  // seq_cst: pairs with a receiver that announces it sleeps, then looks at
+  // its rings (Engine::wait_until); one of the two sees the other.
+  s.seq.store(tail + 1, std::memory_order_seq_cst);
+  r->tail = tail + 1;
+  r->push_lock.unlock();
+  hooks_->message_waiting(dst);
   return true;
 }
 
-bool InprocTransport::take_fastbox(uint32_t image, uint32_t src) {
-  FastBox& box = mailbox(image).boxes[src - base_];
-  if (box.state.load(std::memory_order_acquire) != FastBox::kFull) return false;
-  uint32_t full = FastBox::kFull;
-  if (!box.state.compare_exchange_strong(full, FastBox::kTaking, std::memory_order_acq_rel)) {
-    return false;
-  }
-  // Copy out and free the box first: the sender may refill it while we match.
-  char data[kFastboxBytes];
-  const uint32_t nbytes = box.nbytes;
-  const int status = box.status;
-  const uint64_t digest = box.digest;
-  const MsgKey key = box.key;
-  if (nbytes > 0) std::memcpy(data, box.data, nbytes);
-  box.state.store(FastBox::kEmpty, std::memory_order_release);
-  arrive(image, src, key, data, nbytes, nullptr, status, digest);
-  return true;
+bool InprocTransport::send_now(uint32_t self, uint32_t peer, const MsgKey& key, const void* buf, uint64_t nbytes,
+                               int status) {
+  return push(peer, self, key, buf, nbytes, status, 0);
 }
 
 void InprocTransport::send(MsgOp* op) {
-  if (fastbox_bytes_ > 0 && try_fastbox(op)) return;
+  if (ring_bytes_ != 0 && push(op->peer, op->self, op->key, op->buf, op->nbytes, op->status, op->digest)) {
+    op->on_complete(op, 0);
+    return;
+  }
   arrive(op->peer, op->self, op->key, op->buf, op->nbytes, op, op->status, op->digest);
 }
 
-void InprocTransport::set_polling(uint32_t image, bool on) {
-  if (fastbox_bytes_ == 0) return;
+bool InprocTransport::recv_now(uint32_t self, uint32_t peer, const MsgKey& key, void* buf, uint64_t nbytes,
+                               int* status) {
+  Ring* r = ring(self, peer);
+  if (r == nullptr || !r->take_lock.try_lock()) return false;
+  Slot* s = head_slot(*r);
+  if (s == nullptr || !(s->key == key) || s->digest != 0) {
+    r->take_lock.unlock();
+    return false;
+  }
+  *status = s->status != 0 ? s->status : s->nbytes == nbytes ? 0 : kMismatch;
+  if (*status == 0 && nbytes > 0) {
+    if (nbytes <= 64) {
+      copy_small(static_cast<char*>(buf), s->data, static_cast<uint32_t>(nbytes));
+    } else {
+      std::memcpy(buf, s->data, nbytes);
+    }
+  }
+  count_late(*r, s->nbytes);
+  pop(*r);
+  r->take_lock.unlock();
+  return true;
+}
+
+bool InprocTransport::alone(const Ring& r, uint64_t head) {
+  return r.slots[(head + 1) % kRingSlots].seq.load(std::memory_order_acquire) != head + 2;
+}
+
+uint32_t InprocTransport::drain(uint32_t image, uint32_t src, Ring& r, bool on_app_thread, bool keep_last) {
   Mailbox& mb = mailbox(image);
-  mb.polling.store(on, std::memory_order_seq_cst);
-  if (!on) {
-    for (uint32_t src = base_; src < base_ + images_; ++src) take_fastbox(image, src);
+  uint32_t taken = 0;
+  for (;; ++taken) {
+    if (!r.take_lock.try_lock()) return taken;
+    Slot* s = head_slot(r);
+    if (s == nullptr) {
+      r.take_lock.unlock();
+      return taken;
+    }
+    mb.lock.lock();
+    MsgOp* posted = mb.posted.find(src, s->key);
+    if (posted != nullptr && posted->deliver.app_thread_only && !on_app_thread) {
+      mb.lock.unlock();
+      r.take_lock.unlock();
+      hooks_->deferred_work(image, src, true);  // the image's thread takes it
+      return taken;
+    }
+    const uint64_t head = r.head.load(std::memory_order_relaxed);
+    if (posted == nullptr && keep_last && alone(r, head)) {
+      r.kept.store(head, std::memory_order_relaxed);
+      mb.lock.unlock();
+      r.take_lock.unlock();
+      return taken;
+    }
+    mb.stats.messages++;
+    mb.stats.bytes += s->nbytes;
+    if (posted != nullptr) {
+      mb.posted.take(src, s->key);
+      mb.stats.direct++;
+    } else {
+      // Filed as eager data: the SEND completed when it went into the ring.
+      mb.stats.unexpected++;
+      mb.stats.eager++;
+      mb.eager_held[src - base_].fetch_add(1, std::memory_order_relaxed);
+      Unexpected* u = take_block(mb, true);
+      u->src = src;
+      u->key = s->key;
+      u->nbytes = s->nbytes;
+      u->send = nullptr;
+      u->status = s->status;
+      u->digest = s->digest;
+      if (s->nbytes > 0) std::memcpy(u->data(), s->data, s->nbytes);
+      mb.unexpected.insert(u);
+    }
+    mb.lock.unlock();
+    const int status = s->status != 0 ? s->status : posted == nullptr || s->nbytes == posted->nbytes ? 0 : kMismatch;
+    const uint64_t digest = s->digest;
+    if (posted != nullptr && status == 0) deliver(posted, s->data);
+    pop(r);
+    r.take_lock.unlock();
+    if (posted != nullptr) finish_recv(posted, status, digest);
   }
 }
 
+bool InprocTransport::messages_waiting(uint32_t image) const {
+  if (ring_bytes_ == 0) return false;
+  for (uint32_t src = base_; src < base_ + images_; ++src) {
+    Ring* r = ring(image, src);
+    if (r == nullptr) continue;
+    const uint64_t head = r->head.load(std::memory_order_relaxed);
+    if (r->slots[head % kRingSlots].seq.load(std::memory_order_acquire) != head + 1) continue;
+    // A message that a drain left (no receive for it yet) counts only once
+    // another comes behind it or a receive is posted (kept is reset then).
+    if (head != r->kept.load(std::memory_order_relaxed) || !alone(*r, head)) return true;
+  }
+  return false;
+}
+
 void InprocTransport::recv(MsgOp* op) {
-  // A message waiting in the box goes through the queues first, so the
-  // lookup below sees it.
-  if (fastbox_bytes_ > 0) take_fastbox(op->self, op->peer);
+  Ring* r = ring_bytes_ != 0 ? ring(op->self, op->peer) : nullptr;
+  // The message is usually the next one of its ring: taken from its slot.
+  if (r != nullptr && r->take_lock.try_lock()) {
+    Slot* s = head_slot(*r);
+    if (s != nullptr && s->key == op->key && (tls_on_app_thread || !op->deliver.app_thread_only)) {
+      const int status = s->status != 0 ? s->status : s->nbytes == op->nbytes ? 0 : kMismatch;
+      const uint64_t digest = s->digest;
+      if (status == 0) deliver(op, s->data);
+      count_late(*r, s->nbytes);
+      pop(*r);
+      r->take_lock.unlock();
+      finish_recv(op, status, digest);
+      return;
+    }
+    r->take_lock.unlock();
+  }
   Mailbox& mb = mailbox(op->self);
   mb.lock.lock();
   Unexpected* u = mb.unexpected.take(op->peer, op->key);
+  if (u == nullptr && r != nullptr && head_slot(*r) != nullptr) {
+    // Not queued (a full ring sends through the queues): it may be in the
+    // ring behind others, which go to the queues first.
+    mb.lock.unlock();
+    drain(op->self, op->peer, *r, tls_on_app_thread, false);
+    mb.lock.lock();
+    u = mb.unexpected.take(op->peer, op->key);
+  }
   if (u == nullptr) {
     mb.posted.insert(op);
+    // A message a drain left in the ring may be this receive's: the image
+    // must look again (another thread was draining, or it is asleep).
+    const bool look_again = r != nullptr && head_slot(*r) != nullptr;
+    if (look_again) r->kept.store(~uint64_t{0}, std::memory_order_relaxed);
     mb.lock.unlock();
+    if (look_again) hooks_->message_waiting(op->self);
     return;
   }
   MsgOp* sender = u->send;
@@ -280,8 +419,11 @@ bool InprocTransport::progress_all(uint32_t image, bool on_app_thread) {
   if (images_ == 1) return false;  // a node of one image: nothing moves in process
   Mailbox& mb = mailbox(image);
   bool did = false;
-  if (fastbox_bytes_ > 0 && on_app_thread) {
-    for (uint32_t src = base_; src < base_ + images_; ++src) did |= take_fastbox(image, src);
+  if (ring_bytes_ != 0) {
+    for (uint32_t src = base_; src < base_ + images_; ++src) {
+      Ring* r = ring(image, src);
+      if (r != nullptr && head_slot(*r) != nullptr) did |= drain(image, src, *r, on_app_thread, true) != 0;
+    }
   }
   if (mb.pending_pulls.load(std::memory_order_acquire) == 0) return did;
   for (uint32_t peer = base_; peer < base_ + images_; ++peer) did |= progress(image, peer, on_app_thread);
@@ -301,7 +443,16 @@ TransportStats InprocTransport::stats() const {
     s.single_copy += m.single_copy;
     s.unexpected += m.unexpected;
     for (uint32_t src = 0; src < images_; ++src) {
-      s.fastbox += mb->boxes[src].handed.load(std::memory_order_relaxed);
+      const Ring* r = mb->rings[src].load(std::memory_order_acquire);
+      if (r == nullptr) continue;
+      // Ring messages taken straight from their slot; the ones drained
+      // into the mailbox are in its counts already.
+      const uint64_t late = r->late.load(std::memory_order_relaxed);
+      s.messages += late;
+      s.bytes += r->late_bytes.load(std::memory_order_relaxed);
+      s.unexpected += late;
+      s.eager += late;
+      s.fastbox += r->head.load(std::memory_order_relaxed);
     }
   }
   return s;
@@ -312,6 +463,13 @@ size_t InprocTransport::unexpected_count(uint32_t image) const {
   mb.lock.lock();
   size_t n = mb.unexpected.size();
   mb.lock.unlock();
+  for (uint32_t src = 0; src < images_; ++src) {
+    const Ring* r = mb.rings[src].load(std::memory_order_acquire);
+    if (r != nullptr) {
+      const uint64_t head = r->head.load(std::memory_order_relaxed);
+      for (uint64_t p = head; p < head + kRingSlots && r->slots[p % kRingSlots].seq.load(std::memory_order_acquire) == p + 1; ++p) ++n;
+    }
+  }
   return n;
 }
 

@@ -16,13 +16,20 @@
 //    so its SEND completes only when the RECV takes it. A sender that runs
 //    ahead of its receiver (OUT_MYSYNC loops, many outstanding calls) is
 //    held back instead of growing the receiver's pool without bound.
-//  - fastbox: while the receiver's thread is waiting (polling), a message of
-//    up to kFastboxBytes goes into a one-slot box per VC that the receiver
-//    polls and matches itself (MPICH Nemesis calls this a fastbox): one
-//    cache-line handover instead of the sender locking the receiver's
-//    mailbox and running its CARs. States: empty -> full (sender) ->
-//    taking (receiver, by CAS) -> empty. A sender that finds the receiver
-//    no longer polling retracts its message by CAS and takes the paths above.
+//  - rings: when every image thread has a core (rings on), a message of up
+//    to ring_bytes goes into a ring of small slots per VC (receiver, sender)
+//    that the receiver drains itself (MPICH Nemesis' fastboxes, Open MPI's
+//    vader rings): the SEND completes at once, and one cache-line handover
+//    moves the message, against several lines (the mailbox lock, the
+//    unexpected queue, a pooled block) on the paths above. A receive whose
+//    message is at the head of its ring takes it straight from the slot;
+//    a receiver polling for progress delivers ring messages to their
+//    posted receives or files them as unexpected (eager). A full ring, a
+//    receiver holding its sender's eager credits, or a larger message takes
+//    the paths above. Senders wake a sleeping receiver (message_waiting).
+//    Each ring has a producer lock and a consumer lock (try-locks): any
+//    thread may run an image's CARs, and helper threads (the progress
+//    thread, a representative) drain for an image too.
 // Threshold: CF_INPROC_EAGER_BYTES (see README).
 #pragma once
 
@@ -39,26 +46,33 @@ namespace carflow {
 class InprocTransport final : public Transport {
  public:
   // Serves images [base, base + images) of this node (image numbers are
-  // node-global). fastbox_bytes: largest message handed over in a box (0 =
-  // boxes off; capped at kFastboxBytes and eager_bytes).
-  InprocTransport(uint32_t images, uint64_t eager_bytes, uint64_t fastbox_bytes,
+  // node-global). ring_bytes: largest message sent through a ring (0 =
+  // rings off; capped at kRingBytes and eager_bytes).
+  InprocTransport(uint32_t images, uint64_t eager_bytes, uint64_t ring_bytes,
                   TransportHooks* hooks, uint32_t base = 0);
   ~InprocTransport() override;
 
   const char* name() const override { return "inproc"; }
   void send(MsgOp* op) override;
+  bool send_now(uint32_t self, uint32_t peer, const MsgKey& key, const void* buf, uint64_t nbytes,
+                int status) override;
   void recv(MsgOp* op) override;
+  bool recv_now(uint32_t self, uint32_t peer, const MsgKey& key, void* buf, uint64_t nbytes, int* status) override;
   bool progress(uint32_t image, uint32_t peer, bool on_app_thread) override;
   bool progress_all(uint32_t image, bool on_app_thread) override;
-  void set_polling(uint32_t image, bool on) override;
-  bool boxes_on() const { return fastbox_bytes_ != 0; }  // set_polling does nothing otherwise
-  static constexpr uint32_t kFastboxBytes = 108;
+  bool messages_waiting(uint32_t image) const override;
+  bool rings_on() const { return ring_bytes_ != 0; }
+  // Slots per ring, and the payload of one (a slot is three cache lines:
+  // the header's, with the first 16 bytes of data, and two of data).
+  static constexpr uint32_t kRingSlots = 16;
+  static constexpr uint32_t kRingBytes = 144;
   TransportStats stats() const override;
   uint64_t eager_bytes() const { return eager_bytes_; }
   // Eager blocks one receiver holds per sender before small messages go
   // single copy (CF_INPROC_EAGER_CREDITS). Set before the first message.
   void set_eager_credits(uint32_t credits) { eager_credits_ = credits; }
-  // Messages waiting in `image`'s unexpected queue (tests, diagnostics).
+  // Messages waiting for a receive at `image`: in its unexpected queue or
+  // its rings (tests, diagnostics; exact while nobody sends or receives).
   size_t unexpected_count(uint32_t image) const;
 
  private:
@@ -78,15 +92,29 @@ class InprocTransport final : public Transport {
   struct UnexpectedKey {
     std::pair<uint32_t, MsgKey> operator()(const Unexpected* u) const { return {u->src, u->key}; }
   };
-  struct alignas(64) FastBox {
-    enum : uint32_t { kEmpty = 0, kFull = 1, kTaking = 2 };
-    std::atomic<uint32_t> state{kEmpty};
-    uint32_t nbytes = 0;
-    int32_t status = 0;  // the sender's failure, passed on (MsgOp::status)
-    uint64_t digest = 0;  // MsgOp::digest, passed on
+  // A ring slot: free for the producer at position p when seq == p, full
+  // for the consumer at position p when seq == p + 1 (Vyukov's bounded
+  // queue, one producer and one consumer at a time).
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> seq{0};
     MsgKey key;
-    char data[kFastboxBytes];
-    std::atomic<uint64_t> handed{0};  // written by the one sender only
+    uint32_t nbytes = 0;
+    int32_t status = 0;   // the sender's failure, passed on (MsgOp::status)
+    uint64_t digest = 0;  // MsgOp::digest, passed on
+    alignas(16) char data[kRingBytes];  // aligned: reduction kernels read it as elements
+  };
+  static_assert(sizeof(Slot) == 192, "a slot is three cache lines");
+  struct Ring {
+    Ring();
+    alignas(64) SpinLock push_lock;  // the producer's line
+    uint64_t tail = 0;
+    alignas(64) SpinLock take_lock;  // the consumer's line
+    std::atomic<uint64_t> head{0};   // written under take_lock, peeked without it
+    std::atomic<uint64_t> late{0}, late_bytes{0};  // see count_late
+    // The head position a drain left in place, alone and with no receive
+    // posted (~0: none); written under take_lock and the mailbox lock.
+    std::atomic<uint64_t> kept{~uint64_t{0}};
+    Slot slots[kRingSlots];
   };
   struct alignas(64) Mailbox {
     SpinLock lock;
@@ -99,11 +127,13 @@ class InprocTransport final : public Transport {
       MsgOp* tail = nullptr;
     };
     std::vector<PullQueue> pulls;        // per source VC: matched receives still to copy
-    std::vector<uint32_t> eager_held;    // per source VC: eager blocks in `unexpected`
+    // Per source VC: eager blocks in `unexpected`. Senders read it without
+    // the lock: a sender at its credit limit keeps out of the ring.
+    std::unique_ptr<std::atomic<uint32_t>[]> eager_held;
     std::atomic<uint32_t> pending_pulls{0};
     TransportStats stats;                // counted under `lock`, which senders hold anyway
-    std::unique_ptr<FastBox[]> boxes;    // by sending image
-    alignas(64) std::atomic<bool> polling{false};
+    // By sending image: made by the first message through it.
+    std::unique_ptr<std::atomic<Ring*>[]> rings;
   };
 
   Unexpected* take_block(Mailbox& mb, bool eager);  // under mb.lock
@@ -116,15 +146,34 @@ class InprocTransport final : public Transport {
   // completion it owes.
   void arrive(uint32_t image, uint32_t src, const MsgKey& key, const void* data, uint64_t nbytes,
               MsgOp* send_op, int status, uint64_t digest);
-  bool try_fastbox(MsgOp* op);
-  bool take_fastbox(uint32_t image, uint32_t src);
+  // Puts a message into ring (dst <- src); false when rings are off, it is
+  // too large, the ring is full or busy, or dst holds src's eager credits.
+  bool push(uint32_t dst, uint32_t src, const MsgKey& key, const void* buf, uint64_t nbytes, int status,
+            uint64_t digest);
+  Ring* ring(uint32_t dst, uint32_t src) const {
+    return mailbox(dst).rings[src - base_].load(std::memory_order_acquire);
+  }
+  // The message at the head of r, or nullptr (under r.take_lock).
+  static Slot* head_slot(Ring& r);
+  static void pop(Ring& r);  // frees the head slot (under r.take_lock)
+  static void count_late(Ring& r, uint32_t nbytes);
+  // Takes the messages waiting in ring (image <- src) in order: each is
+  // delivered to its posted receive or filed as unexpected. Stops at a
+  // message whose receive only an application thread may deliver, when
+  // the caller is not one (and asks for one). keep_last: the ring's last
+  // message stays when no receive waits for it (its receive, posted soon,
+  // takes it from the slot: no queueing, no pooled block). Returns how
+  // many it took.
+  uint32_t drain(uint32_t image, uint32_t src, Ring& r, bool on_app_thread, bool keep_last);
+  // Whether the message at `head` is the ring's last one.
+  static bool alone(const Ring& r, uint64_t head);
 
   Mailbox& mailbox(uint32_t image) const { return *mailboxes_[image - base_]; }
 
   const uint32_t images_;
   const uint32_t base_;  // first image served
   const uint64_t eager_bytes_;
-  const uint64_t fastbox_bytes_;  // 0 = boxes off
+  const uint64_t ring_bytes_;  // 0 = rings off
   uint32_t eager_credits_ = 64;
   TransportHooks* const hooks_;
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;

@@ -129,7 +129,6 @@ class OfiTransport final : public Transport {
   void recv(MsgOp* op) override;
   bool progress(uint32_t image, uint32_t peer, bool on_app_thread) override;
   bool progress_all(uint32_t image, bool on_app_thread) override;
-  void set_polling(uint32_t, bool) override {}
   TransportStats stats() const override;
   OfiStats ofi_stats() const;
   void set_hooks(TransportHooks* hooks) override;
