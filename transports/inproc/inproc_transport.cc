@@ -306,16 +306,19 @@ uint32_t InprocTransport::drain(uint32_t image, uint32_t src, Ring& r, bool on_a
   }
 }
 
+bool InprocTransport::to_drain(const Ring& r) {
+  const uint64_t head = r.head.load(std::memory_order_relaxed);
+  if (r.slots[head % kRingSlots].seq.load(std::memory_order_acquire) != head + 1) return false;
+  // A message that a drain left (no receive for it yet) counts again once
+  // another comes behind it or a receive is posted (kept is reset then).
+  return head != r.kept.load(std::memory_order_relaxed) || !alone(r, head);
+}
+
 bool InprocTransport::messages_waiting(uint32_t image) const {
   if (ring_bytes_ == 0) return false;
   for (uint32_t src = base_; src < base_ + images_; ++src) {
-    Ring* r = ring(image, src);
-    if (r == nullptr) continue;
-    const uint64_t head = r->head.load(std::memory_order_relaxed);
-    if (r->slots[head % kRingSlots].seq.load(std::memory_order_acquire) != head + 1) continue;
-    // A message that a drain left (no receive for it yet) counts only once
-    // another comes behind it or a receive is posted (kept is reset then).
-    if (head != r->kept.load(std::memory_order_relaxed) || !alone(*r, head)) return true;
+    const Ring* r = ring(image, src);
+    if (r != nullptr && to_drain(*r)) return true;
   }
   return false;
 }
@@ -422,7 +425,7 @@ bool InprocTransport::progress_all(uint32_t image, bool on_app_thread) {
   if (ring_bytes_ != 0) {
     for (uint32_t src = base_; src < base_ + images_; ++src) {
       Ring* r = ring(image, src);
-      if (r != nullptr && head_slot(*r) != nullptr) did |= drain(image, src, *r, on_app_thread, true) != 0;
+      if (r != nullptr && to_drain(*r)) did |= drain(image, src, *r, on_app_thread, true) != 0;
     }
   }
   if (mb.pending_pulls.load(std::memory_order_acquire) == 0) return did;

@@ -167,6 +167,8 @@ class InprocTransport final : public Transport {
   uint32_t drain(uint32_t image, uint32_t src, Ring& r, bool on_app_thread, bool keep_last);
   // Whether the message at `head` is the ring's last one.
   static bool alone(const Ring& r, uint64_t head);
+  // Whether r holds a message a drain would take now (not one it left).
+  static bool to_drain(const Ring& r);
 
   Mailbox& mailbox(uint32_t image) const { return *mailboxes_[image - base_]; }
 
