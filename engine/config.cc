@@ -106,7 +106,7 @@ bool Config::from_env(Config* out, std::string* error) {
   c.host_rings = rings != 0;
   c.check = check != 0;
   if (!read_uint("CF_INPROC_EAGER_BYTES", 0, 1 << 20, &c.inproc_eager_bytes, error) ||
-      !read_uint("CF_INPROC_FASTBOX_BYTES", 0, 144, &c.inproc_fastbox_bytes, error) ||
+      !read_uint("CF_INPROC_FASTBOX_BYTES", 0, 1024, &c.inproc_fastbox_bytes, error) ||
       !read_uint("CF_INPROC_EAGER_CREDITS", 1, 1 << 20, &c.inproc_eager_credits, error) ||
       !read_uint("CF_SEGMENT_BYTES", 0, uint64_t{1} << 40, &c.segment_bytes, error) ||
       !read_uint("CF_ALLREDUCE_RING_BYTES", 0, uint64_t{1} << 40, &c.allreduce_ring_bytes,
@@ -163,7 +163,7 @@ std::vector<std::vector<std::string>> Config::describe() const {
       {"CF_INPROC_EAGER_CREDITS", std::to_string(inproc_eager_credits),
        "inproc: eager messages one image holds unexpected from one sender; past that the sender waits for the receive"},
       {"CF_INPROC_FASTBOX_BYTES", std::to_string(inproc_fastbox_bytes),
-       "inproc: messages up to this size go through a per-VC ring the receiver drains, when images <= cores (0 = off, max 144)"},
+       "inproc: messages up to this size go through a per-VC ring the receiver drains, when images <= cores (0 = off, max 1024)"},
       {"CF_SEGMENT_BYTES", std::to_string(segment_bytes),
        "pipelined algorithms cut messages into segments of this size (0 = off)"},
       {"CF_ALLREDUCE_RING_BYTES", std::to_string(allreduce_ring_bytes),

@@ -24,7 +24,7 @@ enum class ProgressMode : uint8_t { Poll, Thread, Block };
 
 struct Config {
   uint64_t inproc_eager_bytes = 8192;       // CF_INPROC_EAGER_BYTES
-  uint64_t inproc_fastbox_bytes = 144;      // CF_INPROC_FASTBOX_BYTES: largest ring message (0 = rings off)
+  uint64_t inproc_fastbox_bytes = 1024;     // CF_INPROC_FASTBOX_BYTES: largest ring message (0 = rings off)
   uint64_t inproc_eager_credits = 64;       // CF_INPROC_EAGER_CREDITS
   uint64_t segment_bytes = 256 * 1024;      // CF_SEGMENT_BYTES (0 = no segmentation)
   uint64_t allreduce_ring_bytes = 64 * 1024;  // CF_ALLREDUCE_RING_BYTES: bandwidth algorithm at or above

@@ -44,7 +44,7 @@ struct Op {
 
 TEST_CASE("a small message goes into the receiver's ring and a later receive takes it from the slot") {
   CountingHooks hooks;
-  InprocTransport t(2, 8192, 144, &hooks);
+  InprocTransport t(2, 8192, 1024, &hooks);
   tls_on_app_thread = true;
   uint64_t value = 0x1122334455667788ull, got = 0;
   Op send(0, 1, 7, &value, 8);
@@ -70,7 +70,7 @@ TEST_CASE("a small message goes into the receiver's ring and a later receive tak
 
 TEST_CASE("send_now and recv_now move a ring message with no message op") {
   CountingHooks hooks;
-  InprocTransport t(2, 8192, 144, &hooks);
+  InprocTransport t(2, 8192, 1024, &hooks);
   REQUIRE(t.takes_now());
   uint64_t value = 99, got = 0;
   CHECK(t.send_now(0, 1, MsgKey{0, 0, 4}, &value, 8, 0));
@@ -92,13 +92,13 @@ TEST_CASE("send_now and recv_now move a ring message with no message op") {
 
 TEST_CASE("a ring message is delivered to an already posted receive when the receiver polls") {
   CountingHooks hooks;
-  InprocTransport t(2, 8192, 144, &hooks);
+  InprocTransport t(2, 8192, 1024, &hooks);
   tls_on_app_thread = true;
-  std::vector<uint8_t> data(144, 0xab), got(144, 0);
-  Op recv(1, 0, 3, got.data(), 144);
+  std::vector<uint8_t> data(1024, 0xab), got(1024, 0);
+  Op recv(1, 0, 3, got.data(), 1024);
   t.recv(&recv.op);
   CHECK(recv.completions == 0);
-  Op send(0, 1, 3, data.data(), 144);
+  Op send(0, 1, 3, data.data(), 1024);
   t.send(&send.op);
   CHECK(send.completions == 1);
   CHECK(recv.completions == 0);  // waiting in the ring for the receiver
@@ -113,7 +113,7 @@ TEST_CASE("a ring message is delivered to an already posted receive when the rec
 
 TEST_CASE("a poll leaves a lone unmatched message in its slot and files it once another comes behind") {
   CountingHooks hooks;
-  InprocTransport t(2, 8192, 144, &hooks);
+  InprocTransport t(2, 8192, 1024, &hooks);
   tls_on_app_thread = true;
   uint64_t a = 1, b = 2, got_a = 0, got_b = 0;
   Op sa(0, 1, 1, &a, 8);
@@ -139,7 +139,7 @@ TEST_CASE("a poll leaves a lone unmatched message in its slot and files it once 
 
 TEST_CASE("a receive whose message is behind others in the ring files those and takes its own") {
   CountingHooks hooks;
-  InprocTransport t(2, 8192, 144, &hooks);
+  InprocTransport t(2, 8192, 1024, &hooks);
   tls_on_app_thread = true;
   std::vector<uint64_t> values = {10, 11, 12}, got(3, 0);
   std::deque<Op> sends, recvs;
@@ -158,7 +158,7 @@ TEST_CASE("a receive whose message is behind others in the ring files those and 
 
 TEST_CASE("a full ring, or a message larger than a slot, goes through the mailbox; everything arrives") {
   CountingHooks hooks;
-  InprocTransport t(2, 8192, 144, &hooks);
+  InprocTransport t(2, 8192, 1024, &hooks);
   tls_on_app_thread = true;
   constexpr uint32_t kMessages = InprocTransport::kRingSlots + 4;
   std::vector<uint64_t> values(kMessages), got(kMessages, 0);
@@ -171,8 +171,8 @@ TEST_CASE("a full ring, or a message larger than a slot, goes through the mailbo
   }
   CHECK(hooks.waiting == InprocTransport::kRingSlots);
   CHECK(t.unexpected_count(1) == kMessages);
-  std::vector<uint8_t> large(200, 2), got_large(200, 0);
-  Op sl(0, 1, 1000, large.data(), 200);
+  std::vector<uint8_t> large(2000, 2), got_large(2000, 0);
+  Op sl(0, 1, 1000, large.data(), 2000);
   t.send(&sl.op);
   CHECK(hooks.waiting == InprocTransport::kRingSlots);  // not through a ring
   for (uint32_t i = kMessages; i-- > 0;) {
@@ -180,7 +180,7 @@ TEST_CASE("a full ring, or a message larger than a slot, goes through the mailbo
     t.recv(&recvs.back().op);
     CHECK(recvs.back().completions == 1);
   }
-  Op rl(1, 0, 1000, got_large.data(), 200);
+  Op rl(1, 0, 1000, got_large.data(), 2000);
   t.recv(&rl.op);
   CHECK(got == values);
   CHECK(got_large == large);
@@ -191,7 +191,7 @@ TEST_CASE("a full ring, or a message larger than a slot, goes through the mailbo
 
 TEST_CASE("a helper thread leaves a ring message whose receive only the application thread may deliver") {
   CountingHooks hooks;
-  InprocTransport t(2, 8192, 144, &hooks);
+  InprocTransport t(2, 8192, 1024, &hooks);
   tls_on_app_thread = true;
   uint64_t value = 3, got = 0;
   Op recv(1, 0, 8, &got, 8);
@@ -211,7 +211,7 @@ TEST_CASE("a helper thread leaves a ring message whose receive only the applicat
 
 TEST_CASE("a receiver holding its sender's eager credits keeps that sender out of the ring") {
   CountingHooks hooks;
-  InprocTransport t(2, 8192, 144, &hooks);
+  InprocTransport t(2, 8192, 1024, &hooks);
   t.set_eager_credits(2);
   tls_on_app_thread = true;
   constexpr uint32_t kMessages = 6;
