@@ -646,6 +646,7 @@ int Engine::start_represented(ImageContext& caller, const std::vector<Represente
     leader->represented.push_back(parts[k]);
     number(*calls[k].image, parts[k], team_of(*calls[k].image, calls[k].call), 1);
     parts[k]->waiter = &caller;
+    calls[k].image->represented_by.store(&caller, std::memory_order_seq_cst);
   }
   ++caller.representing;
   // Numbered first, started together: every part's team advances its
@@ -1037,6 +1038,14 @@ void Engine::finish(Instance& inst) {
   inst.done.store(true, std::memory_order_seq_cst);
   // `inst` may be recycled by its owner from here on; touch only `img`.
   wake(*img);
+}
+
+void Engine::message_waiting(uint32_t image) {
+  ImageContext& img = *images_ctx_[image - base_];
+  wake(img);
+  // seq_cst, after the sender's publish: a representative that set this
+  // before it announced itself asleep is seen here, or sees the message.
+  if (ImageContext* rep = img.represented_by.load(std::memory_order_seq_cst)) wake(*rep);
 }
 
 void Engine::deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) {

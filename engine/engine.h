@@ -300,6 +300,10 @@ class ImageContext {
   // on every call. A shared line cost the 2-image 8-byte allreduce 0.5 us
   // (0.5 -> 1.0 us) when sync_scratch landed next to `sleepers`.
   alignas(64) std::atomic<int> sleepers{0};
+  // The thread that last called for this image in the representative mode:
+  // a sender that leaves a message for this image (inproc rings) wakes it
+  // too. Left set afterwards (a stale one costs a spurious wake-up).
+  std::atomic<ImageContext*> represented_by{nullptr};
   // This image's thread is inside wait_until, polling (or sleeping, to be
   // woken): deferred copies into the image are left to it, and some VC's
   // were (Engine::deferred_work, leave_wait).
@@ -470,7 +474,7 @@ class Engine final : public TransportHooks {
   bool dump_json(ImageContext& img, uint64_t handle, const std::string& path, std::string* error);
 
   void deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) override;
-  void message_waiting(uint32_t image) override { wake(*images_ctx_[image - base_]); }
+  void message_waiting(uint32_t image) override;
 
  private:
   // check_barrier: under CF_CHECK, add the entry barrier the digests ride
@@ -671,7 +675,12 @@ void Engine::wait_until(ImageContext& img, Done done) {
     img.sleepers.fetch_add(1, std::memory_order_seq_cst);
     // A message a peer left for us (inproc rings) before it could see us
     // here: its sender saw no sleeper, so we take it instead of sleeping.
-    if (transport_->messages_waiting(img.image)) {
+    // A representative looks for the images it polls for too.
+    bool waiting = transport_->messages_waiting(img.image);
+    for (uint32_t i = 0; !waiting && img.representing > 0 && i < local_; ++i) {
+      waiting = transport_->messages_waiting(base_ + i);
+    }
+    if (waiting) {
       img.sleepers.fetch_sub(1, std::memory_order_seq_cst);
       continue;
     }
