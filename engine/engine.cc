@@ -825,6 +825,7 @@ void Engine::fill_op(MsgOp& op, const Instance& inst, uint32_t peer, const MsgKe
   op.key = key;
   op.on_complete = &Engine::on_message_complete;
   op.matched = nullptr;
+  op.held = nullptr;
   op.buf = buf;
   op.nbytes = nbytes;
 }

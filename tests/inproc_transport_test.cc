@@ -209,6 +209,33 @@ TEST_CASE("a helper thread leaves a ring message whose receive only the applicat
   CHECK(got == 3);
 }
 
+TEST_CASE("queued eager data for a receive only an application thread may deliver waits for one") {
+  CountingHooks hooks;
+  for (uint64_t ring_bytes : {uint64_t{0}, uint64_t{1024}}) {
+    CAPTURE(ring_bytes);
+    InprocTransport t(2, 8192, ring_bytes, &hooks);
+    tls_on_app_thread = true;
+    uint64_t value = 41, got = 0;
+    Op send(0, 1, 5, &value, 8);
+    t.send(&send.op);
+    CHECK(send.completions == 1);  // eager: in the queue or the ring
+    tls_on_app_thread = false;     // a helper thread posts the receive
+    Op recv(1, 0, 5, &got, 8);
+    recv.op.deliver.app_thread_only = true;
+    t.recv(&recv.op);
+    CHECK(recv.completions == 0);
+    CHECK_FALSE(t.progress_all(1, false));
+    CHECK(recv.completions == 0);
+    CHECK(got == 0);
+    tls_on_app_thread = true;
+    CHECK(t.progress_all(1, true));
+    CHECK(recv.completions == 1);
+    CHECK(recv.status == 0);
+    CHECK(got == 41);
+    CHECK(t.unexpected_count(1) == 0);
+  }
+}
+
 TEST_CASE("a receiver holding its sender's eager credits keeps that sender out of the ring") {
   CountingHooks hooks;
   InprocTransport t(2, 8192, 1024, &hooks);

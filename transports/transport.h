@@ -85,9 +85,11 @@ struct MsgOp {
   // 0 = none (CF_CHECK off).
   uint64_t digest = 0;
 
-  // Transport-private state (intrusive queues, matched partner).
+  // Transport-private state (intrusive queues, matched partner, data held
+  // for a later delivery).
   MsgOp* next = nullptr;
   MsgOp* matched = nullptr;
+  void* held = nullptr;
 };
 
 struct TransportStats {

@@ -382,7 +382,17 @@ void InprocTransport::recv(MsgOp* op) {
     return;
   }
   mb.lock.unlock();
-  // Eager data: the block is ours until we return it to the pool.
+  // Eager data: the block is ours until we return it to the pool. A
+  // delivery only an application thread may run waits for one with it.
+  if (op->deliver.app_thread_only && !tls_on_app_thread) {
+    op->held = u;
+    push_pull(op->self, op);
+    return;
+  }
+  finish_from_block(mb, op, u);
+}
+
+void InprocTransport::finish_from_block(Mailbox& mb, MsgOp* op, Unexpected* u) {
   const int status = u->status != 0 ? u->status : u->nbytes == op->nbytes ? 0 : kMismatch;
   if (status == 0) deliver(op, u->data());
   const uint64_t digest = u->digest;
@@ -408,13 +418,19 @@ bool InprocTransport::progress(uint32_t image, uint32_t peer, bool on_app_thread
     }
     mb.lock.unlock();
     if (op == nullptr) return did;
+    did = true;
+    if (op->held != nullptr) {  // eager data kept for an application thread
+      Unexpected* u = static_cast<Unexpected*>(op->held);
+      op->held = nullptr;
+      finish_from_block(mb, op, u);
+      continue;
+    }
     MsgOp* sender = op->matched;
     op->matched = nullptr;
     const int failed = sender->status;
     if (failed == 0) deliver(op, sender->buf);
     finish_recv(op, failed, sender->digest);
     sender->on_complete(sender, 0);
-    did = true;
   }
 }
 

@@ -139,7 +139,11 @@ class InprocTransport final : public Transport {
 
   Unexpected* take_block(Mailbox& mb, bool eager);  // under mb.lock
   void free_block(Mailbox& mb, Unexpected* u);      // under mb.lock
+  // Queues a matched receive for progress(): its sender's bytes
+  // (recv_op->matched) or an eager block (recv_op->held) to deliver.
   void push_pull(uint32_t image, MsgOp* recv_op);
+  // Delivers eager block u to op, returns u to the pool, completes op.
+  void finish_from_block(Mailbox& mb, MsgOp* op, Unexpected* u);
   void deliver(MsgOp* recv_op, const void* src);
   // Matches a message from `src` against `image`'s posted receives, or files
   // it as unexpected. `send_op` is the sender's op (nullptr when the SEND has
