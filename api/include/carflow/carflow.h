@@ -457,7 +457,7 @@ typedef struct {
   uint64_t single_copy;    /* large, copied once from the sender's buffer */
   uint64_t unexpected;     /* arrived before their receive was posted */
   uint64_t schedules_built; /* generator runs (schedule cache misses), all images */
-  uint64_t fastbox;        /* small messages handed over in a per-VC box (inproc) */
+  uint64_t fastbox;        /* small messages handed over in a per-VC ring (inproc) */
 } cf_stats_t;
 /* Counters since the images started. Errors: CF_ERR_NOT_INIT, CF_ERR_BAD_ARG. */
 int cf_get_stats(cf_stats_t *out);
