@@ -111,6 +111,29 @@ TEST_CASE("a ring message is delivered to an already posted receive when the rec
   CHECK_FALSE(t.messages_waiting(1));
 }
 
+TEST_CASE("the rings of every pair of images stay within the memory budget: many images get smaller slots") {
+  CountingHooks hooks;
+  CHECK(InprocTransport(2, 8192, 1024, &hooks).ring_bytes() == 1024);
+  CHECK(InprocTransport(124, 8192, 1024, &hooks).ring_bytes() == 1024);
+  CHECK(InprocTransport(2, 512, 1024, &hooks).ring_bytes() == 512);  // never above the eager threshold
+  InprocTransport t(256, 8192, 1024, &hooks);
+  // 256 * 255 pairs * 16 slots of 256 bytes (a 48-byte header, 208 of data) = 255 MiB.
+  REQUIRE(t.ring_bytes() == 208);
+  CHECK(uint64_t{256} * 255 * InprocTransport::kRingSlots * 256 <= InprocTransport::kRingBudget);
+  tls_on_app_thread = true;
+  std::vector<uint8_t> fits(208, 3), over(209, 4), got_fits(208), got_over(209);
+  Op s1(0, 255, 1, fits.data(), 208), s2(0, 255, 2, over.data(), 209);
+  t.send(&s1.op);
+  t.send(&s2.op);
+  CHECK(hooks.waiting == 1);  // only the first went through the ring
+  Op r1(255, 0, 1, got_fits.data(), 208), r2(255, 0, 2, got_over.data(), 209);
+  t.recv(&r1.op);
+  t.recv(&r2.op);
+  CHECK(got_fits == fits);
+  CHECK(got_over == over);
+  CHECK(t.stats().fastbox == 1);
+}
+
 TEST_CASE("a poll leaves a lone unmatched message in its slot and files it once another comes behind") {
   CountingHooks hooks;
   InprocTransport t(2, 8192, 1024, &hooks);

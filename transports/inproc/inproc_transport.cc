@@ -12,17 +12,32 @@ namespace carflow {
 // Status for a SEND/RECV pair whose byte counts differ (CF_ERR_MISMATCH).
 static constexpr int kMismatch = -7;
 
-InprocTransport::Ring::Ring() {
-  for (uint32_t i = 0; i < kRingSlots; ++i) slots[i].seq.store(i, std::memory_order_relaxed);
+namespace {
+
+constexpr uint64_t kSlotHeader = 48;  // offsetof(Slot, inline_data)
+
+uint64_t stride_for(uint64_t ring_bytes) { return (kSlotHeader + ring_bytes + 63) / 64 * 64; }
+
+// The largest ring message with which the rings of every pair of `images`
+// fit InprocTransport::kRingBudget (at least the header line's 16 bytes).
+uint64_t budget_bytes(uint32_t images, uint64_t wanted) {
+  const uint64_t pairs = uint64_t{images} * (images > 0 ? images - 1 : 0);
+  if (pairs == 0 || wanted == 0) return wanted;
+  const uint64_t stride = InprocTransport::kRingBudget / (pairs * InprocTransport::kRingSlots) / 64 * 64;
+  return std::min(wanted, std::max<uint64_t>(stride, 64) - kSlotHeader);
 }
+
+}  // namespace
 
 InprocTransport::InprocTransport(uint32_t images, uint64_t eager_bytes, uint64_t ring_bytes,
                                  TransportHooks* hooks, uint32_t base)
     : images_(images),
       base_(base),
       eager_bytes_(eager_bytes),
-      ring_bytes_(std::min<uint64_t>({ring_bytes, eager_bytes, kRingBytes})),
+      ring_bytes_(budget_bytes(images, std::min<uint64_t>({ring_bytes, eager_bytes, kRingBytes}))),
+      slot_stride_(stride_for(ring_bytes_)),
       hooks_(hooks) {
+  static_assert(offsetof(Slot, inline_data) == kSlotHeader);
   takes_now_ = ring_bytes_ != 0;
   for (uint32_t i = 0; i < images; ++i) {
     mailboxes_.push_back(std::make_unique<Mailbox>());
@@ -34,7 +49,9 @@ InprocTransport::InprocTransport(uint32_t images, uint64_t eager_bytes, uint64_t
 
 InprocTransport::~InprocTransport() {
   for (auto& mb : mailboxes_) {
-    for (uint32_t src = 0; src < images_; ++src) delete mb->rings[src].load(std::memory_order_acquire);
+    for (uint32_t src = 0; src < images_; ++src) {
+      if (Ring* r = mb->rings[src].load(std::memory_order_acquire)) free_ring(r);
+    }
     for (Unexpected* list : {mb->free_eager, mb->free_headers}) {
       while (list != nullptr) {
         Unexpected* next = list->next;
@@ -152,15 +169,30 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
   if (eager) send_op->on_complete(send_op, 0);
 }
 
-InprocTransport::Slot* InprocTransport::head_slot(Ring& r) {
+InprocTransport::Ring* InprocTransport::make_ring() const {
+  void* raw = ::operator new(sizeof(Ring) + kRingSlots * slot_stride_, std::align_val_t{64});
+  Ring* r = new (raw) Ring();
+  for (uint32_t i = 0; i < kRingSlots; ++i) {
+    Slot* s = new (&slot(*r, i)) Slot();
+    s->seq.store(i, std::memory_order_relaxed);
+  }
+  return r;
+}
+
+void InprocTransport::free_ring(Ring* r) const {
+  r->~Ring();  // Slot and Ring are trivially destructible past their atomics
+  ::operator delete(r, std::align_val_t{64});
+}
+
+InprocTransport::Slot* InprocTransport::head_slot(Ring& r) const {
   const uint64_t head = r.head.load(std::memory_order_relaxed);
-  Slot& s = r.slots[head % kRingSlots];
+  Slot& s = slot(r, head);
   return s.seq.load(std::memory_order_acquire) == head + 1 ? &s : nullptr;
 }
 
-void InprocTransport::pop(Ring& r) {
+void InprocTransport::pop(Ring& r) const {
   const uint64_t head = r.head.load(std::memory_order_relaxed);
-  r.slots[head % kRingSlots].seq.store(head + kRingSlots, std::memory_order_release);
+  slot(r, head).seq.store(head + kRingSlots, std::memory_order_release);
   r.head.store(head + 1, std::memory_order_relaxed);
 }
 
@@ -182,12 +214,16 @@ bool InprocTransport::push(uint32_t dst, uint32_t src, const MsgKey& key, const 
   std::atomic<Ring*>& slot_of_ring = mb.rings[src - base_];
   Ring* r = slot_of_ring.load(std::memory_order_acquire);
   if (r == nullptr) {  // the first message between these two images
-    auto made = std::make_unique<Ring>();
-    if (slot_of_ring.compare_exchange_strong(r, made.get(), std::memory_order_acq_rel)) r = made.release();
+    Ring* made = make_ring();
+    if (slot_of_ring.compare_exchange_strong(r, made, std::memory_order_acq_rel)) {
+      r = made;
+    } else {
+      free_ring(made);  // another thread's came first: r is it
+    }
   }
   if (!r->push_lock.try_lock()) return false;
   const uint64_t tail = r->tail;
-  Slot& s = r->slots[tail % kRingSlots];
+  Slot& s = slot(*r, tail);
   if (s.seq.load(std::memory_order_acquire) != tail) {
     r->push_lock.unlock();
     return false;  // full
@@ -198,9 +234,9 @@ bool InprocTransport::push(uint32_t dst, uint32_t src, const MsgKey& key, const 
   s.digest = digest;
   const char* from = static_cast<const char*>(buf);
   if (nbytes <= 64) {
-    copy_small(s.data, from, static_cast<uint32_t>(nbytes));
+    copy_small(s.data(), from, static_cast<uint32_t>(nbytes));
   } else {
-    std::memcpy(s.data, from, nbytes);
+    std::memcpy(s.data(), from, nbytes);
   }
   // seq_cst: pairs with a receiver that announces it sleeps, then looks at
   // its rings (Engine::wait_until); one of the two sees the other.
@@ -236,9 +272,9 @@ bool InprocTransport::recv_now(uint32_t self, uint32_t peer, const MsgKey& key, 
   *status = s->status != 0 ? s->status : s->nbytes == nbytes ? 0 : kMismatch;
   if (*status == 0 && nbytes > 0) {
     if (nbytes <= 64) {
-      copy_small(static_cast<char*>(buf), s->data, static_cast<uint32_t>(nbytes));
+      copy_small(static_cast<char*>(buf), s->data(), static_cast<uint32_t>(nbytes));
     } else {
-      std::memcpy(buf, s->data, nbytes);
+      std::memcpy(buf, s->data(), nbytes);
     }
   }
   count_late(*r, s->nbytes);
@@ -247,8 +283,8 @@ bool InprocTransport::recv_now(uint32_t self, uint32_t peer, const MsgKey& key, 
   return true;
 }
 
-bool InprocTransport::alone(const Ring& r, uint64_t head) {
-  return r.slots[(head + 1) % kRingSlots].seq.load(std::memory_order_acquire) != head + 2;
+bool InprocTransport::alone(const Ring& r, uint64_t head) const {
+  return slot(r, head + 1).seq.load(std::memory_order_acquire) != head + 2;
 }
 
 uint32_t InprocTransport::drain(uint32_t image, uint32_t src, Ring& r, bool on_app_thread, bool keep_last) {
@@ -293,22 +329,22 @@ uint32_t InprocTransport::drain(uint32_t image, uint32_t src, Ring& r, bool on_a
       u->send = nullptr;
       u->status = s->status;
       u->digest = s->digest;
-      if (s->nbytes > 0) std::memcpy(u->data(), s->data, s->nbytes);
+      if (s->nbytes > 0) std::memcpy(u->data(), s->data(), s->nbytes);
       mb.unexpected.insert(u);
     }
     mb.lock.unlock();
     const int status = s->status != 0 ? s->status : posted == nullptr || s->nbytes == posted->nbytes ? 0 : kMismatch;
     const uint64_t digest = s->digest;
-    if (posted != nullptr && status == 0) deliver(posted, s->data);
+    if (posted != nullptr && status == 0) deliver(posted, s->data());
     pop(r);
     r.take_lock.unlock();
     if (posted != nullptr) finish_recv(posted, status, digest);
   }
 }
 
-bool InprocTransport::to_drain(const Ring& r) {
+bool InprocTransport::to_drain(const Ring& r) const {
   const uint64_t head = r.head.load(std::memory_order_relaxed);
-  if (r.slots[head % kRingSlots].seq.load(std::memory_order_acquire) != head + 1) return false;
+  if (slot(r, head).seq.load(std::memory_order_acquire) != head + 1) return false;
   // A message that a drain left (no receive for it yet) counts again once
   // another comes behind it or a receive is posted (kept is reset then).
   return head != r.kept.load(std::memory_order_relaxed) || !alone(r, head);
@@ -331,7 +367,7 @@ void InprocTransport::recv(MsgOp* op) {
     if (s != nullptr && s->key == op->key && (tls_on_app_thread || !op->deliver.app_thread_only)) {
       const int status = s->status != 0 ? s->status : s->nbytes == op->nbytes ? 0 : kMismatch;
       const uint64_t digest = s->digest;
-      if (status == 0) deliver(op, s->data);
+      if (status == 0) deliver(op, s->data());
       count_late(*r, s->nbytes);
       pop(*r);
       r->take_lock.unlock();
@@ -486,7 +522,7 @@ size_t InprocTransport::unexpected_count(uint32_t image) const {
     const Ring* r = mb.rings[src].load(std::memory_order_acquire);
     if (r != nullptr) {
       const uint64_t head = r->head.load(std::memory_order_relaxed);
-      for (uint64_t p = head; p < head + kRingSlots && r->slots[p % kRingSlots].seq.load(std::memory_order_acquire) == p + 1; ++p) ++n;
+      for (uint64_t p = head; p < head + kRingSlots && slot(*r, p).seq.load(std::memory_order_acquire) == p + 1; ++p) ++n;
     }
   }
   return n;

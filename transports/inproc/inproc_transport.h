@@ -34,6 +34,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -62,11 +63,16 @@ class InprocTransport final : public Transport {
   bool progress_all(uint32_t image, bool on_app_thread) override;
   bool messages_waiting(uint32_t image) const override;
   bool rings_on() const { return ring_bytes_ != 0; }
-  // Slots per ring, and the payload of one (a slot is 17 cache lines: the
-  // header's, with the first 16 bytes of data, and 16 of data; a message
-  // touches only the lines it fills). 17 KiB per pair of images that talk.
+  // Slots per ring, and the largest payload of one: a slot is its header's
+  // cache line, with the first 16 bytes of data, and the lines of the rest
+  // (17 lines for 1 KiB); a message touches only the lines it fills.
   static constexpr uint32_t kRingSlots = 16;
   static constexpr uint32_t kRingBytes = 1024;
+  // The rings of every pair of images together stay within this: with more
+  // than 128 images the slots get smaller (ring_bytes()).
+  static constexpr uint64_t kRingBudget = uint64_t{256} << 20;
+  // The largest message that goes through a ring (0: rings off).
+  uint64_t ring_bytes() const { return ring_bytes_; }
   TransportStats stats() const override;
   uint64_t eager_bytes() const { return eager_bytes_; }
   // Eager blocks one receiver holds per sender before small messages go
@@ -96,17 +102,19 @@ class InprocTransport final : public Transport {
   // A ring slot: free for the producer at position p when seq == p, full
   // for the consumer at position p when seq == p + 1 (Vyukov's bounded
   // queue, one producer and one consumer at a time).
+  // The slot's header line; its data runs on into the lines after it.
   struct alignas(64) Slot {
     std::atomic<uint64_t> seq{0};
     MsgKey key;
     uint32_t nbytes = 0;
     int32_t status = 0;   // the sender's failure, passed on (MsgOp::status)
     uint64_t digest = 0;  // MsgOp::digest, passed on
-    alignas(16) char data[kRingBytes];  // aligned: reduction kernels read it as elements
+    alignas(16) char inline_data[16];  // aligned: reduction kernels read the data as elements
+    char* data() { return reinterpret_cast<char*>(this) + offsetof(Slot, inline_data); }
   };
-  static_assert(sizeof(Slot) == 1088, "a slot is 17 cache lines");
+  static_assert(sizeof(Slot) == 64, "a slot's header is one cache line");
+  // A ring: these two lines, then kRingSlots slots of slot_stride_ bytes.
   struct Ring {
-    Ring();
     alignas(64) SpinLock push_lock;  // the producer's line
     uint64_t tail = 0;
     alignas(64) SpinLock take_lock;  // the consumer's line
@@ -115,7 +123,6 @@ class InprocTransport final : public Transport {
     // The head position a drain left in place, alone and with no receive
     // posted (~0: none); written under take_lock and the mailbox lock.
     std::atomic<uint64_t> kept{~uint64_t{0}};
-    Slot slots[kRingSlots];
   };
   struct alignas(64) Mailbox {
     SpinLock lock;
@@ -158,9 +165,15 @@ class InprocTransport final : public Transport {
   Ring* ring(uint32_t dst, uint32_t src) const {
     return mailbox(dst).rings[src - base_].load(std::memory_order_acquire);
   }
+  Ring* make_ring() const;
+  void free_ring(Ring* r) const;
+  Slot& slot(const Ring& r, uint64_t pos) const {
+    char* first = reinterpret_cast<char*>(const_cast<Ring*>(&r) + 1);
+    return *reinterpret_cast<Slot*>(first + (pos % kRingSlots) * slot_stride_);
+  }
   // The message at the head of r, or nullptr (under r.take_lock).
-  static Slot* head_slot(Ring& r);
-  static void pop(Ring& r);  // frees the head slot (under r.take_lock)
+  Slot* head_slot(Ring& r) const;
+  void pop(Ring& r) const;  // frees the head slot (under r.take_lock)
   static void count_late(Ring& r, uint32_t nbytes);
   // Takes the messages waiting in ring (image <- src) in order: each is
   // delivered to its posted receive or filed as unexpected. Stops at a
@@ -171,16 +184,17 @@ class InprocTransport final : public Transport {
   // many it took.
   uint32_t drain(uint32_t image, uint32_t src, Ring& r, bool on_app_thread, bool keep_last);
   // Whether the message at `head` is the ring's last one.
-  static bool alone(const Ring& r, uint64_t head);
+  bool alone(const Ring& r, uint64_t head) const;
   // Whether r holds a message a drain would take now (not one it left).
-  static bool to_drain(const Ring& r);
+  bool to_drain(const Ring& r) const;
 
   Mailbox& mailbox(uint32_t image) const { return *mailboxes_[image - base_]; }
 
   const uint32_t images_;
   const uint32_t base_;  // first image served
   const uint64_t eager_bytes_;
-  const uint64_t ring_bytes_;  // 0 = rings off
+  const uint64_t ring_bytes_;   // 0 = rings off
+  const uint64_t slot_stride_;  // bytes from one slot to the next
   uint32_t eager_credits_ = 64;
   TransportHooks* const hooks_;
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;
