@@ -2,8 +2,11 @@
 // eager flow control.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <deque>
+#include <thread>
 #include <vector>
 
 #include "transports/inproc/inproc_transport.h"
@@ -336,6 +339,85 @@ TEST_CASE("a sender out of eager credits waits for the receive: the receiver's p
   Op r(1, 0, 99, &more_got, 8);
   t.recv(&r.op);
   CHECK(more_got == 7);
+}
+
+// Three threads on one transport: a sender, the receiving image's own
+// thread (posting receives, some two at a time in reverse order, and
+// polling) and a helper that drains for it. Sizes straddle the ring's
+// limit, so rings, the mailbox and their fallbacks all take part.
+TEST_CASE("concurrent sender, receiver and helper: every message arrives once, whole") {
+  struct Tracked {
+    MsgOp op;
+    std::atomic<int> completions{0};
+    std::atomic<int> status{1};
+    static void done(MsgOp* m, int status) {
+      auto* self = static_cast<Tracked*>(m->owner);
+      self->status.store(status);
+      self->completions.fetch_add(1);
+    }
+    void init(uint32_t me, uint32_t peer, uint32_t tag, void* buf, uint64_t nbytes) {
+      op.self = me;
+      op.peer = peer;
+      op.key = MsgKey{0, 0, tag};
+      op.buf = buf;
+      op.nbytes = nbytes;
+      op.on_complete = &Tracked::done;
+      op.owner = this;
+    }
+  };
+  constexpr uint32_t kMessages = 4000;
+  auto size_of = [](uint32_t i) { return uint64_t{1} + (i * 97) % 1400; };
+  CountingHooks hooks;
+  InprocTransport t(2, 8192, 1024, &hooks);
+  t.set_eager_credits(8);
+  std::vector<std::vector<uint8_t>> out(kMessages), in(kMessages);
+  std::deque<Tracked> sends(kMessages), recvs(kMessages);
+  for (uint32_t i = 0; i < kMessages; ++i) {
+    out[i].resize(size_of(i));
+    for (size_t b = 0; b < out[i].size(); ++b) out[i][b] = static_cast<uint8_t>(i * 31 + b);
+    in[i].assign(size_of(i), 0);
+    sends[i].init(0, 1, i, out[i].data(), out[i].size());
+    recvs[i].init(1, 0, i, in[i].data(), in[i].size());
+  }
+  std::atomic<bool> stop{false};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::thread sender([&] {
+    tls_on_app_thread = true;
+    for (uint32_t i = 0; i < kMessages; ++i) t.send(&sends[i].op);
+  });
+  std::thread helper([&] {
+    tls_on_app_thread = false;
+    while (!stop.load()) t.progress_all(1, false);
+  });
+  tls_on_app_thread = true;
+  bool timed_out = false;
+  for (uint32_t i = 0; i < kMessages && !timed_out; ++i) {
+    const bool pair = i % 3 == 0 && i + 1 < kMessages;
+    if (pair) t.recv(&recvs[i + 1].op);  // the later one first
+    t.recv(&recvs[i].op);
+    while (recvs[i].completions.load() == 0 || (pair && recvs[i + 1].completions.load() == 0)) {
+      t.progress_all(1, true);
+      if (std::chrono::steady_clock::now() > deadline) {
+        timed_out = true;
+        break;
+      }
+    }
+    if (pair) ++i;
+  }
+  stop.store(true);
+  sender.join();
+  helper.join();
+  REQUIRE_FALSE(timed_out);
+  uint32_t wrong = 0;
+  for (uint32_t i = 0; i < kMessages; ++i) {
+    wrong += recvs[i].completions.load() != 1 || recvs[i].status.load() != 0 || in[i] != out[i] ||
+             sends[i].completions.load() != 1 || sends[i].status.load() != 0;
+  }
+  CHECK(wrong == 0);
+  CHECK(t.unexpected_count(1) == 0);
+  const TransportStats stats = t.stats();
+  CHECK(stats.messages == kMessages);
+  CHECK(stats.fastbox > 0);  // some went through the ring
 }
 
 }  // namespace
