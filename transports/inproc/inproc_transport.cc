@@ -205,7 +205,7 @@ void InprocTransport::count_late(Ring& r, uint32_t nbytes) {
 
 bool InprocTransport::push(uint32_t dst, uint32_t src, const MsgKey& key, const void* buf, uint64_t nbytes,
                            int status, uint64_t digest) {
-  if (nbytes > ring_bytes_) return false;
+  if (ring_bytes_ == 0 || nbytes > ring_bytes_) return false;
   Mailbox& mb = mailbox(dst);
   // A receiver that holds this sender's eager credits in its unexpected
   // queue has not been taking its messages: the mailbox path makes the
@@ -253,7 +253,7 @@ bool InprocTransport::send_now(uint32_t self, uint32_t peer, const MsgKey& key, 
 }
 
 void InprocTransport::send(MsgOp* op) {
-  if (ring_bytes_ != 0 && push(op->peer, op->self, op->key, op->buf, op->nbytes, op->status, op->digest)) {
+  if (push(op->peer, op->self, op->key, op->buf, op->nbytes, op->status, op->digest)) {
     op->on_complete(op, 0);
     return;
   }
