@@ -25,6 +25,17 @@ struct CountingHooks : TransportHooks {
   void message_waiting(uint32_t) override { ++waiting; }
 };
 
+void fill(MsgOp& op, uint32_t self, uint32_t peer, uint32_t tag, void* buf, uint64_t nbytes, MsgCompletion done,
+          void* owner) {
+  op.self = self;
+  op.peer = peer;
+  op.key = MsgKey{0, 0, tag};
+  op.buf = buf;
+  op.nbytes = nbytes;
+  op.on_complete = done;
+  op.owner = owner;
+}
+
 struct Op {
   MsgOp op;
   int completions = 0;
@@ -35,13 +46,7 @@ struct Op {
     self->status = status;
   }
   Op(uint32_t self_image, uint32_t peer, uint32_t tag, void* buf, uint64_t nbytes) {
-    op.self = self_image;
-    op.peer = peer;
-    op.key = MsgKey{0, 0, tag};
-    op.buf = buf;
-    op.nbytes = nbytes;
-    op.on_complete = &Op::done;
-    op.owner = this;
+    fill(op, self_image, peer, tag, buf, nbytes, &Op::done, this);
   }
 };
 
@@ -356,13 +361,7 @@ TEST_CASE("concurrent sender, receiver and helper: every message arrives once, w
       self->completions.fetch_add(1);
     }
     void init(uint32_t me, uint32_t peer, uint32_t tag, void* buf, uint64_t nbytes) {
-      op.self = me;
-      op.peer = peer;
-      op.key = MsgKey{0, 0, tag};
-      op.buf = buf;
-      op.nbytes = nbytes;
-      op.on_complete = &Tracked::done;
-      op.owner = this;
+      fill(op, me, peer, tag, buf, nbytes, &Tracked::done, this);
     }
   };
   constexpr uint32_t kMessages = 4000;
