@@ -54,6 +54,23 @@ bool read_progress(ProgressMode* out, std::string* error) {
   return true;
 }
 
+bool read_rings(RingsMode* out, std::string* error) {
+  const char* text = std::getenv("CF_INPROC_RINGS");
+  if (text == nullptr || *text == '\0') return true;
+  const std::string v = text;
+  if (v == "auto") {
+    *out = RingsMode::Auto;
+  } else if (v == "1") {
+    *out = RingsMode::On;
+  } else if (v == "0") {
+    *out = RingsMode::Off;
+  } else {
+    *error = "CF_INPROC_RINGS='" + v + "': expected auto, 1 or 0";
+    return false;
+  }
+  return true;
+}
+
 // Seconds, possibly fractional (CF_PEER_TIMEOUT=0.5), as milliseconds.
 bool read_seconds(const char* name, uint64_t* out_ms, std::string* error) {
   const char* text = std::getenv(name);
@@ -89,7 +106,7 @@ bool Config::from_env(Config* out, std::string* error) {
     const CollKind kind = static_cast<CollKind>(k);
     if (!read_algo(algo_variable(kind).c_str(), kind, &c.algo[k], error)) return false;
   }
-  if (!read_progress(&c.progress, error)) return false;
+  if (!read_progress(&c.progress, error) || !read_rings(&c.inproc_rings, error)) return false;
   if (const char* p = std::getenv("CF_OFI_PROVIDER"); p != nullptr) c.ofi_provider = p;
   uint64_t credits = c.ofi_credits, rings = c.host_rings ? 1 : 0, check = c.check ? 1 : 0;
   if (!read_uint("CF_EAGER_BYTES", 0, 1 << 20, &c.eager_bytes, error) ||
@@ -162,6 +179,9 @@ std::vector<std::vector<std::string>> Config::describe() const {
        "inproc: messages up to this size are copied eagerly; larger ones single-copy"},
       {"CF_INPROC_EAGER_CREDITS", std::to_string(inproc_eager_credits),
        "inproc: eager messages one image holds unexpected from one sender; past that the sender waits for the receive"},
+      {"CF_INPROC_RINGS",
+       inproc_rings == RingsMode::On ? "1" : inproc_rings == RingsMode::Off ? "0" : "auto",
+       "inproc: rings for small messages between image threads: auto = when images <= cores, 1 = always, 0 = never"},
       {"CF_INPROC_FASTBOX_BYTES", std::to_string(inproc_fastbox_bytes),
        "inproc: messages up to this size go through a per-VC ring the receiver drains, when images <= cores (0 = off, max 1024)"},
       {"CF_SEGMENT_BYTES", std::to_string(segment_bytes),

@@ -22,10 +22,16 @@ namespace carflow {
 //           variable (the inproc transport's wait object): no spinning.
 enum class ProgressMode : uint8_t { Poll, Thread, Block };
 
+// CF_INPROC_RINGS: whether image threads of a process exchange small
+// messages through rings (transports/inproc): auto = when the images of the
+// host do not outnumber its cores, 1 = always, 0 = never.
+enum class RingsMode : uint8_t { Auto, On, Off };
+
 struct Config {
   uint64_t inproc_eager_bytes = 8192;       // CF_INPROC_EAGER_BYTES
   uint64_t inproc_fastbox_bytes = 1024;     // CF_INPROC_FASTBOX_BYTES: largest ring message (0 = rings off)
   uint64_t inproc_eager_credits = 64;       // CF_INPROC_EAGER_CREDITS
+  RingsMode inproc_rings = RingsMode::Auto;  // CF_INPROC_RINGS
   uint64_t segment_bytes = 256 * 1024;      // CF_SEGMENT_BYTES (0 = no segmentation)
   uint64_t allreduce_ring_bytes = 64 * 1024;  // CF_ALLREDUCE_RING_BYTES: bandwidth algorithm at or above
   uint64_t allreduce_split_bytes = 256 * 1024;  // CF_ALLREDUCE_SPLIT_BYTES: rabenseifner at or above (images <= cores)

@@ -132,7 +132,8 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
   // receivers (the mailbox path) keeps work moving and is faster (README,
   // Performance). A node of one image has no local peer: off, so its
   // polls skip them (about 9% of a 2-process 8-byte broadcast receiver).
-  const uint64_t ring_bytes = on_host <= cores && local_ > 1 ? config.inproc_fastbox_bytes : 0;
+  const bool rings = config.inproc_rings == RingsMode::On || (config.inproc_rings == RingsMode::Auto && on_host <= cores);
+  const uint64_t ring_bytes = rings && local_ > 1 ? config.inproc_fastbox_bytes : 0;
   auto inproc = std::make_unique<InprocTransport>(local_, config.inproc_eager_bytes, ring_bytes, this, base_);
   inproc->set_eager_credits(static_cast<uint32_t>(config.inproc_eager_credits));
   transport_ = std::move(inproc);

@@ -51,7 +51,7 @@ Run run(const std::string& env, const std::string& args, int timeout_s = 200) {
 // The summary lines of mp_collectives, one per process.
 std::vector<std::smatch> summaries(const std::string& output) {
   static const std::regex line(
-      R"(mp (\w+): node (\d+) of (\d+), (\d+) images per node: (\d+) checks, (\d+) failures, ([\d.]+) s wall, ([\d.]+) s cpu, provider ([^,]+), (\d+) unexpected, (\d+) credit waits, (\d+) rendezvous, (\d+) host ring, (\d+) ring full, (\d+) direct reads, (\d+) pumped, (\d+) split copies, (\d+) split written)");
+      R"(mp (\w+): node (\d+) of (\d+), (\d+) images per node: (\d+) checks, (\d+) failures, ([\d.]+) s wall, ([\d.]+) s cpu, provider ([^,]+), (\d+) unexpected, (\d+) credit waits, (\d+) rendezvous, (\d+) host ring, (\d+) ring full, (\d+) direct reads, (\d+) pumped, (\d+) split copies, (\d+) split written, (\d+) inproc ring)");
   std::vector<std::smatch> out;
   for (std::sregex_iterator it(output.begin(), output.end(), line), end; it != end; ++it) out.push_back(*it);
   return out;
@@ -60,7 +60,7 @@ std::vector<std::smatch> summaries(const std::string& output) {
 enum Field {
   kNode = 2, kNodes = 3, kImages = 4, kChecks = 5, kFailures = 6, kWall = 7, kCpu = 8,
   kUnexpected = 10, kCreditWaits = 11, kRendezvous = 12, kHostRing = 13, kRingFull = 14, kDirectReads = 15,
-  kPumped = 16, kSplitCopies = 17, kSplitWritten = 18,
+  kPumped = 16, kSplitCopies = 17, kSplitWritten = 18, kInprocRing = 19,
 };
 
 // cfrun's status 0 and one summary line per node (the caller logs r.output).
@@ -135,6 +135,18 @@ TEST_CASE("the same over tcp;ofi_rxm and over libfabric shm alone, and with CF_P
   }
   expect_all_verified(run("CF_PROGRESS=block", "-n 3 --images 1 " + g_program), 3, 150);
   expect_all_verified(run("CF_PROGRESS=thread", "-n 2 --images 2 " + g_program), 2, 150);
+}
+
+TEST_CASE("rings between the image threads of each process beside libfabric (CF_INPROC_RINGS=1)") {
+  // Off by default here (more images than cores): forced on, images of a
+  // process exchange through rings while their processes use the host
+  // rings, and a sleeping image is woken through its eventfd.
+  for (const char* env : {"CF_INPROC_RINGS=1", "CF_INPROC_RINGS=1 CF_PROGRESS=block"}) {
+    CAPTURE(env);
+    const Run r = run(env, "-n 2 --images 3 " + g_program);
+    expect_all_verified(r, 2, 150);
+    for (const auto& m : summaries(r.output)) CHECK(std::stoull(m[kInprocRing].str()) > 0);
+  }
 }
 
 TEST_CASE("runs of images back to back: messages of a node that starts the next run early are kept") {
