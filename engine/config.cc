@@ -3,6 +3,9 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <utility>
 
 #include "graph/car.h"
 #include "graph/registry.h"
@@ -37,38 +40,25 @@ bool read_algo(const char* name, CollKind kind, std::string* out, std::string* e
   return true;
 }
 
-bool read_progress(ProgressMode* out, std::string* error) {
-  const char* text = std::getenv("CF_PROGRESS");
+// One of a few named values (name=value); unset or empty keeps *out.
+template <typename E>
+bool read_choice(const char* name, std::initializer_list<std::pair<const char*, E>> choices, E* out,
+                 std::string* error) {
+  const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') return true;
-  const std::string v = text;
-  if (v == "poll") {
-    *out = ProgressMode::Poll;
-  } else if (v == "thread") {
-    *out = ProgressMode::Thread;
-  } else if (v == "block") {
-    *out = ProgressMode::Block;
-  } else {
-    *error = "CF_PROGRESS='" + v + "': expected poll, thread or block";
-    return false;
+  std::string expected;
+  size_t k = 0;
+  for (const auto& [word, value] : choices) {
+    if (std::strcmp(text, word) == 0) {
+      *out = value;
+      return true;
+    }
+    if (k > 0) expected += k + 1 == choices.size() ? " or " : ", ";
+    expected += word;
+    ++k;
   }
-  return true;
-}
-
-bool read_rings(RingsMode* out, std::string* error) {
-  const char* text = std::getenv("CF_INPROC_RINGS");
-  if (text == nullptr || *text == '\0') return true;
-  const std::string v = text;
-  if (v == "auto") {
-    *out = RingsMode::Auto;
-  } else if (v == "1") {
-    *out = RingsMode::On;
-  } else if (v == "0") {
-    *out = RingsMode::Off;
-  } else {
-    *error = "CF_INPROC_RINGS='" + v + "': expected auto, 1 or 0";
-    return false;
-  }
-  return true;
+  *error = std::string(name) + "='" + text + "': expected " + expected;
+  return false;
 }
 
 // Seconds, possibly fractional (CF_PEER_TIMEOUT=0.5), as milliseconds.
@@ -106,7 +96,13 @@ bool Config::from_env(Config* out, std::string* error) {
     const CollKind kind = static_cast<CollKind>(k);
     if (!read_algo(algo_variable(kind).c_str(), kind, &c.algo[k], error)) return false;
   }
-  if (!read_progress(&c.progress, error) || !read_rings(&c.inproc_rings, error)) return false;
+  if (!read_choice("CF_PROGRESS",
+                   {{"poll", ProgressMode::Poll}, {"thread", ProgressMode::Thread}, {"block", ProgressMode::Block}},
+                   &c.progress, error) ||
+      !read_choice("CF_INPROC_RINGS", {{"auto", RingsMode::Auto}, {"1", RingsMode::On}, {"0", RingsMode::Off}},
+                   &c.inproc_rings, error)) {
+    return false;
+  }
   if (const char* p = std::getenv("CF_OFI_PROVIDER"); p != nullptr) c.ofi_provider = p;
   uint64_t credits = c.ofi_credits, rings = c.host_rings ? 1 : 0, check = c.check ? 1 : 0;
   if (!read_uint("CF_EAGER_BYTES", 0, 1 << 20, &c.eager_bytes, error) ||

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -26,6 +27,38 @@ ReduceOp sum_u64() {
 // A random lattice of REDUCE CARs over 8-byte temp slots: car i computes
 // slot[i] = slot[a] + slot[b] for earlier a, b. Any CAR that ran before its
 // predecessors would read a stale slot and change the final sum.
+TEST_CASE("choice knobs take their named values and name the variable and the choices otherwise") {
+  struct Env {  // sets one variable for the scope of a check
+    const char* name;
+    Env(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
+    ~Env() { ::unsetenv(name); }
+  };
+  Config c;
+  std::string error;
+  {
+    Env e("CF_INPROC_RINGS", "1");
+    REQUIRE(Config::from_env(&c, &error));
+    CHECK(c.inproc_rings == RingsMode::On);
+  }
+  {
+    Env e("CF_INPROC_RINGS", "0");
+    REQUIRE(Config::from_env(&c, &error));
+    CHECK(c.inproc_rings == RingsMode::Off);
+  }
+  REQUIRE(Config::from_env(&c, &error));
+  CHECK(c.inproc_rings == RingsMode::Auto);
+  {
+    Env e("CF_INPROC_RINGS", "yes");
+    CHECK_FALSE(Config::from_env(&c, &error));
+    CHECK(error == "CF_INPROC_RINGS='yes': expected auto, 1 or 0");
+  }
+  {
+    Env e("CF_PROGRESS", "spin");
+    CHECK_FALSE(Config::from_env(&c, &error));
+    CHECK(error == "CF_PROGRESS='spin': expected poll, thread or block");
+  }
+}
+
 TEST_CASE("a CAR never runs before its predecessors (random reduce lattices)") {
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     CAPTURE(seed);
