@@ -16,21 +16,23 @@
 //    so its SEND completes only when the RECV takes it. A sender that runs
 //    ahead of its receiver (OUT_MYSYNC loops, many outstanding calls) is
 //    held back instead of growing the receiver's pool without bound.
-//  - rings: when every image thread has a core (rings on), a message of up
-//    to ring_bytes goes into a ring of small slots per VC (receiver, sender)
+//  - rings: when every image thread has a core, or CF_INPROC_RINGS=1 (the
+//    engine decides), a message of up to ring_bytes goes into a ring of
+//    slots per VC (receiver, sender)
 //    that the receiver drains itself (MPICH Nemesis' fastboxes, Open MPI's
 //    vader rings): the SEND completes at once, and one cache-line handover
 //    moves the message, against several lines (the mailbox lock, the
 //    unexpected queue, a pooled block) on the paths above. A receive whose
 //    message is at the head of its ring takes it straight from the slot;
 //    a receiver polling for progress delivers ring messages to their
-//    posted receives or files them as unexpected (eager). A full ring, a
+//    posted receives or files them as unexpected (eager), except a lone
+//    one nobody waits for yet, which stays for its receive. A full ring, a
 //    receiver holding its sender's eager credits, or a larger message takes
 //    the paths above. Senders wake a sleeping receiver (message_waiting).
 //    Each ring has a producer lock and a consumer lock (try-locks): any
 //    thread may run an image's CARs, and helper threads (the progress
 //    thread, a representative) drain for an image too.
-// Threshold: CF_INPROC_EAGER_BYTES (see README).
+// Thresholds: CF_INPROC_EAGER_BYTES, CF_INPROC_FASTBOX_BYTES (see README).
 #pragma once
 
 #include <atomic>
