@@ -50,6 +50,17 @@ struct Op {
   }
 };
 
+// Sends values[i] (8 bytes, tag i) from image 0 to image 1, one by one,
+// calling after(send) after each.
+template <typename After>
+void send_each(InprocTransport& t, std::vector<uint64_t>& values, std::deque<Op>& sends, After after) {
+  for (uint32_t i = 0; i < values.size(); ++i) {
+    sends.emplace_back(0, 1, i, &values[i], 8);
+    t.send(&sends.back().op);
+    after(sends.back());
+  }
+}
+
 TEST_CASE("a small message goes into the receiver's ring and a later receive takes it from the slot") {
   CountingHooks hooks;
   InprocTransport t(2, 8192, 1024, &hooks);
@@ -174,10 +185,7 @@ TEST_CASE("a receive whose message is behind others in the ring files those and 
   tls_on_app_thread = true;
   std::vector<uint64_t> values = {10, 11, 12}, got(3, 0);
   std::deque<Op> sends, recvs;
-  for (uint32_t i = 0; i < 3; ++i) {
-    sends.emplace_back(0, 1, i, &values[i], 8);
-    t.send(&sends.back().op);
-  }
+  send_each(t, values, sends, [](const Op&) {});
   for (uint32_t i = 3; i-- > 0;) {  // last first
     recvs.emplace_back(1, 0, i, &got[i], 8);
     t.recv(&recvs.back().op);
@@ -193,13 +201,9 @@ TEST_CASE("a full ring, or a message larger than a slot, goes through the mailbo
   tls_on_app_thread = true;
   constexpr uint32_t kMessages = InprocTransport::kRingSlots + 4;
   std::vector<uint64_t> values(kMessages), got(kMessages, 0);
+  for (uint32_t i = 0; i < kMessages; ++i) values[i] = 500 + i;
   std::deque<Op> sends, recvs;
-  for (uint32_t i = 0; i < kMessages; ++i) {
-    values[i] = 500 + i;
-    sends.emplace_back(0, 1, i, &values[i], 8);
-    t.send(&sends.back().op);
-    CHECK(sends.back().completions == 1);  // eager either way
-  }
+  send_each(t, values, sends, [](const Op& s) { CHECK(s.completions == 1); });  // eager either way
   CHECK(hooks.waiting == InprocTransport::kRingSlots);
   CHECK(t.unexpected_count(1) == kMessages);
   std::vector<uint8_t> large(2000, 2), got_large(2000, 0);
@@ -274,13 +278,9 @@ TEST_CASE("a receiver holding its sender's eager credits keeps that sender out o
   tls_on_app_thread = true;
   constexpr uint32_t kMessages = 6;
   std::vector<uint64_t> values(kMessages), got(kMessages, 0);
+  for (uint32_t i = 0; i < kMessages; ++i) values[i] = 70 + i;
   std::deque<Op> sends, recvs;
-  for (uint32_t i = 0; i < kMessages; ++i) {
-    values[i] = 70 + i;
-    sends.emplace_back(0, 1, i, &values[i], 8);
-    t.send(&sends.back().op);
-    t.progress_all(1, true);  // a polling receiver files all but the last
-  }
+  send_each(t, values, sends, [&](const Op&) { t.progress_all(1, true); });  // a polling receiver files all but the last
   // Two filed (the credits), then senders wait in the mailbox as descriptors.
   CHECK(t.stats().eager == 2);
   CHECK(sends[kMessages - 1].completions == 0);

@@ -58,4 +58,12 @@ inline void copy_17_to_64(char* to, const char* from, uint32_t n) {
   copy_17_to_64(to, from, n);
 }
 
+// A ring slot's payload (host rings, inproc rings): up to 64 bytes without
+// a library call, longer ones through memcpy.
+[[gnu::always_inline]] inline void copy_slot(char* to, const char* from, uint64_t n) {
+  if (n <= 16) return copy_upto_16(to, from, static_cast<uint32_t>(n));  // most small messages
+  if (n <= 64) return copy_17_to_64(to, from, static_cast<uint32_t>(n));
+  std::memcpy(to, from, n);
+}
+
 }  // namespace carflow

@@ -232,12 +232,7 @@ bool InprocTransport::push(uint32_t dst, uint32_t src, const MsgKey& key, const 
   s.nbytes = static_cast<uint32_t>(nbytes);
   s.status = status;
   s.digest = digest;
-  const char* from = static_cast<const char*>(buf);
-  if (nbytes <= 64) {
-    copy_small(s.data(), from, static_cast<uint32_t>(nbytes));
-  } else {
-    std::memcpy(s.data(), from, nbytes);
-  }
+  copy_slot(s.data(), static_cast<const char*>(buf), nbytes);
   // seq_cst: pairs with a receiver that announces it sleeps, then looks at
   // its rings (Engine::wait_until); one of the two sees the other.
   s.seq.store(tail + 1, std::memory_order_seq_cst);
@@ -269,18 +264,16 @@ bool InprocTransport::recv_now(uint32_t self, uint32_t peer, const MsgKey& key, 
     r->take_lock.unlock();
     return false;
   }
-  *status = s->status != 0 ? s->status : s->nbytes == nbytes ? 0 : kMismatch;
-  if (*status == 0 && nbytes > 0) {
-    if (nbytes <= 64) {
-      copy_small(static_cast<char*>(buf), s->data(), static_cast<uint32_t>(nbytes));
-    } else {
-      std::memcpy(buf, s->data(), nbytes);
-    }
-  }
+  *status = ring_status(*s, nbytes);
+  if (*status == 0) copy_slot(static_cast<char*>(buf), s->data(), nbytes);
   count_late(*r, s->nbytes);
   pop(*r);
   r->take_lock.unlock();
   return true;
+}
+
+int InprocTransport::ring_status(const Slot& s, uint64_t nbytes) {
+  return s.status != 0 ? s.status : s.nbytes == nbytes ? 0 : kMismatch;
 }
 
 bool InprocTransport::alone(const Ring& r, uint64_t head) const {
@@ -333,7 +326,7 @@ uint32_t InprocTransport::drain(uint32_t image, uint32_t src, Ring& r, bool on_a
       mb.unexpected.insert(u);
     }
     mb.lock.unlock();
-    const int status = s->status != 0 ? s->status : posted == nullptr || s->nbytes == posted->nbytes ? 0 : kMismatch;
+    const int status = posted != nullptr ? ring_status(*s, posted->nbytes) : s->status;
     const uint64_t digest = s->digest;
     if (posted != nullptr && status == 0) deliver(posted, s->data());
     pop(r);
@@ -365,7 +358,7 @@ void InprocTransport::recv(MsgOp* op) {
   if (r != nullptr && r->take_lock.try_lock()) {
     Slot* s = head_slot(*r);
     if (s != nullptr && s->key == op->key && (tls_on_app_thread || !op->deliver.app_thread_only)) {
-      const int status = s->status != 0 ? s->status : s->nbytes == op->nbytes ? 0 : kMismatch;
+      const int status = ring_status(*s, op->nbytes);
       const uint64_t digest = s->digest;
       if (status == 0) deliver(op, s->data());
       count_late(*r, s->nbytes);

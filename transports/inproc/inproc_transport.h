@@ -177,6 +177,9 @@ class InprocTransport final : public Transport {
   Slot* head_slot(Ring& r) const;
   void pop(Ring& r) const;  // frees the head slot (under r.take_lock)
   static void count_late(Ring& r, uint32_t nbytes);
+  // A receive of nbytes meeting the message in s: the sender's failure, the
+  // mismatch status for another size, or 0.
+  static int ring_status(const Slot& s, uint64_t nbytes);
   // Takes the messages waiting in ring (image <- src) in order: each is
   // delivered to its posted receive or filed as unexpected. Stops at a
   // message whose receive only an application thread may deliver, when

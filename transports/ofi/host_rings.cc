@@ -133,13 +133,6 @@ bool HostRings::push(uint32_t dst_node, uint32_t src, uint32_t dst, const MsgKey
   return publish(dst_node, kData, src, dst, key, data, nbytes, status, digest, 0, 0);
 }
 
-// A payload of one slot (at most kPayload bytes): up to 64 bytes without a
-// library call (copy_small), longer ones through memcpy.
-[[gnu::always_inline]] static inline void copy_slot(char* to, const char* from, uint32_t nbytes) {
-  if (nbytes <= 16) return copy_upto_16(to, from, nbytes);  // most small messages
-  if (nbytes <= 64) return copy_17_to_64(to, from, nbytes);
-  std::memcpy(to, from, nbytes);
-}
 
 bool HostRings::has_room(Producer& p, uint32_t dst_node, uint32_t chunks) {
   // Free up to p.limit; past it, look at how far the consumer has come
