@@ -57,6 +57,31 @@ void float_sum(void* dst, const void* left, const void* right, size_t bytes) {
   }
 }
 
+// Fills the inputs of a float computational step with small integers whose
+// every partial sum stays below 2^24, so every order of summing is exact.
+// An elementwise kind sums one element of each image (images terms); reduce
+// and prefix_reduce fold every element of every image into one result, so
+// their values shrink as the step grows (4 MiB on 8 images: 0 and 1).
+void exact_float_inputs(const carflow::CollectiveSpec& spec, std::vector<std::vector<uint8_t>>* inputs) {
+  constexpr uint64_t kExact = uint64_t{1} << 24;
+  const bool folds = spec.kind == carflow::CollKind::Reduce || spec.kind == carflow::CollKind::PrefixReduce;
+  uint64_t terms = spec.images;
+  if (folds) terms = 0;
+  for (const auto& in : *inputs) terms += folds ? in.size() / 4 : 0;
+  terms = std::max<uint64_t>(terms, 1);
+  const uint64_t largest = std::min<uint64_t>(60, kExact / terms);  // each value <= largest
+  // Too many terms even for 0 and 1: a 1 every `stride` elements.
+  const uint64_t stride = largest == 0 ? terms / (kExact / 2) + 1 : 1;
+  for (uint32_t i = 0; i < inputs->size(); ++i) {
+    auto& in = (*inputs)[i];
+    for (size_t k = 0; k + 4 <= in.size(); k += 4) {
+      const uint64_t n = i + k / 4;
+      const float v = largest > 0 ? static_cast<float>(n % (largest + 1)) : (n % stride == 0 ? 1.0f : 0.0f);
+      std::memcpy(&in[k], &v, 4);
+    }
+  }
+}
+
 uint32_t iterations_for(uint64_t bytes, uint32_t requested) {
   if (requested > 0) return requested;
   const uint64_t budget = 64ull << 20;  // bytes moved per step, roughly
@@ -166,14 +191,7 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
     step.spec = step_spec(options.coll, total, bytes);
     step.inputs = carflow::reference::inputs(step.spec);
     if (carflow::is_computational(step.spec.kind)) {
-      if (step.spec.elem_size == 4) {  // small integers as floats (float_sum)
-        for (uint32_t i = 0; i < total; ++i) {
-          for (size_t k = 0; k + 4 <= step.inputs[i].size(); k += 4) {
-            const float v = static_cast<float>((i + k / 4) % 61);
-            std::memcpy(&step.inputs[i][k], &v, 4);
-          }
-        }
-      }
+      if (step.spec.elem_size == 4) exact_float_inputs(step.spec, &step.inputs);
       step.expected = carflow::reference::expected_reduction(
           step.spec, step.inputs, step.spec.elem_size == 4 ? &float_sum : &carflow::reference::byte_sum);
     } else {
