@@ -43,6 +43,7 @@
 #include "engine/vc_queue.h"
 #include "graph/registry.h"
 #include "transports/inproc/inproc_transport.h"
+#include "transports/line_pair.h"
 
 namespace carflow {
 
@@ -295,11 +296,12 @@ class ImageContext {
   // kept so a repeated sync allocates nothing.
   std::vector<Instance*> sync_scratch;
 
-  // Touched by other threads (wake(), parking a REDUCE): on cache lines of
-  // their own, apart from the fields above that this image's thread writes
-  // on every call. A shared line cost the 2-image 8-byte allreduce 0.5 us
-  // (0.5 -> 1.0 us) when sync_scratch landed next to `sleepers`.
-  alignas(64) std::atomic<int> sleepers{0};
+  // Touched by other threads (wake(), parking a REDUCE): on line pairs of
+  // their own (transports/line_pair.h), apart from the fields above that
+  // this image's thread writes on every call. A shared line cost the
+  // 2-image 8-byte allreduce 0.5 us (0.5 -> 1.0 us) when sync_scratch
+  // landed next to `sleepers`.
+  alignas(kLinePair) std::atomic<int> sleepers{0};
   // The thread that last called for this image in the representative mode:
   // a sender that leaves a message for this image (inproc rings) wakes it
   // too. Left set afterwards (a stale one costs a spurious wake-up).
@@ -317,7 +319,7 @@ class ImageContext {
   std::mutex app_only_mutex;
   std::vector<CarState*> app_only;
   std::atomic<bool> app_only_pending{false};
-  alignas(64) char end_of_shared_lines[1] = {};
+  alignas(kLinePair) char end_of_shared_lines[1] = {};
 };
 
 class Engine final : public TransportHooks {

@@ -170,7 +170,7 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
 }
 
 InprocTransport::Ring* InprocTransport::make_ring() const {
-  void* raw = ::operator new(sizeof(Ring) + kRingSlots * slot_stride_, std::align_val_t{64});
+  void* raw = ::operator new(sizeof(Ring) + kRingSlots * slot_stride_, std::align_val_t{kLinePair});
   Ring* r = new (raw) Ring();
   for (uint32_t i = 0; i < kRingSlots; ++i) {
     Slot* s = new (&slot(*r, i)) Slot();
@@ -181,7 +181,7 @@ InprocTransport::Ring* InprocTransport::make_ring() const {
 
 void InprocTransport::free_ring(Ring* r) const {
   r->~Ring();  // Slot and Ring are trivially destructible past their atomics
-  ::operator delete(r, std::align_val_t{64});
+  ::operator delete(r, std::align_val_t{kLinePair});
 }
 
 InprocTransport::Slot* InprocTransport::head_slot(Ring& r) const {

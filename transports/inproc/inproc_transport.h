@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "transports/inproc/key_table.h"
+#include "transports/line_pair.h"
 #include "transports/spin_lock.h"
 #include "transports/transport.h"
 
@@ -115,19 +116,27 @@ class InprocTransport final : public Transport {
     char* data() { return reinterpret_cast<char*>(this) + offsetof(Slot, inline_data); }
   };
   static_assert(sizeof(Slot) == 64, "a slot's header is one cache line");
-  // A ring: these two lines, then kRingSlots slots of slot_stride_ bytes.
+  // A ring: these two line pairs (transports/line_pair.h), then
+  // kRingSlots slots of slot_stride_ bytes.
   struct Ring {
-    alignas(64) SpinLock push_lock;  // the producer's line
+    alignas(kLinePair) SpinLock push_lock;  // the producer's lines
     uint64_t tail = 0;
-    alignas(64) SpinLock take_lock;  // the consumer's line
+    alignas(kLinePair) SpinLock take_lock;  // the consumer's lines
     std::atomic<uint64_t> head{0};   // written under take_lock, peeked without it
     std::atomic<uint64_t> late{0}, late_bytes{0};  // see count_late
     // The head position a drain left in place, alone and with no receive
     // posted (~0: none); written under take_lock and the mailbox lock.
     std::atomic<uint64_t> kept{~uint64_t{0}};
   };
-  struct alignas(64) Mailbox {
-    SpinLock lock;
+  struct alignas(kLinePair) Mailbox {
+    // Read by every sender on every message, written once: apart from the
+    // lines below, which the receiver writes as it posts and takes.
+    // By sending image: made by the first message through it.
+    std::unique_ptr<std::atomic<Ring*>[]> rings;
+    // Per source VC: eager blocks in `unexpected`. Senders read it without
+    // the lock: a sender at its credit limit keeps out of the ring.
+    std::unique_ptr<std::atomic<uint32_t>[]> eager_held;
+    alignas(kLinePair) SpinLock lock;
     KeyTable<MsgOp, PostedKey> posted;
     KeyTable<Unexpected, UnexpectedKey> unexpected;
     Unexpected* free_eager = nullptr;    // pooled eager blocks (header + eager_bytes)
@@ -137,13 +146,8 @@ class InprocTransport final : public Transport {
       MsgOp* tail = nullptr;
     };
     std::vector<PullQueue> pulls;        // per source VC: matched receives still to copy
-    // Per source VC: eager blocks in `unexpected`. Senders read it without
-    // the lock: a sender at its credit limit keeps out of the ring.
-    std::unique_ptr<std::atomic<uint32_t>[]> eager_held;
     std::atomic<uint32_t> pending_pulls{0};
     TransportStats stats;                // counted under `lock`, which senders hold anyway
-    // By sending image: made by the first message through it.
-    std::unique_ptr<std::atomic<Ring*>[]> rings;
   };
 
   Unexpected* take_block(Mailbox& mb, bool eager);  // under mb.lock

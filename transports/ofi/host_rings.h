@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "transports/line_pair.h"
 #include "transports/spin_lock.h"
 #include "transports/transport.h"
 
@@ -259,7 +260,10 @@ class HostRings {
   static_assert(sizeof(Slot) % 64 == 0, "slots are whole cache lines");
   static_assert(offsetof(Slot, data) == 64, "the header is one cache line, the data aligned");
   // After the rings: the node's doorbell (a futex word) and its sleepers.
-  struct alignas(64) Control {
+  // Control and each Tail take a line pair (transports/line_pair.h): the
+  // producer reads Control on every message, the consumer writes its Tail
+  // on every take, and a shared pair would send both lines back and forth.
+  struct alignas(kLinePair) Control {
     std::atomic<uint32_t> doorbell;
     std::atomic<uint32_t> sleepers;
     std::atomic<int32_t> pid;  // the segment's owner
@@ -270,7 +274,7 @@ class HostRings {
   // that node's ring. The producer reads it only when the slots it knows
   // to be free run out, so a message costs one cache line between the
   // cores each way (the slot), not a free-mark in the slot as well.
-  struct alignas(64) Tail {
+  struct alignas(kLinePair) Tail {
     std::atomic<uint32_t> consumed;
   };
   // One per source node: the split copy from it (see split_begin). cursors
