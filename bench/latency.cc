@@ -172,6 +172,10 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
              "permute, reduce_vec, scan, reduce_scatter, reduce, prefix_reduce";
     return false;
   }
+  if (options.images == 0) {
+    *error = "--images: must be at least 1";
+    return false;
+  }
   if (options.calls == 0 || options.calls > kMaxCalls) {
     *error = "--calls: must be 1.." + std::to_string(kMaxCalls);
     return false;

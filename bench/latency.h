@@ -46,7 +46,8 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
                  std::string* error);
 
 std::string to_json_line(const LatencyResult& r);
-// "8", "4K", "1M", "8:4M" (powers of two from 8 to 4M), comma lists of these.
+// "8", "4K", "1M", "8:4M" (8, 16, ... up to 4M: LO:HI doubles from LO while
+// the size stays <= HI), comma lists of these.
 bool parse_sizes(const std::string& text, std::vector<uint64_t>* out, std::string* error);
 std::string format_bytes(uint64_t bytes);
 

@@ -187,7 +187,7 @@ std::vector<std::vector<std::string>> Config::describe() const {
       {"CF_ALLREDUCE_SPLIT_BYTES", std::to_string(allreduce_split_bytes),
        "default allreduce when the images do not outnumber the cores: rabenseifner (each image reduces 1/P) at or above"},
       {"CF_REDUCE_LARGE_BYTES", std::to_string(reduce_large_bytes),
-       "reduce_vec, scan, reduce_scatter: latency algorithms below, bandwidth algorithms at or above"},
+       "scan, reduce_scatter (whole vector): latency algorithms below, bandwidth algorithms at or above"},
       {"CF_DATA_ALIGNMENT", std::to_string(data_alignment),
        "computational collectives: buffers aligned to min(elem_size's power of two, this)"},
       {"CF_BROADCAST_LARGE_BYTES", std::to_string(broadcast_large_bytes),

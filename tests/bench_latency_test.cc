@@ -59,3 +59,15 @@ TEST_CASE("bench: an unknown collective is an error naming --coll") {
   CHECK(error.rfind("--coll: 'allgather'", 0) == 0);
   CHECK(results.empty());
 }
+
+TEST_CASE("bench: no images is an error naming --images") {
+  carflow_bench::LatencyOptions opt;
+  opt.coll = "broadcast";
+  opt.images = 0;
+  opt.sizes = {8};
+  std::vector<carflow_bench::LatencyResult> results;
+  std::string error;
+  CHECK_FALSE(carflow_bench::run_latency(opt, &results, &error));
+  CHECK(error == "--images: must be at least 1");
+  CHECK(results.empty());
+}

@@ -324,6 +324,18 @@ TEST_CASE("under Open MPI's mpirun, cf_init joins the job through PMIx (no carfl
   for (const auto& m : summaries(r.output)) CHECK(m[kNodes].str() == "3");  // one job of 3 nodes
 }
 
+TEST_CASE("under mpirun, a CF_IMAGES that is not a number is an error naming it") {
+  if (std::system("command -v mpirun.openmpi >/dev/null 2>&1") != 0) {
+    MESSAGE("skipped: mpirun.openmpi is not installed (Debian openmpi-bin)");
+    return;
+  }
+  const Run r = capture("CF_IMAGES=abc timeout 200 mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 -x CF_IMAGES " +
+                        g_program + " 2>&1");
+  INFO(r.output);
+  CHECK(r.status != 0);
+  CHECK(r.output.find("CF_IMAGES='abc': expected an integer in [1, 65536]") != std::string::npos);
+}
+
 TEST_CASE("under Slurm's srun --mpi=pmix, cf_init joins the job through PMIx (no carflow launcher)") {
   // Opt-in: srun on a shared cluster may queue. CI makes a one-node cluster
   // with tests/slurm_local.sh and sets CF_TEST_SRUN=1.

@@ -1,4 +1,4 @@
-// The `carflow` command line: demo, plan, dot, bench, info.
+// The `carflow` command line: demo, plan, dot, bench, compare, info.
 // `tools/carflow` (the shell entry) installs what is missing, builds this
 // binary and forwards its arguments here.
 #include <carflow/carflow.h>
@@ -36,37 +36,87 @@ const char kUsage[] =
     "                                      build and validate a global DAG\n"
     "  dot   F.json                        Graphviz rendering of a graph file, to stdout\n"
     "  bench --coll C --images P --sizes LIST [--iters N] [--algo A] [--sync IN,OUT] [--json]\n"
-    "        [--calls K | --aggregate K]       K calls per iteration, separate or aggregated\n"
+    "        [--calls K | --aggregate K [--rounds R]]  K calls per iteration, separate or\n"
+    "                                      aggregated (R interleaved rounds of one call,\n"
+    "                                      K separate and K aggregated)\n"
     "                                      OSU-style latency; LIST like 8,1K,4M or 8:4M\n"
+    "                                      (LO:HI = LO, 2LO, 4LO, ... up to HI)\n"
     "  compare [--coll C] [--images 8] [--sizes 8,1M] [--iters N] [--rounds 5]\n"
     "                                      every algorithm vs the default choice, one run\n"
     "  info                                environment knobs, algorithms, thresholds\n";
 
-// --key value pairs; flags without a value map to "1".
-bool parse_args(int argc, char** argv, int first, Args* out, std::string* error) {
+// What a command accepts: options that take a value, flags that do not,
+// and how many plain arguments (dot: the file).
+struct CommandSpec {
+  std::vector<std::string> valued;
+  std::vector<std::string> flags;
+  size_t positional = 0;
+};
+
+const CommandSpec* command_spec(const std::string& cmd) {
+  static const std::map<std::string, CommandSpec> kSpecs = {
+      {"demo", {{"images", "out"}, {}, 0}},
+      {"plan",
+       {{"coll", "images", "bytes", "algo", "root", "elem-size", "src-blksz", "src-offset", "dst-blksz",
+         "dst-offset", "images-per-node", "out"},
+        {"in-allsync", "out-allsync", "exclusive"},
+        0}},
+      {"dot", {{}, {}, 1}},
+      {"bench", {{"coll", "images", "sizes", "iters", "algo", "sync", "calls", "aggregate", "rounds"}, {"json"}, 0}},
+      {"compare", {{"coll", "images", "sizes", "iters", "rounds"}, {}, 0}},
+      {"info", {{}, {}, 0}},
+  };
+  auto it = kSpecs.find(cmd);
+  return it == kSpecs.end() ? nullptr : &it->second;
+}
+
+// --key value pairs and flags (mapped to "1") as `spec` allows them; plain
+// arguments as "_0", "_1", ... Anything else is an error naming it.
+bool parse_args(const std::string& cmd, const CommandSpec& spec, int argc, char** argv, int first, Args* out,
+                std::string* error) {
+  auto listed = [](const std::vector<std::string>& list, const std::string& key) {
+    return std::find(list.begin(), list.end(), key) != list.end();
+  };
+  size_t positional = 0;
   for (int i = first; i < argc; ++i) {
     std::string key = argv[i];
     if (key.rfind("--", 0) != 0) {
-      (*out)["_" + std::to_string(out->size())] = key;
+      if (positional == spec.positional) {
+        *error = "'" + key + "': unexpected argument (carflow " + cmd + " takes " +
+                 (spec.positional == 0 ? std::string("only --options") : "one file") + ")";
+        return false;
+      }
+      (*out)["_" + std::to_string(positional++)] = key;
       continue;
     }
     key = key.substr(2);
-    static const char* kFlags[] = {"json", "in-allsync", "out-allsync"};
-    bool is_flag = false;
-    for (const char* f : kFlags) is_flag |= key == f;
-    if (is_flag) {
+    if (out->count(key)) {
+      *error = "--" + key + ": given twice";
+      return false;
+    }
+    if (listed(spec.flags, key)) {
       (*out)[key] = "1";
-    } else if (i + 1 < argc) {
+    } else if (listed(spec.valued, key)) {
+      if (i + 1 >= argc) {
+        *error = "--" + key + ": missing value";
+        return false;
+      }
       (*out)[key] = argv[++i];
     } else {
-      *error = "--" + key + ": missing value";
+      std::string known;
+      for (const auto& k : spec.valued) known += (known.empty() ? "--" : ", --") + k;
+      for (const auto& k : spec.flags) known += (known.empty() ? "--" : ", --") + k;
+      *error = "--" + key + ": not an option of carflow " + cmd +
+               (known.empty() ? " (it takes none)" : " (its options: " + known + ")");
       return false;
     }
   }
   return true;
 }
 
-bool get_uint(const Args& args, const std::string& key, uint64_t fallback, uint64_t max,
+// An unsigned option in [min, max] (sizes with K/M/G suffixes allowed);
+// `fallback` when absent.
+bool get_uint(const Args& args, const std::string& key, uint64_t fallback, uint64_t min, uint64_t max,
               uint64_t* out, std::string* error) {
   auto it = args.find(key);
   if (it == args.end()) {
@@ -75,16 +125,18 @@ bool get_uint(const Args& args, const std::string& key, uint64_t fallback, uint6
   }
   std::vector<uint64_t> v;
   std::string e;
-  if (!carflow_bench::parse_sizes(it->second, &v, &e) || v.size() != 1 || v[0] > max) {
-    // parse_sizes rejects 0; accept a plain 0 where the caller allows it
-    if (it->second == "0") {
-      *out = 0;
-      return true;
-    }
-    *error = "--" + key + ": '" + it->second + "' is not a number in [0, " + std::to_string(max) + "]";
+  uint64_t value = 0;
+  // parse_sizes rejects 0; a plain 0 is a number too.
+  const bool number = it->second == "0" ||
+                      (carflow_bench::parse_sizes(it->second, &v, &e) && v.size() == 1 &&
+                       it->second.find(':') == std::string::npos);
+  if (number && !v.empty()) value = v[0];
+  if (!number || value < min || value > max) {
+    *error = "--" + key + ": '" + it->second + "' is not a number in [" + std::to_string(min) + ", " +
+             std::to_string(max) + "]";
     return false;
   }
-  *out = v[0];
+  *out = value;
   return true;
 }
 
@@ -101,6 +153,40 @@ std::string kinds_list() {
   return out;
 }
 
+// --algo: a generator registered for `kind` (graph/registry.h).
+bool algo_known(carflow::CollKind kind, const std::string& name, std::string* error) {
+  if (carflow::GeneratorRegistry::instance().find(kind, name) != nullptr) return true;
+  std::string known;
+  for (const auto* g : carflow::GeneratorRegistry::instance().list(kind)) known += (known.empty() ? "" : ", ") + g->name;
+  *error = "--algo: " + std::string(carflow::coll_kind_name(kind)) + " has no algorithm '" + name + "' (its algorithms: " +
+           known + ")";
+  return false;
+}
+
+// A layout error names the spec's fields ("dst_blksz, dst_offset: ..."):
+// say them as the options that set them.
+std::string as_options(const std::string& error) {
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"src_blksz", "--src-blksz"}, {"src_offset", "--src-offset"}, {"dst_blksz", "--dst-blksz"},
+      {"dst_offset", "--dst-offset"}, {"elem_size", "--elem-size"}, {"nbytes", "--bytes"},
+      {"root", "--root"}, {"images", "--images"}};
+  const size_t colon = error.find(": ");
+  if (colon == std::string::npos) return error;
+  std::string head = error.substr(0, colon), out;
+  size_t at = 0;
+  while (at < head.size()) {  // comma-separated field names
+    size_t end = head.find(", ", at);
+    if (end == std::string::npos) end = head.size();
+    std::string name = head.substr(at, end - at);
+    for (const auto& [field, option] : kNames) {
+      if (name == field) name = option;
+    }
+    out += (out.empty() ? "" : ", ") + name;
+    at = end + 2;
+  }
+  return out + error.substr(colon);
+}
+
 int cmd_plan(const Args& args) {
   std::string error;
   carflow::CollectiveSpec spec;
@@ -109,17 +195,17 @@ int cmd_plan(const Args& args) {
     return fail("--coll: expected one of " + kinds_list());
   }
   uint64_t images = 0, bytes = 0, root = 0, elem = 1, segment = 0, ppn = 0;
-  if (!get_uint(args, "images", 0, 4096, &images, &error) ||
-      !get_uint(args, "bytes", spec.kind == carflow::CollKind::Barrier ? 0 : 8, uint64_t{1} << 32,
+  if (!get_uint(args, "images", 0, 1, 4096, &images, &error) ||
+      !get_uint(args, "bytes", spec.kind == carflow::CollKind::Barrier ? 0 : 8, 0, uint64_t{1} << 32,
                 &bytes, &error) ||
-      !get_uint(args, "root", 0, 4095, &root, &error) ||
-      !get_uint(args, "elem-size", carflow::is_computational(spec.kind) ? 8 : 1, 4096, &elem,
+      !get_uint(args, "root", 0, 0, 4095, &root, &error) ||
+      !get_uint(args, "elem-size", carflow::is_computational(spec.kind) ? 8 : 1, 1, 4096, &elem,
                 &error) ||
-      !get_uint(args, "src-blksz", 0, uint64_t{1} << 40, &spec.src_blksz, &error) ||
-      !get_uint(args, "src-offset", 0, uint64_t{1} << 40, &spec.src_offset, &error) ||
-      !get_uint(args, "dst-blksz", 0, uint64_t{1} << 40, &spec.dst_blksz, &error) ||
-      !get_uint(args, "dst-offset", 0, uint64_t{1} << 40, &spec.dst_offset, &error) ||
-      !get_uint(args, "images-per-node", 0, 4096, &ppn, &error)) {
+      !get_uint(args, "src-blksz", 0, 0, uint64_t{1} << 40, &spec.src_blksz, &error) ||
+      !get_uint(args, "src-offset", 0, 0, uint64_t{1} << 40, &spec.src_offset, &error) ||
+      !get_uint(args, "dst-blksz", 0, 0, uint64_t{1} << 40, &spec.dst_blksz, &error) ||
+      !get_uint(args, "dst-offset", 0, 0, uint64_t{1} << 40, &spec.dst_offset, &error) ||
+      !get_uint(args, "images-per-node", 0, 0, 4096, &ppn, &error)) {
     return fail(error);
   }
   carflow::Config config;
@@ -128,6 +214,7 @@ int cmd_plan(const Args& args) {
   if (root >= images) return fail("--root: must be below --images");
   if (elem == 0 || bytes % elem != 0) return fail("--bytes: must be a multiple of --elem-size");
   auto algo = args.find("algo");
+  if (algo != args.end() && !algo_known(spec.kind, algo->second, &error)) return fail(error);
   spec.algorithm = algo != args.end()
                        ? algo->second
                        : carflow::SelectionTable(config, std::thread::hardware_concurrency())
@@ -156,7 +243,7 @@ int cmd_plan(const Args& args) {
     }
     if (gen->params & carflow::kUsesNodes) spec.images_per_node = static_cast<uint32_t>(ppn);
   }
-  if (!carflow::check_layout(spec, &error)) return fail("--bytes: " + error);
+  if (!carflow::check_layout(spec, &error)) return fail(as_options(error));
   carflow::GlobalDag dag;
   if (!carflow::generate_global(spec, &dag, &error)) return fail("--algo: " + error);
   if (!carflow::validate_global(dag, &error)) return fail("invalid DAG: " + error);
@@ -201,10 +288,10 @@ int cmd_bench(const Args& args) {
   carflow_bench::LatencyOptions opt;
   std::string error;
   uint64_t images = 0, iters = 0, calls = 1, aggregate = 0;
-  if (!get_uint(args, "images", 2, 1024, &images, &error) ||
-      !get_uint(args, "iters", 0, 100000000, &iters, &error) ||
-      !get_uint(args, "calls", 1, 1024, &calls, &error) ||
-      !get_uint(args, "aggregate", 0, 1024, &aggregate, &error)) {
+  if (!get_uint(args, "images", 2, 1, 1024, &images, &error) ||
+      !get_uint(args, "iters", 0, 0, 100000000, &iters, &error) ||
+      !get_uint(args, "calls", 1, 1, 1024, &calls, &error) ||
+      !get_uint(args, "aggregate", 0, 1, 1024, &aggregate, &error)) {
     return fail(error);
   }
   opt.images = static_cast<uint32_t>(images);
@@ -237,14 +324,19 @@ int cmd_bench(const Args& args) {
       !carflow_bench::parse_sizes(sizes == args.end() ? "8" : sizes->second, &opt.sizes, &error)) {
     return fail(error);
   }
-  if (args.count("algo")) opt.algo = args.at("algo");
+  if (args.count("algo")) {
+    carflow::CollKind kind;
+    if (!carflow::parse_coll_kind(opt.coll, &kind)) return fail("--coll: expected one of " + kinds_list());
+    if (!algo_known(kind, args.at("algo"), &error)) return fail(error);
+    opt.algo = args.at("algo");
+  }
   std::vector<carflow_bench::LatencyResult> results;
   // --aggregate K also runs one call and K separate calls in the same run:
   // the references of the aggregation targets. --rounds R repeats the three,
   // interleaved, and reports the mean of each over the rounds (runs with
   // more image threads than cores are bimodal: one run says little).
   uint64_t rounds = 1;
-  if (!get_uint(args, "rounds", 1, 1000, &rounds, &error)) return fail(error);
+  if (!get_uint(args, "rounds", 1, 1, 1000, &rounds, &error)) return fail(error);
   if (rounds > 1 && !opt.aggregate) return fail("--rounds: only with --aggregate");
   if (opt.aggregate) {
     carflow_bench::LatencyOptions single = opt, separate = opt;
@@ -349,13 +441,15 @@ int cmd_bench(const Args& args) {
 int cmd_compare(const Args& args) {
   std::string error;
   uint64_t images = 8, iters = 0, rounds = 5;
-  if (!get_uint(args, "images", 8, 1024, &images, &error) ||
-      !get_uint(args, "iters", 0, 100000000, &iters, &error) ||
-      !get_uint(args, "rounds", 5, 1000, &rounds, &error)) {
+  if (!get_uint(args, "images", 8, 1, 1024, &images, &error) ||
+      !get_uint(args, "iters", 0, 0, 100000000, &iters, &error) ||
+      !get_uint(args, "rounds", 5, 1, 1000, &rounds, &error)) {
     return fail(error);
   }
   std::vector<std::string> colls;
   if (args.count("coll")) {
+    carflow::CollKind kind;
+    if (!carflow::parse_coll_kind(args.at("coll"), &kind)) return fail("--coll: expected one of " + kinds_list());
     colls.push_back(args.at("coll"));
   } else {
     colls = {"broadcast", "scatter", "gather", "gather_all", "exchange", "barrier"};
@@ -429,7 +523,7 @@ int cmd_compare(const Args& args) {
 int cmd_demo(const Args& args) {
   std::string error;
   uint64_t images = 8;
-  if (!get_uint(args, "images", 8, 1024, &images, &error)) return fail(error);
+  if (!get_uint(args, "images", 8, 1, 1024, &images, &error)) return fail(error);
   const std::string dir = args.count("out") ? args.at("out") : "cf-demo-graphs";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -521,13 +615,14 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string cmd = argv[1];
+  const CommandSpec* spec = command_spec(cmd);
+  if (spec == nullptr) return fail("unknown command '" + cmd + "'\n" + kUsage);
   Args args;
   std::string error;
-  if (!parse_args(argc, argv, 2, &args, &error)) return fail(error);
+  if (!parse_args(cmd, *spec, argc, argv, 2, &args, &error)) return fail(error);
   if (cmd == "plan") return cmd_plan(args);
   if (cmd == "dot") return cmd_dot(args);
   if (cmd == "info") return cmd_info();
-  if (cmd != "demo" && cmd != "bench" && cmd != "compare") return fail("unknown command '" + cmd + "'\n" + kUsage);
   if (cf_init(&argc, &argv) != CF_OK) return 2;  // prints the reason (fatal mode)
   cf_set_error_mode(CF_ERRORS_RETURN);
   const int rc = cmd == "demo" ? cmd_demo(args) : cmd == "compare" ? cmd_compare(args) : cmd_bench(args);

@@ -96,7 +96,8 @@ bool parse_uint(std::string_view text, uint64_t max, uint64_t* out) {
   return true;
 }
 
-// Reads a required or optional unsigned variable; *present tells which.
+}  // namespace
+
 bool read_env_uint(const char* name, uint64_t min, uint64_t max, uint64_t* out, bool* present,
                    std::string* error) {
   const char* text = std::getenv(name);
@@ -109,6 +110,8 @@ bool read_env_uint(const char* name, uint64_t min, uint64_t max, uint64_t* out, 
   }
   return true;
 }
+
+namespace {
 
 int remaining_ms(std::chrono::steady_clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

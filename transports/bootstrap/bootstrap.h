@@ -69,6 +69,12 @@ std::string encode_words(std::string_view words);
 std::string decode_words(std::string_view token);
 }  // namespace bootstrap_protocol
 
+// Reads an unsigned environment variable in [min, max]; *present tells
+// whether it is set (an empty value is unset). false with *error naming the
+// variable and the range when it is set to anything else.
+bool read_env_uint(const char* name, uint64_t min, uint64_t max, uint64_t* out, bool* present,
+                   std::string* error);
+
 class Bootstrap final : public JobStore {
  public:
 

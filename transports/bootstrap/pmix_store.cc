@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "transports/bootstrap/bootstrap.h"
+
 namespace carflow {
 namespace {
 
@@ -53,7 +55,13 @@ std::unique_ptr<PmixStore> PmixStore::from_env(std::string* error) {
   }
   s->nodes_ = size->data.uint32;
   PMIX_VALUE_RELEASE(size);
-  if (const char* k = std::getenv("CF_IMAGES"); k != nullptr) s->images_per_node_ = std::atoi(k);
+  uint64_t images = 0;
+  bool has_images = false;
+  if (!read_env_uint("CF_IMAGES", 1, 65536, &images, &has_images, error)) {
+    PMIx_Finalize(nullptr, 0);
+    return nullptr;
+  }
+  s->images_per_node_ = static_cast<uint32_t>(images);
   return s;
 }
 

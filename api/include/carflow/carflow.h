@@ -87,8 +87,11 @@ int cf_init(int *argc, char ***argv);
 /* Ends the library: waits for deferred work, frees every image and schedule.
    Image threads must have finished their collectives. Errors: CF_ERR_NOT_INIT. */
 int cf_finalize(void);
-cf_node_t cf_mynode(void); /* 0 */
-cf_node_t cf_nodes(void);  /* 1 in this release (inproc); multi-node comes with ofi */
+/* This process's node number and the job's node (process) count: from the
+   launcher (tools/cfrun) or PMIx (mpirun, srun --mpi=pmix); 0 and 1 without
+   one. Valid after cf_init. */
+cf_node_t cf_mynode(void);
+cf_node_t cf_nodes(void);
 
 /* ---- collectives set-up ---------------------------------------------- */
 typedef void (*cf_coll_fn_t)(void);
