@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench/arg.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -31,8 +33,8 @@ void sum(float* __restrict d, const float* __restrict l, const float* __restrict
 }  // namespace
 
 int main(int argc, char** argv) {
-  const size_t bytes = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : size_t{4} << 20;
-  const int iters = argc > 2 ? std::atoi(argv[2]) : 300;
+  const size_t bytes = carflow_bench::arg_uint(argc, argv, 1, "bytes", size_t{4} << 20, 8, uint64_t{1} << 32);
+  const int iters = static_cast<int>(carflow_bench::arg_uint(argc, argv, 2, "iters", 300, 1, 1000000));
   const size_t n = bytes / sizeof(float), half = n / 2;
   std::vector<float> src[2] = {std::vector<float>(n, 1.0f), std::vector<float>(n, 2.0f)};
   std::vector<float> dst[2] = {std::vector<float>(n), std::vector<float>(n)};

@@ -9,12 +9,13 @@
 #include <cstdlib>
 #include <memory>
 
+#include "bench/arg.h"
 #include "engine/engine.h"
 #include "graph/builder.h"
 
 int main(int argc, char** argv) {
-  const uint32_t cars = argc > 1 ? static_cast<uint32_t>(std::atoi(argv[1])) : 100000;
-  const int reps = argc > 2 ? std::atoi(argv[2]) : 50;
+  const uint32_t cars = static_cast<uint32_t>(carflow_bench::arg_uint(argc, argv, 1, "cars", 100000, 1, 100000000));
+  const int reps = static_cast<int>(carflow_bench::arg_uint(argc, argv, 2, "reps", 50, 1, 1000000));
   const uint32_t width = 64;
   carflow::DagBuilder b(0, 0, 0);
   std::vector<carflow::CarId> prev, layer;

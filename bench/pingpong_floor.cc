@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/arg.h"
 #include "bench/two_cpus.h"
 
 namespace {
@@ -25,7 +26,7 @@ struct alignas(64) Line {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const uint64_t trips = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 2000000;
+  const uint64_t trips = carflow_bench::arg_uint(argc, argv, 1, "trips", 2000000, 1, uint64_t{1} << 40);
   const std::vector<int> cpus = two_cpus();
   if (cpus.empty() || trips == 0) {
     std::fprintf(stderr, "pingpong_floor: needs two CPUs and at least one round trip\n");

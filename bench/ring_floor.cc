@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/arg.h"
 #include "bench/two_cpus.h"
 #include "transports/ofi/host_rings.h"
 
@@ -57,16 +58,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const uint64_t messages = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 2000000;
-  const uint64_t bytes = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 8;
+  const uint64_t messages = carflow_bench::arg_uint(argc, argv, 1, "messages", 2000000, 1, uint64_t{1} << 40);
+  const uint64_t bytes = carflow_bench::arg_uint(argc, argv, 2, "bytes", 8, 8, HostRings::kMaxBytes);
   const std::vector<int> cpus = two_cpus();
-  if (cpus.empty() || messages == 0) {
-    std::fprintf(stderr, "ring_floor: needs two CPUs and at least one message\n");
-    return 1;
-  }
-  if (bytes < 8 || bytes > HostRings::kMaxBytes) {
-    std::fprintf(stderr, "ring_floor: bytes: from 8 to %u (a ring message), got %llu\n", HostRings::kMaxBytes,
-                 static_cast<unsigned long long>(bytes));
+  if (cpus.empty()) {
+    std::fprintf(stderr, "ring_floor: needs two CPUs\n");
     return 1;
   }
   std::unique_ptr<HostRings> node[2];

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench/arg.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -35,12 +37,8 @@ double run_threads(unsigned threads, Body body) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const unsigned threads = argc > 1 ? static_cast<unsigned>(std::atoi(argv[1])) : 8;
-  const long rounds = argc > 2 ? std::atol(argv[2]) : 200000;
-  if (threads < 2 || rounds < 1) {
-    std::fprintf(stderr, "usage: sched_floor [threads >= 2] [rounds >= 1]\n");
-    return 2;
-  }
+  const unsigned threads = static_cast<unsigned>(carflow_bench::arg_uint(argc, argv, 1, "threads", 8, 2, 4096));
+  const long rounds = static_cast<long>(carflow_bench::arg_uint(argc, argv, 2, "rounds", 200000, 1, uint64_t{1} << 40));
   const double yield_us = run_threads(threads, [&] {
     for (long i = 0; i < rounds; ++i) sched_yield();
   });
