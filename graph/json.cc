@@ -16,11 +16,13 @@
 #include <fstream>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
 
 #include "graph/layout.h"
+#include "graph/registry.h"
 #include "graph/validate.h"
 
 namespace carflow {
@@ -36,11 +38,139 @@ constexpr uint64_t kMaxTempSlots = 4096;
 constexpr size_t kMaxAlgorithmChars = 256;
 constexpr size_t kMaxNesting = 64;  // the schema itself nests 7 levels
 constexpr uint64_t kMaxDocumentBytes = uint64_t{512} << 20;
+// collective.nbytes, user buffers, temp slots: below 2^48 bytes, the bound
+// check_layout (graph/layout.h) puts on every extent.
+constexpr uint64_t kMaxBufferBytes = (uint64_t{1} << 48) - 1;
 
 bool fail(std::string* error, std::string message) {
   if (error != nullptr) *error = std::move(message);
   return false;
 }
+
+// The length of the well-formed UTF-8 sequence at text[i], or 0 when the
+// bytes there are not one (overlong forms and surrogates included).
+size_t utf8_sequence(const std::string& text, size_t i) {
+  const auto byte = [&](size_t k) -> unsigned {
+    return k < text.size() ? static_cast<unsigned char>(text[k]) : 0u;
+  };
+  const unsigned lead = byte(i);
+  if (lead < 0x80) return 1;
+  size_t n = 0;
+  unsigned lo = 0x80, hi = 0xbf;  // the range of the second byte
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    n = 2;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    n = 3;
+    if (lead == 0xe0) lo = 0xa0;
+    if (lead == 0xed) hi = 0x9f;
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    n = 4;
+    if (lead == 0xf0) lo = 0x90;
+    if (lead == 0xf4) hi = 0x8f;
+  } else {
+    return 0;
+  }
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
+  }
+  return n;
+}
+
+// The code point of the control character (Unicode category Cc: U+0000 to
+// U+001F, U+007F to U+009F) whose encoding starts at text[i], or -1.
+int control_at(const std::string& text, size_t i) {
+  const unsigned c = static_cast<unsigned char>(text[i]);
+  if (c < 0x20 || c == 0x7f) return static_cast<int>(c);
+  if (c == 0xc2 && i + 1 < text.size()) {
+    const unsigned next = static_cast<unsigned char>(text[i + 1]);
+    if (next >= 0x80 && next <= 0x9f) return static_cast<int>(next);
+  }
+  return -1;
+}
+
+// Text safe to print in an error message or a DOT label: control
+// characters and bytes that are not UTF-8 become '?'.
+std::string visible(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = utf8_sequence(text, i);
+    if (n == 0 || control_at(text, i) >= 0) {
+      out += '?';
+      i += n == 0 ? 1 : n;
+    } else {
+      out.append(text, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
+// The rule an algorithm name must meet, or "" when it does: a generator
+// registered for the kind, or the name of a DAG built by hand.
+std::string algorithm_problem(const CollectiveSpec& spec) {
+  if (spec.algorithm == kHandBuiltAlgorithm ||
+      GeneratorRegistry::instance().find(spec.kind, spec.algorithm) != nullptr) {
+    return "";
+  }
+  const std::string names = GeneratorRegistry::instance().names(spec.kind);
+  return "'" + visible(spec.algorithm.substr(0, 64)) + "' is not an algorithm of " + coll_kind_name(spec.kind) +
+         " (registered: " + (names.empty() ? "none" : names) + "; or " + kHandBuiltAlgorithm +
+         " for a DAG built by hand)";
+}
+
+// The user buffer sizes a collective implies for each image: src_extent and
+// dst_extent (graph/layout.h), with each layout built once rather than once
+// per image (an exchange's holds P^2 offsets).
+class ImpliedBuffers {
+ public:
+  explicit ImpliedBuffers(const CollectiveSpec& spec) : spec_(spec) {
+    switch (spec.kind) {
+      case CollKind::Scatter:
+      case CollKind::Gather:
+      case CollKind::GatherAll:
+      case CollKind::ReduceScatter: blocks_.emplace(spec); break;
+      case CollKind::Exchange: exchange_.emplace(spec); break;
+      case CollKind::Reduce: src_cyclic_.emplace(src_cyclic(spec)); break;
+      case CollKind::PrefixReduce:
+        src_cyclic_.emplace(src_cyclic(spec));
+        dst_cyclic_.emplace(dst_cyclic(spec));
+        break;
+      default: break;  // src_extent / dst_extent take constant time
+    }
+  }
+  uint64_t src(uint32_t image) const {
+    const uint32_t es = spec_.elem_size;
+    switch (spec_.kind) {
+      case CollKind::Scatter: return image == spec_.root ? blocks_->extent() : 0;
+      case CollKind::Gather:
+      case CollKind::GatherAll: return blocks_->length(image);
+      case CollKind::Exchange: return exchange_->src_bytes(image);
+      case CollKind::ReduceScatter: return blocks_->extent();
+      case CollKind::Reduce:
+      case CollKind::PrefixReduce: return src_cyclic_->extent(image) * es;
+      default: return src_extent(spec_, image);
+    }
+  }
+  uint64_t dst(uint32_t image) const {
+    const uint32_t es = spec_.elem_size;
+    switch (spec_.kind) {
+      case CollKind::Scatter:
+      case CollKind::ReduceScatter: return blocks_->length(image);
+      case CollKind::Gather: return image == spec_.root ? blocks_->extent() : 0;
+      case CollKind::GatherAll: return blocks_->extent();
+      case CollKind::Exchange: return exchange_->dst_bytes(image);
+      case CollKind::PrefixReduce: return dst_cyclic_->extent(image) * es;
+      default: return dst_extent(spec_, image);
+    }
+  }
+
+ private:
+  const CollectiveSpec& spec_;
+  std::optional<BlockLayout> blocks_;
+  std::optional<ExchangeLayout> exchange_;
+  std::optional<CyclicLayout> src_cyclic_, dst_cyclic_;
+};
 
 // ---- writer ---------------------------------------------------------------
 
@@ -206,7 +336,8 @@ class GraphReader {
   template <typename T>
   bool read_optional_uint(const Json& obj, const Path& at, const char* key, uint64_t max, T* out);
   bool read_spec_extras(const Json& value, const Path& at, CollectiveSpec* spec);
-  bool read_image(const Json& value, const Path& at, uint32_t index, uint32_t images, LocalDag* dag);
+  bool read_image(const Json& value, const Path& at, uint32_t index, uint32_t images,
+                  const ImpliedBuffers& implied, LocalDag* dag);
   bool read_temps(const Json& obj, const Path& at, std::vector<uint64_t>* temps);
   bool read_members(const Json& obj, const Path& at, std::vector<MemberBuffers>* members);
   bool read_car(const Json& value, const Path& at, const ImageContext& ctx, CarId id, Car* car);
@@ -240,7 +371,11 @@ bool GraphReader::only_fields(const Json& obj, const Path& at,
   for (const auto& item : obj.items()) {
     bool known = false;
     for (const char* name : allowed) known = known || item.key() == name;
-    if (!known) return fail_at(at.field(item.key().c_str()), "not a field of " + what);
+    if (!known) {
+      // The name is the file's: shown truncated and without control characters.
+      const std::string shown = visible(item.key().substr(0, 64));
+      return fail_at(at.field(shown.c_str()), "not a field of " + what);
+    }
   }
   return true;
 }
@@ -282,7 +417,19 @@ bool GraphReader::read_string(const Json& obj, const Path& at, const char* key, 
   const Json* value = field(obj, at, key);
   if (value == nullptr) return false;
   if (!value->is_string()) return fail_at(at.field(key), "expected a string");
-  *out = value->get<std::string>();
+  const std::string& text = value->get_ref<const std::string&>();
+  // A NUL would cut the string short wherever it is printed, and the rest
+  // would garble messages and DOT labels; no name needs one.
+  for (size_t i = 0; i < text.size(); ++i) {
+    const int c = control_at(text, i);
+    if (c >= 0) {
+      char code[8];
+      std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(c));
+      return fail_at(at.field(key), std::string("holds the control character ") + code + " at byte " +
+                                        std::to_string(i));
+    }
+  }
+  *out = text;
   return true;
 }
 
@@ -325,7 +472,7 @@ bool GraphReader::read_spec(const Json& value, const Path& at, CollectiveSpec* s
       !read_string(value, at, "algorithm", &spec->algorithm) ||
       !read_uint(value, at, "images", 1, kMaxImages, &spec->images) ||
       !read_uint(value, at, "root", 0, UINT32_MAX, &spec->root) ||
-      !read_uint(value, at, "nbytes", 0, UINT64_MAX, &spec->nbytes) ||
+      !read_uint(value, at, "nbytes", 0, kMaxBufferBytes, &spec->nbytes) ||
       !read_uint(value, at, "elem_size", 1, UINT32_MAX, &spec->elem_size) ||
       !read_uint(value, at, "segment_bytes", 0, UINT64_MAX, &spec->segment_bytes) ||
       !read_flags(value, at, &spec->flags)) {
@@ -334,6 +481,8 @@ bool GraphReader::read_spec(const Json& value, const Path& at, CollectiveSpec* s
   if (spec->algorithm.size() > kMaxAlgorithmChars) {
     return fail_at(at.field("algorithm"), "longer than " + std::to_string(kMaxAlgorithmChars) + " bytes");
   }
+  const std::string problem = algorithm_problem(*spec);
+  if (!problem.empty()) return fail_at(at.field("algorithm"), problem);
   if (spec->root >= spec->images) {
     return fail_at(at.field("root"), std::to_string(spec->root) + " is not a team rank (P = " +
                                          std::to_string(spec->images) + ")");
@@ -409,7 +558,7 @@ bool GraphReader::read_temps(const Json& obj, const Path& at, std::vector<uint64
   if (value == nullptr || !expect_array(*value, path, kMaxTempSlots)) return false;
   temps->resize(value->size());
   for (size_t i = 0; i < value->size(); ++i) {
-    if (!uint_value((*value)[i], path.at(i), 0, UINT64_MAX, &(*temps)[i])) return false;
+    if (!uint_value((*value)[i], path.at(i), 0, kMaxBufferBytes, &(*temps)[i])) return false;
   }
   return true;
 }
@@ -427,8 +576,8 @@ bool GraphReader::read_members(const Json& obj, const Path& at, std::vector<Memb
     MemberBuffers& out = (*members)[m];
     if (!expect_object(e, here) ||
         !only_fields(e, here, {"src_bytes", "dst_bytes", "elem_size"}, "an aggregate member") ||
-        !read_uint(e, here, "src_bytes", 0, UINT64_MAX, &out.src_bytes) ||
-        !read_uint(e, here, "dst_bytes", 0, UINT64_MAX, &out.dst_bytes) ||
+        !read_uint(e, here, "src_bytes", 0, kMaxBufferBytes, &out.src_bytes) ||
+        !read_uint(e, here, "dst_bytes", 0, kMaxBufferBytes, &out.dst_bytes) ||
         !read_uint(e, here, "elem_size", 1, UINT32_MAX, &out.elem_size)) {
       return false;
     }
@@ -437,7 +586,7 @@ bool GraphReader::read_members(const Json& obj, const Path& at, std::vector<Memb
 }
 
 bool GraphReader::read_image(const Json& value, const Path& at, uint32_t index, uint32_t images,
-                             LocalDag* dag) {
+                             const ImpliedBuffers& implied, LocalDag* dag) {
   if (!expect_object(value, at) ||
       !only_fields(value, at, {"image", "src_bytes", "dst_bytes", "temps", "exit", "members", "cars"},
                    "an image") ||
@@ -449,9 +598,25 @@ bool GraphReader::read_image(const Json& value, const Path& at, uint32_t index, 
                                           std::to_string(index));
   }
   const Json* cars = nullptr;
-  if (!read_uint(value, at, "src_bytes", 0, UINT64_MAX, &dag->src_bytes) ||
-      !read_uint(value, at, "dst_bytes", 0, UINT64_MAX, &dag->dst_bytes) ||
-      !read_temps(value, at, &dag->temps) || (cars = field(value, at, "cars")) == nullptr ||
+  if (!read_uint(value, at, "src_bytes", 0, kMaxBufferBytes, &dag->src_bytes) ||
+      !read_uint(value, at, "dst_bytes", 0, kMaxBufferBytes, &dag->dst_bytes)) {
+    return false;
+  }
+  // The user buffers are the collective's (an aggregate's: its first
+  // member's, which the collective describes); no other size is right.
+  const struct {
+    const char* key;
+    uint64_t got, want;
+  } user[] = {{"src_bytes", dag->src_bytes, implied.src(index)},
+              {"dst_bytes", dag->dst_bytes, implied.dst(index)}};
+  for (const auto& [key, got, want] : user) {
+    if (got != want) {
+      return fail_at(at.field(key), std::to_string(got) + " must equal " + std::to_string(want) +
+                                        ", the size the collective implies for image " +
+                                        std::to_string(index));
+    }
+  }
+  if (!read_temps(value, at, &dag->temps) || (cars = field(value, at, "cars")) == nullptr ||
       !expect_array(*cars, at.field("cars"), kMaxCarsPerImage) ||
       !read_uint(value, at, "exit", 0, UINT32_MAX, &dag->exit)) {
     return false;
@@ -634,8 +799,11 @@ bool GraphReader::read_document(const Json& doc, GlobalDag* dag) {
                                     std::to_string(dag->spec.images));
   }
   dag->images.resize(images->size());
+  const ImpliedBuffers implied(dag->spec);
   for (uint32_t i = 0; i < images->size(); ++i) {
-    if (!read_image((*images)[i], images_path.at(i), i, dag->spec.images, &dag->images[i])) return false;
+    if (!read_image((*images)[i], images_path.at(i), i, dag->spec.images, implied, &dag->images[i])) {
+      return false;
+    }
   }
   return true;
 }
@@ -771,11 +939,24 @@ bool read_bounded(const std::string& path, uint64_t limit, std::string* text, st
 
 // ---- Graphviz -------------------------------------------------------------
 
+// Text for a DOT quoted string. dag_to_dot also draws DAGs that never went
+// through the loader, so any bytes may come: quotes and backslashes are
+// escaped, a newline becomes DOT's line break, and other control characters
+// (a NUL would end the output for Graphviz) and bytes that are not UTF-8
+// become '?'.
 std::string dot_escape(const std::string& text) {
   std::string out;
-  for (const char ch : text) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch == '\n' ? ' ' : ch;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = utf8_sequence(text, i);
+    if (text[i] == '\n') {
+      out += "\\n";
+    } else if (n == 0 || control_at(text, i) >= 0) {
+      out += '?';
+    } else {
+      if (text[i] == '"' || text[i] == '\\') out += '\\';
+      out.append(text, i, n);
+    }
+    i += n == 0 ? 1 : n;
   }
   return out;
 }
@@ -842,7 +1023,14 @@ bool dag_from_json(const std::string& text, GlobalDag* out, std::string* error) 
 bool save_dag_file(const GlobalDag& dag, const std::string& path, std::string* error) {
   std::string problem;
   if (!validate_global(dag, &problem)) return fail(error, path + ": not saved, the DAG is invalid: " + problem);
+  // The loader's rule, so that every saved file loads again.
+  problem = algorithm_problem(dag.spec);
+  if (!problem.empty()) return fail(error, path + ": not saved, collective.algorithm: " + problem);
   const std::string text = dag_to_json(dag);
+  if (text.size() > kMaxDocumentBytes) {  // the loader would refuse it
+    return fail(error, path + ": not saved, its JSON is " + std::to_string(text.size()) +
+                           " bytes, above the loader's limit of " + std::to_string(kMaxDocumentBytes >> 20) + " MiB");
+  }
   // Written beside the target and renamed over it, so a crash mid-write never
   // leaves a truncated file under the real name.
   const std::string tmp = path + ".tmp";

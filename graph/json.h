@@ -5,6 +5,15 @@
 // for presence, type and range before use, sizes are bounded, and a bad file
 // yields false with an error naming the JSON path and the rule
 // (e.g. "images[2].cars[5].peer: 9 is not a team rank (P = 8)").
+//
+// Beyond validate_global, a loadable DAG has: collective.algorithm a
+// generator registered for collective.kind (GeneratorRegistry), or
+// kHandBuiltAlgorithm; each image's src_bytes / dst_bytes exactly what the
+// collective implies (src_extent / dst_extent, graph/layout.h); every other
+// buffer size (temp slots, aggregate members) and collective.nbytes below
+// 2^48 bytes, the bound check_layout puts on every extent; no string holding
+// a control character (U+0000..U+001F, U+007F..U+009F). save_dag_file
+// refuses a DAG whose algorithm fails that rule, so a saved file loads.
 #pragma once
 
 #include <string>
@@ -12,6 +21,11 @@
 #include "graph/car.h"
 
 namespace carflow {
+
+// The algorithm of a DAG no registered generator made (assembled with
+// DagBuilder, as the graph tests do): the one unregistered name the loader
+// accepts.
+inline constexpr const char* kHandBuiltAlgorithm = "hand_built";
 
 // scope "global": all P images; the file also lists the message edges.
 std::string dag_to_json(const GlobalDag& dag);

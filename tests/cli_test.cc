@@ -108,7 +108,9 @@ TEST_CASE("relative paths are the caller's: plan writes and dot reads in its dir
   CHECK(dot.output.rfind("digraph", 0) == 0);
   const Run missing = cli("dot nothing.json", dir);
   CHECK(missing.status == 2);
-  CHECK(missing.output.find("nothing.json") != std::string::npos);
+  const size_t named = missing.output.find("nothing.json");
+  CHECK(named != std::string::npos);
+  CHECK(missing.output.find("nothing.json", named + 1) == std::string::npos);  // named once
 }
 
 int main(int argc, char** argv) {

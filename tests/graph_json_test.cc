@@ -13,6 +13,9 @@
 
 #include "graph/builder.h"
 #include "graph/json.h"
+#include "graph/layout.h"
+#include "graph/registry.h"
+#include "graph/validate.h"
 #include "graph_test_dags.h"
 
 namespace carflow {
@@ -22,6 +25,20 @@ using OrderedJson = nlohmann::ordered_json;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+// No C0 control or DEL (a newline only where allowed).
+bool no_control_characters(const std::string& text, bool newlines) {
+  for (const char ch : text) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if ((c < 0x20 && !(newlines && ch == '\n')) || c == 0x7f) return false;
+  }
+  return true;
+}
+
+std::string temp_path(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");  // set by bazel test
+  return (std::filesystem::path(dir != nullptr ? dir : "/tmp") / name).string();
 }
 
 // The error dag_from_json reports, or "" when it loads.
@@ -36,22 +53,25 @@ const std::string& sample_text() {
   return text;
 }
 
+// The loader's bound on nbytes, user buffers and temp slots: below 2^48.
+constexpr uint64_t kMaxBytes = (uint64_t{1} << 48) - 1;
+
 // one_message at the edges of every field's range.
 GlobalDag extreme_values_dag() {
   GlobalDag dag = test_dags::one_message();
-  dag.spec.algorithm = "n\xc3\xa4me \"quoted\" [[{{ \\ \t";
   dag.spec.flags = INT_MIN;
   dag.spec.segment_bytes = UINT64_MAX;
-  dag.spec.nbytes = UINT64_MAX;
+  dag.spec.nbytes = kMaxBytes;
   dag.spec.elem_size = UINT32_MAX;
   dag.spec.root = 1;
   for (LocalDag& image : dag.images) {
-    image.src_bytes = image.dst_bytes = UINT64_MAX;
-    image.temps = {0, UINT64_MAX};
+    image.src_bytes = src_extent(dag.spec, image.image);  // the broadcast root's: nbytes, others: 0
+    image.dst_bytes = dst_extent(dag.spec, image.image);
+    image.temps = {0, kMaxBytes};
   }
-  dag.images[0].cars[0].src = temp(1, UINT64_MAX - 8, 8);
+  dag.images[0].cars[0].src = temp(1, kMaxBytes - 8, 8);
   dag.images[0].cars[0].tag = UINT32_MAX;
-  dag.images[1].cars[0].dst = user_dst(UINT64_MAX - 8, 8);
+  dag.images[1].cars[0].dst = user_dst(kMaxBytes - 8, 8);
   dag.images[1].cars[0].tag = UINT32_MAX;
   return dag;
 }
@@ -277,9 +297,73 @@ std::vector<BadDocument> buffer_and_message_corpus() {
   };
 }
 
+// collective.algorithm: a generator registered for the kind, or hand_built.
+std::vector<BadDocument> algorithm_corpus() {
+  return {
+      {"an unregistered algorithm", edit([](OrderedJson& d) { d["collective"]["algorithm"] = "nope"; }),
+       "collective.algorithm: 'nope' is not an algorithm of allreduce (registered: "},
+      {"another kind's algorithm", edit([](OrderedJson& d) { d["collective"]["algorithm"] = "binomial"; }),
+       "collective.algorithm: 'binomial' is not an algorithm of allreduce"},
+      {"an empty algorithm", edit([](OrderedJson& d) { d["collective"]["algorithm"] = ""; }),
+       "collective.algorithm: '' is not an algorithm of allreduce"},
+      {"an algorithm differing in case", edit([](OrderedJson& d) { d["collective"]["algorithm"] = "Ring"; }),
+       "collective.algorithm: 'Ring' is not an algorithm of allreduce"},
+  };
+}
+
+// Sizes: user buffers exactly what the collective implies, everything else
+// below 2^48 bytes.
+std::vector<BadDocument> size_corpus() {
+  return {
+      {"a temp slot of 2^62 bytes", edit([](OrderedJson& d) { d["images"][0]["temps"][0] = uint64_t{1} << 62; }),
+       "images[0].temps[0]: 4611686018427387904 is out of range [0, 281474976710655]"},
+      {"a temp slot of 2^48 bytes", edit([](OrderedJson& d) { d["images"][2]["temps"][1] = uint64_t{1} << 48; }),
+       "images[2].temps[1]: 281474976710656 is out of range [0, 281474976710655]"},
+      {"src_bytes of 2^63", edit([](OrderedJson& d) { d["images"][0]["src_bytes"] = uint64_t{1} << 63; }),
+       "images[0].src_bytes: 9223372036854775808 is out of range [0, 281474976710655]"},
+      {"dst_bytes of 2^64 - 1", edit([](OrderedJson& d) { d["images"][1]["dst_bytes"] = UINT64_MAX; }),
+       "images[1].dst_bytes: 18446744073709551615 is out of range [0, 281474976710655]"},
+      {"src_bytes larger than nbytes", edit([](OrderedJson& d) { d["images"][0]["src_bytes"] = 17; }),
+       "images[0].src_bytes: 17 must equal 16, the size the collective implies for image 0"},
+      {"dst_bytes smaller than nbytes", edit([](OrderedJson& d) { d["images"][2]["dst_bytes"] = 8; }),
+       "images[2].dst_bytes: 8 must equal 16, the size the collective implies for image 2"},
+      {"nbytes of 2^48", edit([](OrderedJson& d) { d["collective"]["nbytes"] = uint64_t{1} << 48; }),
+       "collective.nbytes: 281474976710656 is out of range [0, 281474976710655]"},
+      {"nbytes and buffers that disagree", edit([](OrderedJson& d) { d["collective"]["nbytes"] = 32; }),
+       "images[0].src_bytes: 16 must equal 32, the size the collective implies for image 0"},
+      {"an aggregate member of 2^62 bytes", edit([](OrderedJson& d) {
+         d["images"][0]["members"] = OrderedJson::parse(R"([{"src_bytes": 16, "dst_bytes": 16, "elem_size": 1},
+             {"src_bytes": 4611686018427387904, "dst_bytes": 0, "elem_size": 1}])");
+       }),
+       "images[0].members[1].src_bytes: 4611686018427387904 is out of range [0, 281474976710655]"},
+  };
+}
+
+// Strings holding control characters; the error shows none of them.
+std::vector<BadDocument> control_character_corpus() {
+  return {
+      {"a NUL in the algorithm", replace_text("\"hand_built\"", "\"hand_built\\u0000evil\""),
+       "collective.algorithm: holds the control character U+0000 at byte 10"},
+      {"a newline in the algorithm", replace_text("\"hand_built\"", "\"hand\\nbuilt\""),
+       "collective.algorithm: holds the control character U+000A at byte 4"},
+      {"a C1 control in the algorithm", replace_text("\"hand_built\"", "\"hand\\u0085built\""),
+       "collective.algorithm: holds the control character U+0085 at byte 4"},
+      {"a DEL in a CAR kind", edit([](OrderedJson& d) { car(d, 0, 0)["kind"] = "SEND\x7f"; }),
+       "images[0].cars[0].kind: holds the control character U+007F at byte 4"},
+      {"a NUL in the schema", replace_text("\"carflow.graph/1\"", "\"carflow.graph/1\\u0000\""),
+       "schema: holds the control character U+0000 at byte 15"},
+      {"a NUL in a buffer space", edit([](OrderedJson& d) { car(d, 0, 0)["src"]["space"] = std::string("temp\0", 5); }),
+       "images[0].cars[0].src.space: holds the control character U+0000 at byte 4"},
+      {"control characters in an unknown field's name",
+       edit([](OrderedJson& d) { d["images"][0][std::string("a\0b\nc\x1b[31m", 10)] = 1; }),
+       "images[0].a?b?c?[31m: not a field of an image"},
+  };
+}
+
 TEST_CASE("every document of the hostile corpus is rejected with its path and rule") {
   std::vector<BadDocument> corpus = syntax_and_header_corpus();
-  for (auto part : {image_corpus(), car_corpus(), buffer_and_message_corpus()}) {
+  for (auto part : {image_corpus(), car_corpus(), buffer_and_message_corpus(), algorithm_corpus(),
+                    size_corpus(), control_character_corpus()}) {
     corpus.insert(corpus.end(), part.begin(), part.end());
   }
   CHECK(corpus.size() >= 25);
@@ -288,16 +372,103 @@ TEST_CASE("every document of the hostile corpus is rejected with its path and ru
     const std::string error = load_error(bad.text());
     CAPTURE(error);
     CHECK(contains(error, bad.expected));
+    CHECK(no_control_characters(error, false));
   }
 }
 
+TEST_CASE("an unknown algorithm's error lists the kind's registered algorithms") {
+  const std::string error = load_error(edit([](OrderedJson& d) { d["collective"]["algorithm"] = "nope"; })());
+  const std::string names = GeneratorRegistry::instance().names(CollKind::Allreduce);
+  REQUIRE(!names.empty());
+  CHECK(error == "collective.algorithm: 'nope' is not an algorithm of allreduce (registered: " + names +
+                     "; or hand_built for a DAG built by hand)");
+}
+
+TEST_CASE("every algorithm registered for the kind loads, and so does hand_built") {
+  CHECK(load_error(sample_text()) == "");  // the sample's algorithm is hand_built
+  for (const GeneratorInfo* gen : GeneratorRegistry::instance().list(CollKind::Allreduce)) {
+    CAPTURE(gen->name);
+    CHECK(load_error(edit([gen](OrderedJson& d) { d["collective"]["algorithm"] = gen->name; })()) == "");
+  }
+}
+
+TEST_CASE("save_dag_file refuses an algorithm the loader would refuse") {
+  const std::string path = temp_path("graph_json_test_algorithm.json");
+  GlobalDag dag = test_dags::one_message();
+  dag.spec.algorithm = "nope";
+  std::string error;
+  CHECK(!save_dag_file(dag, path, &error));
+  CHECK(error.rfind(path + ": not saved, collective.algorithm: 'nope' is not an algorithm of broadcast", 0) == 0);
+  CHECK(!std::filesystem::exists(path));
+}
+
+// Each layout's user buffer sizes are checked against the collective's
+// v-form counts and block-cyclic arrays, not only against nbytes.
+TEST_CASE("generated DAGs with variable blocks and block-cyclic arrays load with their exact buffer sizes") {
+  std::vector<CollectiveSpec> specs;
+  auto add = [&](CollKind kind, uint32_t P, uint32_t root, uint64_t nbytes, auto&& shape) {
+    for (const GeneratorInfo* gen : GeneratorRegistry::instance().list(kind)) {
+      CollectiveSpec spec;
+      spec.kind = kind;
+      spec.algorithm = gen->name;
+      spec.images = P;
+      spec.root = root;
+      spec.nbytes = nbytes;
+      shape(spec);
+      specs.push_back(spec);
+    }
+  };
+  const auto scattered = [](CollectiveSpec& s) {  // out of order, with gaps and an empty block
+    s.counts = {3, 0, 5, 2, 4};
+    s.displs = {20, 2, 9, 0, 30};
+  };
+  add(CollKind::Scatter, 5, 3, 0, scattered);
+  add(CollKind::Gather, 5, 3, 0, scattered);
+  add(CollKind::GatherAll, 5, 0, 0, [](CollectiveSpec& s) { s.counts = {3, 0, 5, 2, 4}; });
+  add(CollKind::ReduceScatter, 5, 0, 0, [](CollectiveSpec& s) { s.counts = {3, 0, 5, 2, 4}; });
+  add(CollKind::Exchange, 3, 0, 0, [](CollectiveSpec& s) { s.counts = {1, 0, 7, 2, 3, 0, 5, 4, 6}; });
+  add(CollKind::Reduce, 4, 2, 8 * 37, [](CollectiveSpec& s) {
+    s.elem_size = 8;
+    s.src_blksz = 3;
+    s.src_offset = 5;
+  });
+  add(CollKind::PrefixReduce, 4, 0, 4 * 37, [](CollectiveSpec& s) {
+    s.elem_size = 4;
+    s.src_blksz = 3;
+    s.src_offset = 5;
+    s.dst_blksz = 64;
+    s.dst_offset = 1;
+  });
+  CHECK(specs.size() >= 7);
+  for (const CollectiveSpec& spec : specs) {
+    CAPTURE(coll_kind_name(spec.kind));
+    CAPTURE(spec.algorithm);
+    std::string error;
+    REQUIRE_MESSAGE(check_layout(spec, &error), error);
+    GlobalDag dag, loaded;
+    REQUIRE_MESSAGE(generate_global(spec, &dag, &error), error);
+    REQUIRE_MESSAGE(validate_global(dag, &error), error);
+    for (const LocalDag& image : dag.images) {
+      CHECK(image.src_bytes == src_extent(spec, image.image));
+      CHECK(image.dst_bytes == dst_extent(spec, image.image));
+    }
+    const std::string text = dag_to_json(dag);
+    REQUIRE_MESSAGE(dag_from_json(text, &loaded, &error), error);
+    CHECK(loaded == dag);
+    // One byte more on the last image's destination is refused.
+    OrderedJson doc = OrderedJson::parse(text);
+    OrderedJson& last = doc["images"][spec.images - 1];
+    last["dst_bytes"] = last["dst_bytes"].get<uint64_t>() + 1;
+    CHECK(load_error(doc.dump(1)).rfind("images[" + std::to_string(spec.images - 1) + "].dst_bytes: ", 0) == 0);
+  }
+}
+
+// The reader gets past the depth guard to the algorithm rule.
 TEST_CASE("brackets inside strings do not count as nesting") {
   GlobalDag dag = test_dags::one_message();
   dag.spec.algorithm = std::string(100, '[') + "\\\"" + std::string(100, '{');
-  GlobalDag loaded;
-  std::string error;
-  CHECK_MESSAGE(dag_from_json(dag_to_json(dag), &loaded, &error), error);
-  CHECK(loaded == dag);
+  CHECK(load_error(dag_to_json(dag)).rfind("collective.algorithm: '" + std::string(64, '[') +
+                                               "' is not an algorithm of broadcast", 0) == 0);
 }
 
 TEST_CASE("nesting of 64 levels passes the depth guard and 65 levels does not") {
@@ -313,11 +484,6 @@ TEST_CASE("a failed load leaves the output untouched") {
 }
 
 // ---- files ----------------------------------------------------------------
-
-std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");  // set by bazel test
-  return (std::filesystem::path(dir != nullptr ? dir : "/tmp") / name).string();
-}
 
 TEST_CASE("save_dag_file and load_dag_file round trip through a file") {
   const std::string path = temp_path("graph_json_test_roundtrip.json");
@@ -398,6 +564,27 @@ TEST_CASE("dag_to_dot draws one cluster per image, dependency edges and bold mes
     CHECK(contains(dot, part));
   }
   CHECK(dot.substr(dot.size() - 2) == "}\n");
+}
+
+// dag_to_dot also draws DAGs that never went through the loader.
+TEST_CASE("dag_to_dot escapes quotes, backslashes and newlines and drops control characters") {
+  GlobalDag dag = test_dags::one_message();
+  dag.spec.algorithm = std::string("n\xc3\xa4me \"q\" a\\b\nc\td\0e\x7f\xc2\x85\xffz", 24);
+  const std::string dot = dag_to_dot(dag);
+  CAPTURE(dot);
+  CHECK(contains(dot, "  label=\"broadcast n\xc3\xa4me \\\"q\\\" a\\\\b\\nc?d?e???z, P = 2, 8 bytes\";\n"));
+  CHECK(no_control_characters(dot, true));
+  CHECK(dot.substr(dot.size() - 2) == "}\n");
+}
+
+TEST_CASE("a file whose algorithm holds a NUL is refused and draws nothing") {
+  GlobalDag dag;
+  std::string text = dag_to_json(test_dags::one_message());
+  text.replace(text.find("\"hand_built\""), 12, "\"hand\\u0000built\"");
+  std::string error;
+  CHECK(!dag_from_json(text, &dag, &error));
+  CHECK(error == "collective.algorithm: holds the control character U+0000 at byte 4");
+  CHECK(dag == GlobalDag{});
 }
 
 }  // namespace

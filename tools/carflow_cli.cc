@@ -266,7 +266,7 @@ int cmd_dot(const Args& args) {
   if (file == args.end()) return fail("dot: a graph file is required (carflow dot F.json)");
   carflow::GlobalDag dag;
   std::string error;
-  if (!carflow::load_dag_file(file->second, &dag, &error)) return fail(file->second + ": " + error);
+  if (!carflow::load_dag_file(file->second, &dag, &error)) return fail(error);  // names the file
   std::fputs(carflow::dag_to_dot(dag).c_str(), stdout);
   return 0;
 }
