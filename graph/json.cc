@@ -16,7 +16,6 @@
 #include <fstream>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -118,59 +117,6 @@ std::string algorithm_problem(const CollectiveSpec& spec) {
          " (registered: " + (names.empty() ? "none" : names) + "; or " + kHandBuiltAlgorithm +
          " for a DAG built by hand)";
 }
-
-// The user buffer sizes a collective implies for each image: src_extent and
-// dst_extent (graph/layout.h), with each layout built once rather than once
-// per image (an exchange's holds P^2 offsets).
-class ImpliedBuffers {
- public:
-  explicit ImpliedBuffers(const CollectiveSpec& spec) : spec_(spec) {
-    switch (spec.kind) {
-      case CollKind::Scatter:
-      case CollKind::Gather:
-      case CollKind::GatherAll:
-      case CollKind::ReduceScatter: blocks_.emplace(spec); break;
-      case CollKind::Exchange: exchange_.emplace(spec); break;
-      case CollKind::Reduce: src_cyclic_.emplace(src_cyclic(spec)); break;
-      case CollKind::PrefixReduce:
-        src_cyclic_.emplace(src_cyclic(spec));
-        dst_cyclic_.emplace(dst_cyclic(spec));
-        break;
-      default: break;  // src_extent / dst_extent take constant time
-    }
-  }
-  uint64_t src(uint32_t image) const {
-    const uint32_t es = spec_.elem_size;
-    switch (spec_.kind) {
-      case CollKind::Scatter: return image == spec_.root ? blocks_->extent() : 0;
-      case CollKind::Gather:
-      case CollKind::GatherAll: return blocks_->length(image);
-      case CollKind::Exchange: return exchange_->src_bytes(image);
-      case CollKind::ReduceScatter: return blocks_->extent();
-      case CollKind::Reduce:
-      case CollKind::PrefixReduce: return src_cyclic_->extent(image) * es;
-      default: return src_extent(spec_, image);
-    }
-  }
-  uint64_t dst(uint32_t image) const {
-    const uint32_t es = spec_.elem_size;
-    switch (spec_.kind) {
-      case CollKind::Scatter:
-      case CollKind::ReduceScatter: return blocks_->length(image);
-      case CollKind::Gather: return image == spec_.root ? blocks_->extent() : 0;
-      case CollKind::GatherAll: return blocks_->extent();
-      case CollKind::Exchange: return exchange_->dst_bytes(image);
-      case CollKind::PrefixReduce: return dst_cyclic_->extent(image) * es;
-      default: return dst_extent(spec_, image);
-    }
-  }
-
- private:
-  const CollectiveSpec& spec_;
-  std::optional<BlockLayout> blocks_;
-  std::optional<ExchangeLayout> exchange_;
-  std::optional<CyclicLayout> src_cyclic_, dst_cyclic_;
-};
 
 // ---- writer ---------------------------------------------------------------
 
@@ -337,7 +283,7 @@ class GraphReader {
   bool read_optional_uint(const Json& obj, const Path& at, const char* key, uint64_t max, T* out);
   bool read_spec_extras(const Json& value, const Path& at, CollectiveSpec* spec);
   bool read_image(const Json& value, const Path& at, uint32_t index, uint32_t images,
-                  const ImpliedBuffers& implied, LocalDag* dag);
+                  const Extents& implied, LocalDag* dag);
   bool read_temps(const Json& obj, const Path& at, std::vector<uint64_t>* temps);
   bool read_members(const Json& obj, const Path& at, std::vector<MemberBuffers>* members);
   bool read_car(const Json& value, const Path& at, const ImageContext& ctx, CarId id, Car* car);
@@ -586,7 +532,7 @@ bool GraphReader::read_members(const Json& obj, const Path& at, std::vector<Memb
 }
 
 bool GraphReader::read_image(const Json& value, const Path& at, uint32_t index, uint32_t images,
-                             const ImpliedBuffers& implied, LocalDag* dag) {
+                             const Extents& implied, LocalDag* dag) {
   if (!expect_object(value, at) ||
       !only_fields(value, at, {"image", "src_bytes", "dst_bytes", "temps", "exit", "members", "cars"},
                    "an image") ||
@@ -799,7 +745,7 @@ bool GraphReader::read_document(const Json& doc, GlobalDag* dag) {
                                     std::to_string(dag->spec.images));
   }
   dag->images.resize(images->size());
-  const ImpliedBuffers implied(dag->spec);
+  const Extents implied(dag->spec);  // each layout built once, not per image
   for (uint32_t i = 0; i < images->size(); ++i) {
     if (!read_image((*images)[i], images_path.at(i), i, dag->spec.images, implied, &dag->images[i])) {
       return false;

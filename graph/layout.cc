@@ -111,43 +111,65 @@ CyclicLayout dst_cyclic(const CollectiveSpec& s) {
   return CyclicLayout(s.images, s.dst_blksz, s.dst_offset, s.nbytes / std::max(1u, s.elem_size));
 }
 
-uint64_t src_extent(const CollectiveSpec& s, uint32_t image) {
+Extents::Extents(const CollectiveSpec& spec) : spec_(spec) {
+  switch (spec.kind) {
+    case CollKind::Scatter:
+    case CollKind::Gather:
+    case CollKind::GatherAll:
+    case CollKind::ReduceScatter: blocks_.emplace(spec); break;
+    case CollKind::Exchange: exchange_.emplace(spec); break;
+    case CollKind::Reduce: src_cyclic_.emplace(src_cyclic(spec)); break;
+    case CollKind::PrefixReduce:
+      src_cyclic_.emplace(src_cyclic(spec));
+      dst_cyclic_.emplace(dst_cyclic(spec));
+      break;
+    default: break;  // the sizes follow from nbytes and root
+  }
+}
+
+uint64_t Extents::src(uint32_t image) const {
+  const CollectiveSpec& s = spec_;
   switch (s.kind) {
     case CollKind::Broadcast: return image == s.root ? s.nbytes : 0;
-    case CollKind::Scatter: return image == s.root ? BlockLayout(s).extent() : 0;
+    case CollKind::Scatter: return image == s.root ? blocks_->extent() : 0;
     case CollKind::Gather:
-    case CollKind::GatherAll: return BlockLayout(s).length(image);
-    case CollKind::Exchange: return ExchangeLayout(s).src_bytes(image);
+    case CollKind::GatherAll: return blocks_->length(image);
+    case CollKind::Exchange: return exchange_->src_bytes(image);
     case CollKind::Permute:
     case CollKind::Allreduce:
     case CollKind::ReduceVec:
     case CollKind::Scan: return s.nbytes;
-    case CollKind::ReduceScatter: return BlockLayout(s).extent();
+    case CollKind::ReduceScatter: return blocks_->extent();
     case CollKind::Reduce:
-    case CollKind::PrefixReduce: return src_cyclic(s).extent(image) * s.elem_size;
+    case CollKind::PrefixReduce: return src_cyclic_->extent(image) * s.elem_size;
     case CollKind::Barrier: return 0;
   }
   return 0;
 }
 
-uint64_t dst_extent(const CollectiveSpec& s, uint32_t image) {
+uint64_t Extents::dst(uint32_t image) const {
+  const CollectiveSpec& s = spec_;
   switch (s.kind) {
     case CollKind::Broadcast: return s.nbytes;
-    case CollKind::Scatter: return BlockLayout(s).length(image);
-    case CollKind::Gather: return image == s.root ? BlockLayout(s).extent() : 0;
-    case CollKind::GatherAll: return BlockLayout(s).extent();
-    case CollKind::Exchange: return ExchangeLayout(s).dst_bytes(image);
+    case CollKind::Scatter: return blocks_->length(image);
+    case CollKind::Gather: return image == s.root ? blocks_->extent() : 0;
+    case CollKind::GatherAll: return blocks_->extent();
+    case CollKind::Exchange: return exchange_->dst_bytes(image);
     case CollKind::Permute:
     case CollKind::Allreduce:
     case CollKind::Scan: return s.nbytes;
     case CollKind::ReduceVec: return image == s.root ? s.nbytes : 0;
-    case CollKind::ReduceScatter: return BlockLayout(s).length(image);
+    case CollKind::ReduceScatter: return blocks_->length(image);
     case CollKind::Reduce: return image == s.root ? s.elem_size : 0;
-    case CollKind::PrefixReduce: return dst_cyclic(s).extent(image) * s.elem_size;
+    case CollKind::PrefixReduce: return dst_cyclic_->extent(image) * s.elem_size;
     case CollKind::Barrier: return 0;
   }
   return 0;
 }
+
+uint64_t src_extent(const CollectiveSpec& s, uint32_t image) { return Extents(s).src(image); }
+
+uint64_t dst_extent(const CollectiveSpec& s, uint32_t image) { return Extents(s).dst(image); }
 
 namespace {
 

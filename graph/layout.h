@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,10 +116,25 @@ class CyclicLayout {
 CyclicLayout src_cyclic(const CollectiveSpec& spec);
 CyclicLayout dst_cyclic(const CollectiveSpec& spec);
 
-// Bytes of image `image`'s user source / destination buffer for a
-// data-movement spec (0 where the image does not use that buffer).
+// Bytes of image `image`'s user source / destination buffer for a spec (0
+// where the image does not use that buffer).
 uint64_t src_extent(const CollectiveSpec& spec, uint32_t image);
 uint64_t dst_extent(const CollectiveSpec& spec, uint32_t image);
+// The same for every image of one spec, its layout built once (an
+// exchange's holds P^2 offsets): for callers that ask about all images.
+// `spec` must outlive it.
+class Extents {
+ public:
+  explicit Extents(const CollectiveSpec& spec);
+  uint64_t src(uint32_t image) const;
+  uint64_t dst(uint32_t image) const;
+
+ private:
+  const CollectiveSpec& spec_;
+  std::optional<BlockLayout> blocks_;
+  std::optional<ExchangeLayout> exchange_;
+  std::optional<CyclicLayout> src_cyclic_, dst_cyclic_;
+};
 
 // Checks the layout fields of `spec` against its kind: counts / displs / perm
 // sizes, no overflow (every extent below 2^48), gather and gather_all blocks
