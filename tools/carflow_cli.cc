@@ -156,10 +156,8 @@ std::string kinds_list() {
 // --algo: a generator registered for `kind` (graph/registry.h).
 bool algo_known(carflow::CollKind kind, const std::string& name, std::string* error) {
   if (carflow::GeneratorRegistry::instance().find(kind, name) != nullptr) return true;
-  std::string known;
-  for (const auto* g : carflow::GeneratorRegistry::instance().list(kind)) known += (known.empty() ? "" : ", ") + g->name;
-  *error = "--algo: " + std::string(carflow::coll_kind_name(kind)) + " has no algorithm '" + name + "' (its algorithms: " +
-           known + ")";
+  *error = "--algo: " + std::string(carflow::coll_kind_name(kind)) + " has no algorithm '" + name +
+           "' (its algorithms: " + carflow::GeneratorRegistry::instance().names(kind) + ")";
   return false;
 }
 
