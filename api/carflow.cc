@@ -467,6 +467,37 @@ namespace {
 // handles[i] (nullptr for INVALID entries); otherwise only the live ones, in
 // order (an aggregate's members return INVALID: syncing its 8 calls looks
 // at one instance, not 8 slots).
+// Whether a valid handle appears twice in handles[0..n); *first < *second
+// are the first such pair's indices (by the second's position).
+bool repeated_handle(const cf_coll_handle_t* handles, size_t n, size_t* first, size_t* second) {
+  constexpr size_t kPairwise = 16;  // small lists: no allocation
+  if (n <= kPairwise) {
+    for (size_t j = 1; j < n; ++j) {
+      for (size_t i = 0; i < j; ++i) {
+        if (handles[j] != CF_COLL_INVALID_HANDLE && handles[i] == handles[j]) {
+          *first = i, *second = j;
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+  std::vector<std::pair<cf_coll_handle_t, size_t>> sorted;
+  sorted.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (handles[i] != CF_COLL_INVALID_HANDLE) sorted.emplace_back(handles[i], i);
+  }
+  std::sort(sorted.begin(), sorted.end());
+  bool found = false;
+  for (size_t k = 1; k < sorted.size(); ++k) {
+    if (sorted[k].first == sorted[k - 1].first && (!found || sorted[k].second < *second)) {
+      *first = sorted[k - 1].second, *second = sorted[k].second;  // equal handles sort by index
+      found = true;
+    }
+  }
+  return found;
+}
+
 bool lookup_all(ImageContext& img, const cf_coll_handle_t* handles, size_t n,
                 std::vector<carflow::Instance*>* live, const char* function, bool positional) {
   if (n > 0 && handles == nullptr) {
@@ -485,6 +516,13 @@ bool lookup_all(ImageContext& img, const cf_coll_handle_t* handles, size_t n,
       return false;
     }
     live->push_back(inst);
+  }
+  // A handle given twice would be synced, and its slot freed, twice.
+  size_t first = 0, second = 0;
+  if (repeated_handle(handles, n, &first, &second)) {
+    fail(CF_ERR_BAD_ARG, "handles[" + std::to_string(second) + "]: the same handle as handles[" +
+                             std::to_string(first) + "] (each handle may be given once)");
+    return false;
   }
   return true;
 }

@@ -77,8 +77,8 @@ bool build_computation(const Computation& c, ImageContext& img, carflow::Team* t
                                     str(P) + ")"),
            false;
   }
-  if (c.elem_size == 0 || c.elem_size >= kMaxBytes) {
-    return fail(CF_ERR_BAD_ARG, "elem_size: must be at least 1 and below 2^48"), false;
+  if (c.elem_size == 0 || c.elem_size > UINT32_MAX) {  // CollectiveSpec::elem_size is 32 bits
+    return fail(CF_ERR_BAD_ARG, "elem_size: must be at least 1 and below 2^32"), false;
   }
   CollectiveSpec spec;
   spec.kind = c.kind;

@@ -263,11 +263,15 @@ bool check_layout(const CollectiveSpec& spec, std::string* error) {
     return false;
   }
   if (spec.counts.empty()) {
-    // A P-block buffer must stay addressable; single-buffer kinds are
-    // bounded by the buffer checks of validation instead.
+    // Every buffer must stay addressable (and address arithmetic on it
+    // must not wrap): a P-block buffer as a whole, any other one alone.
     if ((exchange || blocks) && spec.nbytes >= kMaxExtent / P) {
       *error = "nbytes: " + std::to_string(spec.nbytes) + " times " + std::to_string(P) +
                " blocks exceeds 2^48 bytes";
+      return false;
+    }
+    if (spec.nbytes >= kMaxExtent) {
+      *error = "nbytes: " + std::to_string(spec.nbytes) + " is not below 2^48 bytes";
       return false;
     }
     return true;

@@ -116,6 +116,9 @@ std::vector<BadCall<BroadcastArgs>> broadcast_mistakes() {
   const std::vector<BadCall<A>> own = {
       {"NULL dst", "dst", [](A& a, uint32_t) { a.dst = nullptr; }},
       {"nbytes 0", "nbytes", [](A& a, uint32_t) { a.nbytes = 0; }},
+      // Huge sizes: every image refuses (they hung, or wrapped the overlap test).
+      {"nbytes 2^48", "nbytes: 281474976710656 is not below 2^48", [](A& a, uint32_t) { a.nbytes = size_t{1} << 48; }},
+      {"nbytes SIZE_MAX", "nbytes", [](A& a, uint32_t) { a.nbytes = SIZE_MAX; }},
       {"srcimage == P", "srcimage", [](A& a, uint32_t P) { a.srcimage = P; }},
       {"srcimage == UINT32_MAX", "srcimage", [](A& a, uint32_t) { a.srcimage = UINT32_MAX; }},
       {"NULL src on the root", "src", [](A& a, uint32_t) { a.src = nullptr; }, 1, true},
@@ -152,6 +155,9 @@ std::vector<BadCall<AllreduceArgs>> allreduce_mistakes() {
       {"NULL dst", "dst", [](A& a, uint32_t) { a.dst = nullptr; }},
       {"NULL src", "src", [](A& a, uint32_t) { a.src = nullptr; }},
       {"elem_size 0", "elem_size", [](A& a, uint32_t) { a.elem_size = 0; }},
+      // Above 32 bits it used to be cut to its low 32 bits (2^32 + 8 ran as 8).
+      {"elem_size 2^32 + 8", "elem_size: must be at least 1 and below 2^32",
+       [](A& a, uint32_t) { a.elem_size = (size_t{1} << 32) + 8, a.elem_count = 1; }},
       {"elem_count 0", "elem_count", [](A& a, uint32_t) { a.elem_count = 0; }},
       {"elem_size * elem_count overflowing", "elem_count", [](A& a, uint32_t) { a.elem_count = SIZE_MAX / 4; }},
       {"CF_OP_BAND on CF_DT_FLOAT", "func",
@@ -355,6 +361,27 @@ TEST_CASE("a repeated call follows cf_coll_set_algorithm and cf_team_free made b
   REQUIRE(status == CF_OK);
   log.report();
   CHECK(log.checks() == 4 * (3 * 4 + 1 + 2 + 1 + 1));
+}
+
+TEST_CASE("a permute of 2^48 bytes or more is refused on every image and writes nothing") {
+  constexpr uint32_t P = 3;
+  ImageLog log(P);
+  const int status = run_images(P, [&](cf_image_t me) {
+    const cf_image_t perm[P] = {1, 2, 0};
+    for (size_t nbytes : {size_t{1} << 48, SIZE_MAX}) {
+      std::vector<uint8_t> src(256, static_cast<uint8_t>(me + 1)), dst(256, 0);
+      const cf_coll_handle_t h = cf_coll_permute_nb(CF_TEAM_ALL, dst.data(), src.data(), nbytes, perm, kAllLocal);
+      const int last = cf_last_status();
+      const std::string message = cf_last_error();
+      log.expect(me,
+                 h == CF_COLL_INVALID_HANDLE && last == CF_ERR_BAD_ARG && contains(message, "nbytes") &&
+                     dst == std::vector<uint8_t>(256, 0),
+                 [&] { return cat("nbytes ", nbytes, ": handle ", h, ", ", cf_strerror(last), " (", message, ")"); });
+    }
+  });
+  REQUIRE(status == CF_OK);
+  log.report();
+  CHECK(log.checks() == P * 2);
 }
 
 TEST_CASE("a barrier with bad flags or team returns CF_ERR_BAD_ARG naming the argument") {

@@ -304,6 +304,38 @@ TEST_CASE("a handle is dead once synced: syncing it again, or a never-valid hand
   CHECK(log.checks() == P * (3 + 4 + 4 + 1));
 }
 
+TEST_CASE("a handle given twice to a *_sync_all/_some call is CF_ERR_BAD_ARG naming both entries, and syncs nothing") {
+  constexpr uint32_t P = 2;
+  ImageLog log(P);
+  const int status = run_images(P, [&](cf_image_t me) {
+    for (auto fn : {cf_coll_wait_sync_all, cf_coll_try_sync_all, cf_coll_wait_sync_some, cf_coll_try_sync_some}) {
+      // A short list (pairwise check) and a long one (sorted check).
+      for (size_t n : {size_t{3}, size_t{40}}) {
+        std::vector<cf_coll_handle_t> hs(n, CF_COLL_INVALID_HANDLE);
+        for (size_t i = 0; i + 1 < n; ++i) hs[i] = cf_coll_barrier_nb(CF_TEAM_ALL, kAllLocal);
+        hs[n - 1] = hs[1];  // the repeat
+        const std::vector<cf_coll_handle_t> before = hs;
+        const int rc = fn(hs.data(), n);
+        log.expect(me,
+                   rc == CF_ERR_BAD_ARG && hs == before &&
+                       contains(cf_last_error(), cat("handles[", n - 1, "]: the same handle as handles[1]")),
+                   [&] { return cat("n=", n, ": ", cf_strerror(rc), " (", cf_last_error(), ")"); });
+        // Every handle is still live and syncs once.
+        hs.pop_back();
+        const int ok = cf_coll_wait_sync_all(hs.data(), hs.size());
+        log.expect(me, ok == CF_OK, [&] { return cat("n=", n, ": the handles after the refused call: ", cf_strerror(ok)); });
+      }
+    }
+    // Data still right afterwards.
+    uint64_t value = me == 0 ? 77 : 0;
+    const int rc = cf_coll_broadcast(CF_TEAM_ALL, &value, 0, &value, sizeof value, kAllLocal);
+    log.expect(me, rc == CF_OK && value == 77, [&] { return cat("broadcast after: ", cf_strerror(rc), " ", value); });
+  });
+  REQUIRE(status == CF_OK);
+  log.report();
+  CHECK(log.checks() == P * (4 * 2 * 2 + 1));
+}
+
 TEST_CASE("a handle is live only on the image thread that started it") {
   constexpr uint32_t P = 2;
   SUBCASE("on a thread with no live handle") {
