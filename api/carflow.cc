@@ -300,8 +300,9 @@ int cf_init(int* argc, char*** argv) {
 
 int cf_finalize(void) {
   std::string error;
-  t_image = nullptr;
   const int status = Runtime::get().finalize(&error);
+  if (status == CF_ERR_BAD_ARG) return fail(status, error);  // refused: nothing changed
+  t_image = nullptr;
   return status == CF_OK ? succeed() : fail(status, error);
 }
 
@@ -334,8 +335,10 @@ int cf_coll_init(const cf_image_t images[], cf_image_t my_image, const cf_coll_f
   std::vector<uint32_t> counts(nodes, 1);
   if (images != nullptr) {
     counts.assign(images, images + nodes);
-  } else {
-    my_image = cf_mynode();
+  } else if (my_image != cf_mynode()) {  // one image per node: the node's number
+    return fail(CF_ERR_BAD_ARG, "my_image: " + std::to_string(my_image) +
+                                    " with images NULL (one image per node), where this node's image is " +
+                                    std::to_string(cf_mynode()));
   }
   std::string error;
   ImageContext* img = nullptr;

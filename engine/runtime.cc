@@ -266,6 +266,10 @@ int Runtime::finalize(std::string* error) {
     *error = "cf_finalize: cf_init was not called";
     return kErrNotInit;
   }
+  if (running_) {  // its images still use the engine
+    *error = "cf_finalize: cf_run_images is still running its images (call cf_finalize after it returns)";
+    return kErrBadArg;
+  }
   int status = kOk;
   bool lost;
   {
@@ -330,11 +334,13 @@ int Runtime::begin_run(uint32_t n, std::string* error) {
   auto engine = make_engine(std::vector<uint32_t>(nodes_, n));
   std::lock_guard<std::mutex> lost_lock(lost_mutex_);
   engine_ = std::move(engine);
+  running_ = true;
   return kOk;
 }
 
 void Runtime::end_run() {
   std::lock_guard<std::mutex> lock(mutex_);
+  running_ = false;
   std::lock_guard<std::mutex> lost_lock(lost_mutex_);
   engine_.reset();
   attached_.clear();

@@ -94,6 +94,7 @@ class Runtime {
   std::string lost_;  // why a node was lost, once one was
   bool exiting_ = false;  // exit() with images running: losses are no longer reported
   bool launched_ = false;  // a launcher's job was joined (cf_init once per process then)
+  bool running_ = false;   // between begin_run and end_run: cf_finalize must wait
   Config config_;
   std::unique_ptr<Engine> engine_;
   std::vector<bool> attached_;
