@@ -360,7 +360,7 @@ int cf_run_images(cf_image_t n, const cf_coll_fn_entry_t fn_tbl[], size_t fn_cou
   if (fn == nullptr) return fail(CF_ERR_BAD_ARG, "fn: NULL");
   if (t_image != nullptr) return fail(CF_ERR_BAD_ARG, "cf_run_images: called from an image thread");
   std::string error;
-  if (rt.begin_run(n, &error) != CF_OK) return fail(CF_ERR_BAD_ARG, error);
+  if (const int begun = rt.begin_run(n, &error); begun != CF_OK) return fail(begun, error);
   std::vector<int> statuses(n, CF_OK);
   std::vector<std::string> errors(n);
   const std::vector<cf_image_t> counts(cf_nodes(), n);  // every node runs n images

@@ -43,6 +43,19 @@ TEST_CASE("cf_finalize from an image while cf_run_images runs is refused, and th
   CHECK(right == 3);
 }
 
+TEST_CASE("cf_run_images with more images than memory holds is CF_ERR_NO_MEM naming n, and starts nothing") {
+  int calls = 0;
+  const int rc = cf_run_images(
+      1u << 20, nullptr, 0, [](cf_image_t, void* arg) { ++*static_cast<int*>(arg); }, &calls);
+  const std::string message = cf_last_error();
+  CHECK(rc == CF_ERR_NO_MEM);
+  CHECK(message.rfind("n: 1048576 images on this node (of 1048576) need about ", 0) == 0);
+  CHECK(calls == 0);
+  // The node is free for a run that fits.
+  CHECK(cf_run_images(2, nullptr, 0, [](cf_image_t, void* arg) { ++*static_cast<int*>(arg); }, &calls) == CF_OK);
+  CHECK(calls == 2);
+}
+
 TEST_CASE("cf_coll_init with images NULL takes only this node's image, naming my_image otherwise") {
   int rc = 0;
   std::string message;

@@ -120,7 +120,10 @@ cf_image_t cf_images(void);
    its image, fn_tbl, fn_count, 0) and then fn(image, arg); returns when all
    have returned, then frees the images (cf_run_images may be called again).
    Errors: CF_ERR_NOT_INIT, CF_ERR_BAD_ARG (n == 0, fn NULL, images already
-   running), CF_ERR_NO_MEM (threads could not start). */
+   running), CF_ERR_NO_MEM (threads could not start, or the images' per-pair
+   state, about 1.4 KB per pair of a local image and any image, would not
+   fit this machine's memory: a few thousand images per process). The same
+   memory rule makes cf_coll_init's first call CF_ERR_NO_MEM. */
 int cf_run_images(cf_image_t n, const cf_coll_fn_entry_t fn_tbl[], size_t fn_count,
                   void (*fn)(cf_image_t image, void *arg), void *arg);
 
