@@ -43,6 +43,11 @@ inline bool ranges_overlap(const void* a, size_t n, const void* b, size_t m) {
   return n > 0 && m > 0 && x < y + m && y < x + n;
 }
 void set_sync_modes(CollectiveCall* call, int flags);
+// The error for a NULL buffer the calling image uses: "dst: NULL on image 5
+// (team rank 3), which receives 8 bytes into it"; in_list: the buffer is an
+// entry of the m form's list named `name`.
+std::string null_buffer(const char* name, bool in_list, const ImageContext& img, const Team& team, const char* verb,
+                        uint64_t bytes);
 // The representative-thread mode (seed v1.7, "Collectives and threads"):
 // an m form called without CF_COLL_ALL_THREADS on a node of several
 // images; the calling thread calls for every image of its node.

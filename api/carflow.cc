@@ -251,6 +251,15 @@ int finish_blocking(cf_coll_handle_t handle) {
   return cf_coll_wait_sync(handle);
 }
 
+std::string null_buffer(const char* name, bool in_list, const ImageContext& img, const Team& team, const char* verb,
+                        uint64_t bytes) {
+  std::string who = "image " + std::to_string(img.image);
+  if (&team != &img.all) who += " (team rank " + std::to_string(team.rank) + ")";
+  const bool sends = std::string(verb) != "receives";
+  return std::string(name) + ": NULL on " + who + (in_list ? " (its entry of the list)" : "") + ", which " + verb +
+         " " + std::to_string(bytes) + (sends ? " bytes from it" : " bytes into it");
+}
+
 void set_sync_modes(CollectiveCall* call, int flags) {
   call->flags = flags;
   call->in_allsync = (flags & CF_COLL_IN_ALLSYNC) != 0;
@@ -635,7 +644,10 @@ int cf_graph_dump_json(cf_coll_handle_t handle, const char* path) {
   if (img == nullptr) return t_status;
   if (path == nullptr) return fail(CF_ERR_BAD_ARG, "path: NULL");
   std::string error;
-  if (!img->engine->dump_json(*img, handle, path, &error)) return fail(CF_ERR_BAD_ARG, error);
+  if (!img->engine->dump_json(*img, handle, path, &error)) {
+    // The file's own errors start with the path: say which argument it is.
+    return fail(CF_ERR_BAD_ARG, error.rfind("handle:", 0) == 0 ? error : "path: " + error);
+  }
   return succeed();
 }
 

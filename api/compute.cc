@@ -116,19 +116,14 @@ bool build_computation(const Computation& c, ImageContext& img, carflow::Team* t
   }
   const uint64_t src_len = carflow::src_extent(spec, me);
   const uint64_t dst_len = carflow::dst_extent(spec, me);
-  const char* list_note = c.multi_address ? " (its entry of the list)" : "";
+  const bool dst_list = c.multi_address && c.kind == CollKind::PrefixReduce;
   if (src_len > 0 && c.src == nullptr) {
-    return fail(CF_ERR_BAD_ARG, std::string(c.multi_address ? "srclist" : "src") + ": NULL on image " +
-                                    str(me) + list_note + ", which contributes " + str(src_len) +
-                                    " bytes from it"),
+    return fail(CF_ERR_BAD_ARG,
+                null_buffer(c.multi_address ? "srclist" : "src", c.multi_address, img, *team, "contributes", src_len)),
            false;
   }
   if (dst_len > 0 && c.dst == nullptr) {
-    return fail(CF_ERR_BAD_ARG, std::string(c.multi_address && c.kind == CollKind::PrefixReduce
-                                                ? "dstlist"
-                                                : "dst") +
-                                    ": NULL on image " + str(me) + list_note + ", which receives " +
-                                    str(dst_len) + " bytes into it"),
+    return fail(CF_ERR_BAD_ARG, null_buffer(dst_list ? "dstlist" : "dst", dst_list, img, *team, "receives", dst_len)),
            false;
   }
   const bool in_place = src_len > 0 && dst_len > 0 && c.src == c.dst;
@@ -143,7 +138,7 @@ bool build_computation(const Computation& c, ImageContext& img, carflow::Team* t
   }
   const uint64_t align = img.engine->config().data_alignment;
   if ((src_len > 0 && !check_alignment(c.multi_address ? "srclist" : "src", c.src, c.elem_size, align, &error)) ||
-      (dst_len > 0 && !check_alignment("dst", c.dst, c.elem_size, align, &error))) {
+      (dst_len > 0 && !check_alignment(dst_list ? "dstlist" : "dst", c.dst, c.elem_size, align, &error))) {
     return fail(CF_ERR_BAD_ARG, error), false;
   }
   if (src_len_out != nullptr) *src_len_out = src_len;

@@ -42,6 +42,13 @@ struct Movement {
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
+// Whether an image's src / dst is an entry of the call's list: in an m form,
+// except broadcastm's and scatterm's one src and gatherm's one dst.
+bool src_from_list(const Movement& m) {
+  return m.multi_address && m.kind != CollKind::Broadcast && m.kind != CollKind::Scatter;
+}
+bool dst_from_list(const Movement& m) { return m.multi_address && m.kind != CollKind::Gather; }
+
 // The seed's overlap rule for one image: `dst` and `src` must be disjoint,
 // except that the image's own block may be identical (same address and
 // length) where `own_block_identical` allows it.
@@ -71,7 +78,8 @@ bool check_overlap(const Movement& m, const CollectiveSpec& spec, uint32_t me, u
     default:
       break;
   }
-  *error = "src, dst: the buffers overlap (only an image's own block may be identical to its "
+  *error = std::string(src_from_list(m) ? "srclist" : "src") + ", " + (dst_from_list(m) ? "dstlist" : "dst") +
+           ": the buffers overlap (only an image's own block may be identical to its "
            "counterpart; " + std::string(carflow::coll_kind_name(m.kind)) +
            (m.kind == CollKind::Exchange ? " allows no overlap)" : " allows no other overlap)");
   return false;
@@ -110,20 +118,13 @@ bool build_movement(const Movement& m, ImageContext& img, carflow::Team* team, C
   if (!carflow::check_layout(spec, &error)) return fail(CF_ERR_BAD_ARG, error), false;
   const uint64_t src_len = carflow::src_extent(spec, me);
   const uint64_t dst_len = carflow::dst_extent(spec, me);
-  const char* list_note = m.multi_address ? " (its entry of the list)" : "";
+  const bool src_list = src_from_list(m), dst_list = dst_from_list(m);
   if (src_len > 0 && m.src == nullptr) {
-    return fail(CF_ERR_BAD_ARG, std::string(m.multi_address && m.kind != CollKind::Broadcast &&
-                                                    m.kind != CollKind::Scatter
-                                                ? "srclist"
-                                                : "src") +
-                                    ": NULL on image " + str(me) + list_note + ", which sends " +
-                                    str(src_len) + " bytes from it"),
+    return fail(CF_ERR_BAD_ARG, null_buffer(src_list ? "srclist" : "src", src_list, img, *team, "sends", src_len)),
            false;
   }
   if (dst_len > 0 && m.dst == nullptr) {
-    return fail(CF_ERR_BAD_ARG, std::string(m.multi_address && m.kind != CollKind::Gather ? "dstlist" : "dst") +
-                                    ": NULL on image " + str(me) + list_note + ", which receives " +
-                                    str(dst_len) + " bytes into it"),
+    return fail(CF_ERR_BAD_ARG, null_buffer(dst_list ? "dstlist" : "dst", dst_list, img, *team, "receives", dst_len)),
            false;
   }
   if (!check_overlap(m, spec, me, src_len, dst_len, &error)) {

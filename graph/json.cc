@@ -977,6 +977,8 @@ bool save_dag_file(const GlobalDag& dag, const std::string& path, std::string* e
     return fail(error, path + ": not saved, its JSON is " + std::to_string(text.size()) +
                            " bytes, above the loader's limit of " + std::to_string(kMaxDocumentBytes >> 20) + " MiB");
   }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return fail(error, path + ": is a directory, not a file name");
   // Written beside the target and renamed over it, so a crash mid-write never
   // leaves a truncated file under the real name.
   const std::string tmp = path + ".tmp";

@@ -384,6 +384,33 @@ TEST_CASE("a permute of 2^48 bytes or more is refused on every image and writes 
   CHECK(log.checks() == P * 2);
 }
 
+TEST_CASE("a NULL buffer on a team names the image and its team rank; an m form's list names the list") {
+  constexpr uint32_t P = 3;
+  ImageLog log(P);
+  const int status = run_images(P, [&](cf_image_t me) {
+    cf_team_t reversed = CF_TEAM_NULL;
+    const int split = cf_team_split(CF_TEAM_ALL, 0, static_cast<int>(P - me), &reversed);  // rank = P-1-me
+    log.expect(me, split == CF_OK, [&] { return cat("split: ", cf_strerror(split)); });
+    uint64_t src = 1;
+    cf_coll_handle_t h = cf_coll_broadcast_nb(reversed, nullptr, 0, &src, sizeof src, kAllLocal);
+    std::string message = cf_last_error();
+    const std::string want = cat("dst: NULL on image ", me, " (team rank ", P - 1 - me, "), which receives 8 bytes into it");
+    log.expect(me, h == CF_COLL_INVALID_HANDLE && message == want, [&] { return cat("team: ", message); });
+    // exchangem: the lists overlap, and the error names them.
+    std::vector<uint64_t> buf(2 * P);
+    std::vector<void*> srcs(P, buf.data()), dsts(P, buf.data() + 1);
+    h = cf_coll_exchangem_nb(CF_TEAM_ALL, dsts.data(), srcs.data(), sizeof(uint64_t),
+                             CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_SINGLE | CF_COLL_ALL_THREADS);
+    message = cf_last_error();
+    log.expect(me, h == CF_COLL_INVALID_HANDLE && contains(message, "srclist, dstlist: the buffers overlap"),
+               [&] { return cat("exchangem: ", message); });
+    cf_team_free(reversed);
+  });
+  REQUIRE(status == CF_OK);
+  log.report();
+  CHECK(log.checks() == P * 3);
+}
+
 TEST_CASE("a barrier with bad flags or team returns CF_ERR_BAD_ARG naming the argument") {
   check_rejections(barrier_mistakes());
 }

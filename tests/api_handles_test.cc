@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -440,7 +441,12 @@ TEST_CASE("cf_graph_dump_json writes a carflow.graph/1 document for a live handl
       log.expect(me, bad == CF_ERR_BAD_ARG && contains(cf_last_error(), "path"),
                  [&] { return cat("NULL path: ", cf_strerror(bad), " (", cf_last_error(), ")"); });
       bad = cf_graph_dump_json(h, "/nonexistent-carflow-dir/graph.json");
-      log.expect(me, bad == CF_ERR_BAD_ARG, [&] { return cat("unwritable path: ", cf_strerror(bad)); });
+      log.expect(me, bad == CF_ERR_BAD_ARG && contains(cf_last_error(), "path: /nonexistent-carflow-dir/graph.json: "),
+                 [&] { return cat("unwritable path: ", cf_strerror(bad), " (", cf_last_error(), ")"); });
+      const std::string dir = std::filesystem::path(path).parent_path().string();
+      bad = cf_graph_dump_json(h, dir.c_str());
+      log.expect(me, bad == CF_ERR_BAD_ARG && contains(cf_last_error(), "path: " + dir + ": is a directory"),
+                 [&] { return cat("a directory: ", cf_strerror(bad), " (", cf_last_error(), ")"); });
     }
     log.expect(me, cf_coll_wait_sync(h) == CF_OK, [] { return "wait_sync failed"; });
     if (me == 0) {
@@ -451,7 +457,7 @@ TEST_CASE("cf_graph_dump_json writes a carflow.graph/1 document for a live handl
   std::remove(path.c_str());
   REQUIRE(status == CF_OK);
   log.report();
-  CHECK(log.checks() == P + 4);
+  CHECK(log.checks() == P + 5);
   CHECK(contains(written, "carflow.graph/1"));
 }
 
