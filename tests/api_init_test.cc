@@ -1,15 +1,13 @@
 // The lifecycle calls under misuse: cf_coll_init with images NULL names a
 // wrong my_image, and cf_finalize refuses while cf_run_images still runs
 // (it used to tear the engine down under the running images). Its own
-// process: cf_coll_init attaches the calling thread for good.
-#define DOCTEST_CONFIG_IMPLEMENT
+// binary (api_main.cc initializes): cf_coll_init attaches a thread for good.
 #include <doctest/doctest.h>
 
 #include <carflow/carflow.h>
 
 #include <atomic>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -44,15 +42,15 @@ TEST_CASE("cf_finalize from an image while cf_run_images runs is refused, and th
 }
 
 TEST_CASE("cf_run_images with more images than memory holds is CF_ERR_NO_MEM naming n, and starts nothing") {
-  int calls = 0;
-  const int rc = cf_run_images(
-      1u << 20, nullptr, 0, [](cf_image_t, void* arg) { ++*static_cast<int*>(arg); }, &calls);
+  std::atomic<int> calls{0};  // image threads count their calls
+  const auto count = [](cf_image_t, void* arg) { static_cast<std::atomic<int>*>(arg)->fetch_add(1); };
+  const int rc = cf_run_images(1u << 20, nullptr, 0, count, &calls);
   const std::string message = cf_last_error();
   CHECK(rc == CF_ERR_NO_MEM);
   CHECK(message.rfind("n: 1048576 images on this node (of 1048576) need about ", 0) == 0);
   CHECK(calls == 0);
   // The node is free for a run that fits.
-  CHECK(cf_run_images(2, nullptr, 0, [](cf_image_t, void* arg) { ++*static_cast<int*>(arg); }, &calls) == CF_OK);
+  CHECK(cf_run_images(2, nullptr, 0, count, &calls) == CF_OK);
   CHECK(calls == 2);
 }
 
@@ -79,20 +77,4 @@ TEST_CASE("cf_coll_init with images NULL takes only this node's image, naming my
   CHECK(rc == CF_OK);
   CHECK(image == 0);
   CHECK(barrier == CF_OK);
-}
-
-int main(int argc, char** argv) {
-  if (cf_init(&argc, &argv) != CF_OK) {
-    std::fprintf(stderr, "cf_init failed: %s\n", cf_last_error());
-    return 1;
-  }
-  cf_set_error_mode(CF_ERRORS_RETURN);
-  doctest::Context context;
-  context.applyCommandLine(argc, argv);
-  const int result = context.run();
-  if (cf_finalize() != CF_OK) {
-    std::fprintf(stderr, "cf_finalize failed: %s\n", cf_last_error());
-    return result != 0 ? result : 1;
-  }
-  return result;
 }
