@@ -474,15 +474,10 @@ int cf_coll_try_sync(cf_coll_handle_t handle) {
 
 namespace {
 
-// Checks every non-INVALID entry before any is synced (a failed call changes
-// nothing). Fills `live` with the instances: with `positional`, entry i for
-// handles[i] (nullptr for INVALID entries); otherwise only the live ones, in
-// order (an aggregate's members return INVALID: syncing its 8 calls looks
-// at one instance, not 8 slots).
 // Whether a valid handle appears twice in handles[0..n); *first < *second
-// are the first such pair's indices (by the second's position).
+// are the indices of one such pair.
 bool repeated_handle(const cf_coll_handle_t* handles, size_t n, size_t* first, size_t* second) {
-  constexpr size_t kPairwise = 16;  // small lists: no allocation
+  constexpr size_t kPairwise = 16;  // short lists (most): compared pairwise, no allocation
   if (n <= kPairwise) {
     for (size_t j = 1; j < n; ++j) {
       for (size_t i = 0; i < j; ++i) {
@@ -494,22 +489,26 @@ bool repeated_handle(const cf_coll_handle_t* handles, size_t n, size_t* first, s
     }
     return false;
   }
-  std::vector<std::pair<cf_coll_handle_t, size_t>> sorted;
+  std::vector<std::pair<cf_coll_handle_t, size_t>> sorted;  // equal handles then sort by index
   sorted.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     if (handles[i] != CF_COLL_INVALID_HANDLE) sorted.emplace_back(handles[i], i);
   }
   std::sort(sorted.begin(), sorted.end());
-  bool found = false;
   for (size_t k = 1; k < sorted.size(); ++k) {
-    if (sorted[k].first == sorted[k - 1].first && (!found || sorted[k].second < *second)) {
-      *first = sorted[k - 1].second, *second = sorted[k].second;  // equal handles sort by index
-      found = true;
+    if (sorted[k].first == sorted[k - 1].first) {
+      *first = sorted[k - 1].second, *second = sorted[k].second;
+      return true;
     }
   }
-  return found;
+  return false;
 }
 
+// Checks every non-INVALID entry before any is synced (a failed call changes
+// nothing). Fills `live` with the instances: with `positional`, entry i for
+// handles[i] (nullptr for INVALID entries); otherwise only the live ones, in
+// order (an aggregate's members return INVALID: syncing its 8 calls looks
+// at one instance, not 8 slots).
 bool lookup_all(ImageContext& img, const cf_coll_handle_t* handles, size_t n,
                 std::vector<carflow::Instance*>* live, const char* function, bool positional) {
   if (n > 0 && handles == nullptr) {

@@ -66,8 +66,10 @@ void exact_float_inputs(const carflow::CollectiveSpec& spec, std::vector<std::ve
   constexpr uint64_t kExact = uint64_t{1} << 24;
   const bool folds = spec.kind == carflow::CollKind::Reduce || spec.kind == carflow::CollKind::PrefixReduce;
   uint64_t terms = spec.images;
-  if (folds) terms = 0;
-  for (const auto& in : *inputs) terms += folds ? in.size() / 4 : 0;
+  if (folds) {
+    terms = 0;
+    for (const auto& in : *inputs) terms += in.size() / 4;
+  }
   terms = std::max<uint64_t>(terms, 1);
   const uint64_t largest = std::min<uint64_t>(60, kExact / terms);  // each value <= largest
   // Too many terms even for 0 and 1: a 1 every `stride` elements.

@@ -153,6 +153,13 @@ std::string kinds_list() {
   return out;
 }
 
+// --coll's value as a kind; false with *error naming the option and the kinds.
+bool coll_kind(const std::string& name, carflow::CollKind* kind, std::string* error) {
+  if (carflow::parse_coll_kind(name, kind)) return true;
+  *error = "--coll: expected one of " + kinds_list();
+  return false;
+}
+
 // --algo: a generator registered for `kind` (graph/registry.h).
 bool algo_known(carflow::CollKind kind, const std::string& name, std::string* error) {
   if (carflow::GeneratorRegistry::instance().find(kind, name) != nullptr) return true;
@@ -189,9 +196,7 @@ int cmd_plan(const Args& args) {
   std::string error;
   carflow::CollectiveSpec spec;
   auto coll = args.find("coll");
-  if (coll == args.end() || !carflow::parse_coll_kind(coll->second, &spec.kind)) {
-    return fail("--coll: expected one of " + kinds_list());
-  }
+  if (!coll_kind(coll == args.end() ? "" : coll->second, &spec.kind, &error)) return fail(error);
   uint64_t images = 0, bytes = 0, root = 0, elem = 1, segment = 0, ppn = 0;
   if (!get_uint(args, "images", 0, 1, 4096, &images, &error) ||
       !get_uint(args, "bytes", spec.kind == carflow::CollKind::Barrier ? 0 : 8, 0, uint64_t{1} << 32,
@@ -210,7 +215,7 @@ int cmd_plan(const Args& args) {
   if (!carflow::Config::from_env(&config, &error)) return fail(error);
   if (images == 0) return fail("--images: required, 1..4096");
   if (root >= images) return fail("--root: must be below --images");
-  if (elem == 0 || bytes % elem != 0) return fail("--bytes: must be a multiple of --elem-size");
+  if (bytes % elem != 0) return fail("--bytes: must be a multiple of --elem-size");
   auto algo = args.find("algo");
   if (algo != args.end() && !algo_known(spec.kind, algo->second, &error)) return fail(error);
   spec.algorithm = algo != args.end()
@@ -324,7 +329,7 @@ int cmd_bench(const Args& args) {
   }
   if (args.count("algo")) {
     carflow::CollKind kind;
-    if (!carflow::parse_coll_kind(opt.coll, &kind)) return fail("--coll: expected one of " + kinds_list());
+    if (!coll_kind(opt.coll, &kind, &error)) return fail(error);
     if (!algo_known(kind, args.at("algo"), &error)) return fail(error);
     opt.algo = args.at("algo");
   }
@@ -447,7 +452,7 @@ int cmd_compare(const Args& args) {
   std::vector<std::string> colls;
   if (args.count("coll")) {
     carflow::CollKind kind;
-    if (!carflow::parse_coll_kind(args.at("coll"), &kind)) return fail("--coll: expected one of " + kinds_list());
+    if (!coll_kind(args.at("coll"), &kind, &error)) return fail(error);
     colls.push_back(args.at("coll"));
   } else {
     colls = {"broadcast", "scatter", "gather", "gather_all", "exchange", "barrier"};
@@ -461,7 +466,7 @@ int cmd_compare(const Args& args) {
   bool all_ok = true;
   for (const std::string& coll : colls) {
     carflow::CollKind kind;
-    if (!carflow::parse_coll_kind(coll, &kind)) return fail("--coll: expected one of " + kinds_list());
+    if (!coll_kind(coll, &kind, &error)) return fail(error);
     for (uint64_t bytes : kind == carflow::CollKind::Barrier ? std::vector<uint64_t>{0} : sizes) {
       std::vector<std::string> algos = {""};  // "" = the default table
       for (const auto* g : carflow::GeneratorRegistry::instance().list(kind)) algos.push_back(g->name);
