@@ -313,24 +313,27 @@ TEST_CASE("CF_PROGRESS=block keeps processes waiting on a late peer off the CPU"
   }
 }
 
+// Open MPI's launcher, or a skip message when it is not installed.
+bool have_openmpi() {
+  if (std::system("command -v mpirun.openmpi >/dev/null 2>&1") == 0) return true;
+  MESSAGE("skipped: mpirun.openmpi is not installed (Debian openmpi-bin)");
+  return false;
+}
+// mpirun for `np` processes that pass CF_IMAGES on, as root, on fewer cores.
+std::string openmpi_run(int np) {
+  return "mpirun.openmpi --allow-run-as-root --oversubscribe -np " + std::to_string(np) + " -x CF_IMAGES ";
+}
+
 TEST_CASE("under Open MPI's mpirun, cf_init joins the job through PMIx (no carflow launcher)") {
-  if (std::system("command -v mpirun.openmpi >/dev/null 2>&1") != 0) {
-    MESSAGE("skipped: mpirun.openmpi is not installed (Debian openmpi-bin)");
-    return;
-  }
-  const Run r = capture("CF_IMAGES=2 timeout 200 mpirun.openmpi --allow-run-as-root --oversubscribe -np 3 -x CF_IMAGES " +
-                        g_program + " 2>&1");
+  if (!have_openmpi()) return;
+  const Run r = capture("CF_IMAGES=2 timeout 200 " + openmpi_run(3) + g_program + " 2>&1");
   expect_all_verified(r, 3, 150);
   for (const auto& m : summaries(r.output)) CHECK(m[kNodes].str() == "3");  // one job of 3 nodes
 }
 
 TEST_CASE("under mpirun, a CF_IMAGES that is not a number is an error naming it") {
-  if (std::system("command -v mpirun.openmpi >/dev/null 2>&1") != 0) {
-    MESSAGE("skipped: mpirun.openmpi is not installed (Debian openmpi-bin)");
-    return;
-  }
-  const Run r = capture("CF_IMAGES=abc timeout 200 mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 -x CF_IMAGES " +
-                        g_program + " 2>&1");
+  if (!have_openmpi()) return;
+  const Run r = capture("CF_IMAGES=abc timeout 200 " + openmpi_run(2) + g_program + " 2>&1");
   INFO(r.output);
   CHECK(r.status != 0);
   CHECK(r.output.find("CF_IMAGES='abc': expected an integer in [1, 65536]") != std::string::npos);
