@@ -11,7 +11,9 @@
 # process); each MPI runs bench/osu_mpi.c under its own mpirun. Per round and
 # collective the implementations run back to back, in an order that rotates,
 # so that drift in the machine's load reaches all of them alike. The table
-# holds the median over rounds of each implementation's avg_us.
+# holds the median over rounds of each implementation's avg_us, their
+# ratio, and the paired ratio: the median over rounds of each round's own
+# ratio (the two ran back to back, so both met the machine of that moment).
 #
 # The machine's phase: on a shared VM the cost of moving one cache line
 # between the two cores flips between phases that last about a second
@@ -337,13 +339,15 @@ summarize() {
       return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
     }
     function in_fast(key, r) { return floor_ns[key, r] != "" && floor_ns[key, r] != "null" && floor_ns[key, r] + 0 < fast }
-    # The median over the rounds where both runs ended in a fast phase
-    # of each round ratio mine / theirs; sets nfast to their number.
-    function fast_ratio(mine, theirs,   n, i, j, r, t, v) {
+    # The median of the ratios mine / theirs of each round, over the rounds
+    # both ran (paired: the two ran back to back), with only_fast over the
+    # rounds where both runs ended in a fast phase; sets nfast to their number.
+    function round_ratio(mine, theirs, only_fast,   n, i, j, r, t, v) {
       n = 0
       for (i = 1; i <= nround[mine]; ++i) {
         r = roundof[mine, i]
-        if (!((theirs, r) in cnt) || !in_fast(mine, r) || !in_fast(theirs, r) || sum[theirs, r] <= 0) continue
+        if (!((theirs, r) in cnt) || sum[theirs, r] <= 0) continue
+        if (only_fast && (!in_fast(mine, r) || !in_fast(theirs, r))) continue
         v[++n] = (sum[mine, r] / cnt[mine, r]) / (sum[theirs, r] / cnt[theirs, r])
       }
       nfast = n
@@ -369,8 +373,8 @@ summarize() {
       ni = split(impls, impl_list, " "); nc = split(colls, coll_list, " "); ns = split(sizes, size_list, " ")
       head = "| collective | bytes | carflow algorithm | carflow us"; rule = "|---|---:|---|---:"
       for (i = 2; i <= ni; ++i) {
-        head = head " | " impl_list[i] " us | carflow/" impl_list[i] " | same fast phase (rounds)"
-        rule = rule "|---:|---:|---:"
+        head = head " | " impl_list[i] " us | carflow/" impl_list[i] " | paired | same fast phase (rounds)"
+        rule = rule "|---:|---:|---:|---:"
       }
       print head " |"; print rule "|"
       for (ci = 1; ci <= nc; ++ci) {
@@ -386,7 +390,10 @@ summarize() {
             ratio = mine != "" && theirs > 0 ? mine / theirs : ""
             line = line " | " us(theirs) " | " (ratio == "" ? "-" : sprintf("%.2f", ratio))
             if (ratio != "") { steps[i]++; logsum[i] += log(ratio); if (ratio <= 1) wins[i]++ }
-            fr = fast_ratio("carflow" SUBSEP c SUBSEP b, impl_list[i] SUBSEP c SUBSEP b)
+            pr = round_ratio("carflow" SUBSEP c SUBSEP b, impl_list[i] SUBSEP c SUBSEP b, 0)
+            line = line " | " (pr == "" ? "-" : sprintf("%.2f", pr))
+            if (pr != "") { psteps[i]++; plogsum[i] += log(pr); if (pr <= 1) pwins[i]++ }
+            fr = round_ratio("carflow" SUBSEP c SUBSEP b, impl_list[i] SUBSEP c SUBSEP b, 1)
             line = line " | " (fr == "" ? "-" : sprintf("%.2f (%d)", fr, nfast))
             if (fr != "") { fsteps[i]++; flogsum[i] += log(fr); if (fr <= 1) fwins[i]++ }
             if (c == "barrier") print impl_list[i], theirs == "" ? "-" : theirs > dat; else printf " %s", theirs == "" ? "-" : theirs > dat
@@ -399,6 +406,9 @@ summarize() {
       print ""
       for (i = 2; i <= ni; ++i) if (steps[i] > 0) {
         printf "carflow/%s: <= 1.0 in %d of %d steps; geometric mean %.2f\n", impl_list[i], wins[i], steps[i], exp(logsum[i] / steps[i])
+        if (psteps[i] > 0) {
+          printf "carflow/%s paired (the median of each round'"'"'s own ratio): <= 1.0 in %d of %d steps; geometric mean %.2f\n", impl_list[i], pwins[i], psteps[i], exp(plogsum[i] / psteps[i])
+        }
         if (fsteps[i] > 0) {
           printf "carflow/%s in the same fast phase (rounds where both runs ended with the cache-line round trip below %d ns): <= 1.0 in %d of %d steps; geometric mean %.2f\n", impl_list[i], fast, fwins[i], fsteps[i], exp(flogsum[i] / fsteps[i])
         }
@@ -451,6 +461,8 @@ describe() {
   echo "- environment of every run: $([ "$MALLOC_ENV" = 0 ] && echo "the allocator's defaults (--no-malloc-env)" || echo "${MALLOC_VARS[*]}")"
   echo "- avg_us: mean over processes of each one's average per call; the median over rounds;"
   echo "  ratio carflow/MPI <= 1.0: carflow at least as fast"
+  echo "- paired: the median over rounds of each round's own ratio (the two ran back to back in it, so"
+  echo "  both met the machine's phase of that moment); the first ratio compares medians taken apart"
   echo "- same fast phase: the median of the rounds' own ratios over the rounds where both runs ended"
   echo "  with one cache line's round trip between the cores below $FAST_FLOOR_NS ns (bench/pingpong_floor, timed"
   echo "  right after each run; this VM flips between about 140 and 550 ns), and how many rounds that was"
