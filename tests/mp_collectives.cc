@@ -77,7 +77,6 @@ using carflow::CollKind;
 using Bytes = std::vector<uint8_t>;
 
 constexpr int kLocal = CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_LOCAL | CF_COLL_ALL_THREADS;
-constexpr int kSingle = CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_SINGLE | CF_COLL_ALL_THREADS;
 constexpr int kSumInt64 = CF_BUILTIN(CF_OP_SUM, CF_DT_INT64);
 constexpr int kAffine = 0;  // fn_tbl index of the non-commutative function
 
@@ -160,14 +159,16 @@ cf_coll_handle_t start_movement(const CollectiveSpec& s, char* dst, char* src, b
   const bool v = !s.counts.empty();
   const uint32_t r = s.root;
   if (m_form) {
-    // Each image's own entry is the only one it uses (team rank = image).
+    // A SINGLE list (every team rank's entry); each image thread's own
+    // entry is the only one it uses, so every entry is its buffer.
     std::vector<void*> dl(s.images, dst), sl(s.images, src);
+    const int mf = (flags & ~CF_COLL_LOCAL) | CF_COLL_SINGLE;
     switch (s.kind) {
-      case CollKind::Broadcast: return cf_coll_broadcastm_nb(CF_TEAM_ALL, dl.data(), r, src, s.nbytes, kSingle);
-      case CollKind::Scatter: return cf_coll_scatterm_nb(CF_TEAM_ALL, dl.data(), r, src, s.nbytes, kSingle);
-      case CollKind::Gather: return cf_coll_gatherm_nb(CF_TEAM_ALL, r, dst, sl.data(), s.nbytes, kSingle);
-      case CollKind::GatherAll: return cf_coll_gather_allm_nb(CF_TEAM_ALL, dl.data(), sl.data(), s.nbytes, kSingle);
-      case CollKind::Exchange: return cf_coll_exchangem_nb(CF_TEAM_ALL, dl.data(), sl.data(), s.nbytes, kSingle);
+      case CollKind::Broadcast: return cf_coll_broadcastm_nb(team, dl.data(), r, src, s.nbytes, mf);
+      case CollKind::Scatter: return cf_coll_scatterm_nb(team, dl.data(), r, src, s.nbytes, mf);
+      case CollKind::Gather: return cf_coll_gatherm_nb(team, r, dst, sl.data(), s.nbytes, mf);
+      case CollKind::GatherAll: return cf_coll_gather_allm_nb(team, dl.data(), sl.data(), s.nbytes, mf);
+      case CollKind::Exchange: return cf_coll_exchangem_nb(team, dl.data(), sl.data(), s.nbytes, mf);
       default: return CF_COLL_INVALID_HANDLE;
     }
   }
@@ -211,8 +212,8 @@ cf_coll_handle_t start_compute(const CollectiveSpec& s, char* dst, char* src, in
     }
     case CollKind::Reduce:
       if (m_form) {
-        return cf_coll_reducem_nb(CF_TEAM_ALL, s.root, dst, sl.data(), s.src_blksz, s.src_offset, es, n,
-                                  func, 0, kSingle);
+        return cf_coll_reducem_nb(team, s.root, dst, sl.data(), s.src_blksz, s.src_offset, es, n, func, 0,
+                                  (flags & ~CF_COLL_LOCAL) | CF_COLL_SINGLE);
       }
       return cf_coll_reduce_nb(team, s.root, dst, src, s.src_blksz, s.src_offset, es, n, func, 0, flags);
     case CollKind::PrefixReduce:
@@ -415,7 +416,7 @@ void run_all(Log& log, cf_image_t me) {
 
 // soak SEED EPOCHS: random mixes of collectives. Every image draws the same
 // ops from SEED (kinds, sizes from 8 B to 300 KB across the eager and
-// rendezvous paths, roots, v forms, the nine sync modes, aggregates of 2-8
+// rendezvous paths, roots, v and m forms, the nine sync modes, aggregates of 2-8
 // calls, blocking calls, CF_TEAM_ALL or the image's half of a split team
 // ranked in reverse), prepares all its buffers, enters a barrier, starts
 // the ops in order (each image after up to ~20 us of its own work) and
@@ -431,6 +432,7 @@ struct SoakOp {
   CollectiveSpec spec;
   bool split = false;     // on the image's half team, else CF_TEAM_ALL
   bool blocking = false;  // the blocking entry point
+  bool m_form = false;    // the m form (a SINGLE list), not the single-address one
   int flags = 0;
   uint32_t rank = 0;  // the image's rank in the op's team
   Bytes in, want;
@@ -549,6 +551,10 @@ void run_soak(Log& log, cf_image_t me, uint64_t seed, uint32_t epochs) {
       op.flags = in_modes[in_mode] | out_modes[out_mode] | CF_COLL_LOCAL | CF_COLL_ALL_THREADS;
       if (in_aggregate && --agg_left > 0) op.flags |= CF_COLL_AGGREGATE;
       op.blocking = !in_aggregate && d[10] % 6 == 0;
+      op.m_form = d[11] % 4 == 0 && s.counts.empty() &&
+                  (kind == CollKind::Broadcast || kind == CollKind::Scatter || kind == CollKind::Gather ||
+                   kind == CollKind::GatherAll || kind == CollKind::Exchange || kind == CollKind::Reduce);
+      if (op.m_form) op.blocking = false;
       op.spec = s;
       const std::vector<Bytes> in = carflow::reference::inputs(s, epoch * 16 + i);
       const std::vector<Bytes> want =
@@ -559,7 +565,7 @@ void run_soak(Log& log, cf_image_t me, uint64_t seed, uint32_t epochs) {
       if (!op.in.empty()) std::memcpy(op.src->data(), op.in.data(), op.in.size());
       op.dst = std::make_unique<Buffer>(op.want.size() + kGuard, carflow::reference::kUntouched);
       op.name = "soak seed " + std::to_string(seed) + " epoch " + std::to_string(epoch) + " op " +
-                std::to_string(i) + " " + describe(s, s.counts.empty() ? "" : "v", op.rank) + " on " +
+                std::to_string(i) + " " + describe(s, op.m_form ? "m" : s.counts.empty() ? "" : "v", op.rank) + " on " +
                 (op.split ? "the half team" : "CF_TEAM_ALL") + " flags 0x" + [&] {
                   char hex[16];
                   std::snprintf(hex, sizeof hex, "%x", op.flags);
@@ -587,8 +593,8 @@ void run_soak(Log& log, cf_image_t me, uint64_t seed, uint32_t epochs) {
         const cf_coll_handle_t h =
             op.spec.kind == CollKind::Barrier ? cf_coll_barrier_nb(team, op.flags)
             : carflow::is_computational(op.spec.kind)
-                ? start_compute(op.spec, op.dst->data(), op.src->data(), kSumInt64, false, team, op.flags)
-                : start_movement(op.spec, op.dst->data(), op.src->data(), false, team, op.flags);
+                ? start_compute(op.spec, op.dst->data(), op.src->data(), kSumInt64, op.m_form, team, op.flags)
+                : start_movement(op.spec, op.dst->data(), op.src->data(), op.m_form, team, op.flags);
         if (op.flags & CF_COLL_AGGREGATE) {
           rc = cf_last_status();
         } else if (h == CF_COLL_INVALID_HANDLE) {
