@@ -462,21 +462,30 @@ void soak_verify(Log& log, const SoakOp& op, const char* when) {
   if (!what.empty()) log.fail(op.name + " " + when + ": " + what);
 }
 
-// The blocking entry point of the kinds that have a plain one here; -1000
-// for the others (the caller starts them non-blocking and waits).
+// soak_blocking's result for an op with no blocking form here.
+constexpr int kNoBlockingForm = -1000;
+
+// The blocking entry point of the kinds that have a plain one here;
+// kNoBlockingForm for the others (the caller starts them non-blocking and waits).
 int soak_blocking(const SoakOp& op, cf_team_t team) {
   const CollectiveSpec& s = op.spec;
   char* dst = op.dst->data();
   char* src = op.src->data();
-  if (!s.counts.empty()) return -1000;
+  if (!s.counts.empty()) return kNoBlockingForm;
   switch (s.kind) {
     case CollKind::Broadcast: return cf_coll_broadcast(team, dst, s.root, src, s.nbytes, op.flags);
     case CollKind::GatherAll: return cf_coll_gather_all(team, dst, src, s.nbytes, op.flags);
     case CollKind::Exchange: return cf_coll_exchange(team, dst, src, s.nbytes, op.flags);
     case CollKind::Allreduce: return cf_coll_allreduce(team, dst, src, 8, s.nbytes / 8, kSumInt64, 0, op.flags);
     case CollKind::Barrier: return cf_coll_barrier(team, op.flags);
-    default: return -1000;
+    default: return kNoBlockingForm;
   }
+}
+
+std::string hex(int flags) {
+  char text[16];
+  std::snprintf(text, sizeof text, "0x%x", static_cast<unsigned>(flags));
+  return text;
 }
 
 void run_soak(Log& log, cf_image_t me, uint64_t seed, uint32_t epochs) {
@@ -566,11 +575,7 @@ void run_soak(Log& log, cf_image_t me, uint64_t seed, uint32_t epochs) {
       op.dst = std::make_unique<Buffer>(op.want.size() + kGuard, carflow::reference::kUntouched);
       op.name = "soak seed " + std::to_string(seed) + " epoch " + std::to_string(epoch) + " op " +
                 std::to_string(i) + " " + describe(s, op.m_form ? "m" : s.counts.empty() ? "" : "v", op.rank) + " on " +
-                (op.split ? "the half team" : "CF_TEAM_ALL") + " flags 0x" + [&] {
-                  char hex[16];
-                  std::snprintf(hex, sizeof hex, "%x", op.flags);
-                  return std::string(hex);
-                }() + (op.blocking ? " blocking" : "");
+                (op.split ? "the half team" : "CF_TEAM_ALL") + " flags " + hex(op.flags) + (op.blocking ? " blocking" : "");
     }
     log.checks++;
     if (!loose && cf_coll_barrier(CF_TEAM_ALL, all_sync) != CF_OK) {
@@ -588,8 +593,8 @@ void run_soak(Log& log, cf_image_t me, uint64_t seed, uint32_t epochs) {
       pending.push_back(i);
       // Images enter at times of their own: up to ~20 us of work first.
       for (uint64_t spin = own() % 4 == 0 ? own() % 20000 : 0; spin > 0; --spin) asm volatile("");
-      int rc = op.blocking ? soak_blocking(op, team) : -1000;
-      if (rc == -1000) {
+      int rc = op.blocking ? soak_blocking(op, team) : kNoBlockingForm;
+      if (rc == kNoBlockingForm) {
         const cf_coll_handle_t h =
             op.spec.kind == CollKind::Barrier ? cf_coll_barrier_nb(team, op.flags)
             : carflow::is_computational(op.spec.kind)

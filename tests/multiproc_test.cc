@@ -59,7 +59,7 @@ std::vector<std::smatch> summaries(const std::string& output) {
 }
 // The summary line's fields (summaries' groups).
 enum Field {
-  kNode = 2, kNodes = 3, kImages = 4, kChecks = 5, kFailures = 6, kWall = 7, kCpu = 8,
+  kMode = 1, kNode = 2, kNodes = 3, kImages = 4, kChecks = 5, kFailures = 6, kWall = 7, kCpu = 8,
   kUnexpected = 10, kCreditWaits = 11, kRendezvous = 12, kHostRing = 13, kRingFull = 14, kDirectReads = 15,
   kPumped = 16, kSplitCopies = 17, kSplitWritten = 18, kInprocRing = 19,
 };
@@ -160,7 +160,7 @@ TEST_CASE("random mixes of collectives, sync modes, aggregates, teams and sync o
                                  g_program + " soak " + std::to_string(s.seed) + " " + std::to_string(s.epochs));
     INFO(r.output);
     for (const auto& m : node_summaries(r, s.nodes)) {
-      CHECK(m[1].str() == "soak");
+      CHECK(m[kMode].str() == "soak");
       CHECK(m[kFailures].str() == "0");
       // Each epoch checks at least its barrier and each op (about 9 on average).
       CHECK(std::stoull(m[kChecks].str()) >= uint64_t{5} * s.epochs * std::stoull(m[kImages].str()));
