@@ -530,9 +530,8 @@ uint64_t Engine::launch(ImageContext& img, Instance* inst, Team& team, uint32_t 
   number(img, inst, team, seqs);
   ++team.outstanding;
   uint32_t slot;
-  if (!img.free_slots.empty()) {
-    slot = img.free_slots.back();
-    img.free_slots.pop_back();
+  if (img.free_slots.reusable()) {
+    slot = img.free_slots.pop();
   } else {
     slot = static_cast<uint32_t>(img.handle_slots.size());
     img.handle_slots.push_back(nullptr);

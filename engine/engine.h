@@ -250,6 +250,39 @@ struct CallMemo {
   PreparedCall prepared;
 };
 
+// An image's free handle slots, reused oldest first and only while more
+// than kReuseDistance of them are free: a slot comes back at the earliest
+// kReuseDistance + 1 collectives of the image after it was freed, so its
+// 16-bit generation (Engine::make_handle) wraps only after 65536 * 257
+// (about 16.8 million) collectives, not 65536 as a slot reused at once
+// would. Costs a few KiB of slots per image.
+class FreeSlots {
+ public:
+  static constexpr uint32_t kReuseDistance = 256;
+  bool reusable() const { return tail_ - head_ > kReuseDistance; }
+  uint32_t pop() { return ring_[head_++ & mask_]; }
+  void push(uint32_t slot) {
+    if (tail_ - head_ == capacity_) grow();
+    ring_[tail_++ & mask_] = slot;
+  }
+
+ private:
+  void grow() {  // twice the room (a power of two), oldest first from index 0
+    const uint32_t capacity = std::max(2 * capacity_, 2 * kReuseDistance);
+    auto bigger = std::make_unique<uint32_t[]>(capacity);
+    for (uint32_t i = 0; i < capacity_; ++i) bigger[i] = ring_[(head_ + i) & mask_];
+    head_ = 0;
+    tail_ = capacity_;
+    capacity_ = capacity;
+    mask_ = capacity - 1;
+    ring_ = std::move(bigger);
+  }
+  // Counters run on past the capacity (unsigned: their difference is the
+  // count); the slot of counter c is ring_[c & mask_].
+  std::unique_ptr<uint32_t[]> ring_;
+  uint32_t head_ = 0, tail_ = 0, capacity_ = 0, mask_ = 0;
+};
+
 // One image's state; only its own thread touches the cache and handle table.
 class ImageContext {
  public:
@@ -272,7 +305,7 @@ class ImageContext {
   std::unordered_map<ScheduleKey, std::unique_ptr<Schedule>, ScheduleKeyHash> cache;
   std::vector<Instance*> handle_slots;
   std::vector<uint32_t> handle_generation;
-  std::vector<uint32_t> free_slots;
+  FreeSlots free_slots;
   std::atomic<uint64_t> generator_runs{0};  // schedule-cache misses
   const GeneratorInfo* algorithm[kCollKinds] = {};  // per-kind override (cf_coll_set_algorithm)
   Schedule* last_schedule = nullptr;        // one-entry cache in front of `cache`
@@ -580,7 +613,7 @@ class Engine final : public TransportHooks {
     const uint32_t slot = inst->handle_slot;
     img.handle_slots[slot] = nullptr;
     ++img.handle_generation[slot];
-    img.free_slots.push_back(slot);
+    img.free_slots.push(slot);
     --inst->team_obj->outstanding;
   }
   int abandon(ImageContext& img, Instance* inst);

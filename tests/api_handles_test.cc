@@ -305,6 +305,31 @@ TEST_CASE("a handle is dead once synced: syncing it again, or a never-valid hand
   CHECK(log.checks() == P * (3 + 4 + 4 + 1));
 }
 
+TEST_CASE("a handle kept after its sync stays dead while its image starts and syncs 70000 more collectives") {
+  // Each slot's generation has 16 bits: were a freed slot reused at once,
+  // the kept handle would name the live collective of the 65536th call
+  // after it. Slots are reused oldest first, past 256 free ones.
+  ImageLog log(1);
+  const int status = run_images(1, [&](cf_image_t me) {
+    uint64_t value = 7;
+    const cf_coll_handle_t kept = cf_coll_broadcast_nb(CF_TEAM_ALL, &value, 0, &value, sizeof value, kAllLocal);
+    log.expect(me, cf_coll_wait_sync(kept) == CF_OK, [] { return "the first sync failed"; });
+    int failed = 0, stale_live = 0;
+    for (int i = 1; i <= 70000; ++i) {
+      const cf_coll_handle_t h = cf_coll_broadcast_nb(CF_TEAM_ALL, &value, 0, &value, sizeof value, kAllLocal);
+      if (h == kept) ++stale_live;  // the kept handle names this live collective
+      if (cf_coll_wait_sync(h) != CF_OK) ++failed;
+    }
+    log.expect(me, failed == 0 && stale_live == 0,
+               [&] { return cat(failed, " syncs failed; the kept handle named ", stale_live, " live collectives"); });
+    const int rc = cf_coll_try_sync(kept);
+    log.expect(me, rc == CF_ERR_BAD_ARG, [&] { return cat("try_sync of the kept handle: ", cf_strerror(rc)); });
+  });
+  REQUIRE(status == CF_OK);
+  log.report();
+  CHECK(log.checks() == 3);
+}
+
 TEST_CASE("a handle given twice to a *_sync_all/_some call is CF_ERR_BAD_ARG naming both entries, and syncs nothing") {
   constexpr uint32_t P = 2;
   ImageLog log(P);

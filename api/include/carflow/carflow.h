@@ -393,9 +393,11 @@ enum { CF_DT_INT8, CF_DT_UINT8, CF_DT_INT32, CF_DT_UINT32, CF_DT_INT64,
    own failure (CF_ERR_MISMATCH when images disagreed on sizes, or with
    CF_CHECK=1 on any single-valued argument: see CF_ERR_MISMATCH).
    A dead handle is told from a live one by a 16-bit generation per handle
-   slot: one kept after its sync is caught unless its slot has since been
-   reused 65536 times (then it names that slot's newer collective). The
-   _all / _some calls refuse a handle given twice. */
+   slot, and a freed slot is reused only after more than 256 others (oldest
+   first): a handle kept after its sync is caught for at least 65536 * 257
+   (about 16.8 million) later collectives of its image; after that it may
+   name its slot's newer collective. The _all / _some calls refuse a handle
+   given twice. */
 int cf_coll_wait_sync(cf_coll_handle_t handle);  /* CF_OK or error */
 int cf_coll_try_sync(cf_coll_handle_t handle);   /* CF_OK, CF_NOT_READY, error */
 /* _all: every entry (INVALID entries are skipped); try_ returns CF_NOT_READY
