@@ -48,6 +48,9 @@ void set_sync_modes(CollectiveCall* call, int flags);
 // entry of the m form's list named `name`.
 std::string null_buffer(const char* name, bool in_list, const ImageContext& img, const Team& team, const char* verb,
                         uint64_t bytes);
+// An m form called with a NULL list (`list` names it): the error, after
+// the calling-thread check every entry point makes first.
+cf_coll_handle_t list_missing(const char* function, const char* list);
 // The representative-thread mode (seed v1.7, "Collectives and threads"):
 // an m form called without CF_COLL_ALL_THREADS on a node of several
 // images; the calling thread calls for every image of its node.

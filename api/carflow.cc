@@ -155,6 +155,11 @@ bool local_members(ImageContext& img, Team& team, std::vector<LocalMember>* out,
   return true;
 }
 
+cf_coll_handle_t list_missing(const char* function, const char* list) {
+  if (current_image(function) == nullptr) return CF_COLL_INVALID_HANDLE;
+  return fail(CF_ERR_BAD_ARG, std::string(list) + ": NULL"), CF_COLL_INVALID_HANDLE;
+}
+
 void* represented_entry(void* const list[], int flags, const LocalMember& member) {
   if (list == nullptr) return nullptr;
   return list[(flags & CF_COLL_LOCAL) ? member.local_index : member.rank];

@@ -218,6 +218,12 @@ inline bool addresses_ok(const void* src, const void* dst, size_t elem_size, con
 cf_coll_handle_t start_computation(const Computation& c) {
   ImageContext* img = current_image(c.function);
   if (img == nullptr) return CF_COLL_INVALID_HANDLE;
+  // An m form's lists themselves (not their entries), as the movement m
+  // forms check them.
+  if (c.src_from_list && c.src_list == nullptr) return list_missing(c.function, "srclist");
+  if (c.kind == CollKind::PrefixReduce && c.dst_from_list && c.dst_list == nullptr) {
+    return list_missing(c.function, "dstlist");
+  }
   Signature sig;
   const bool memo_path = memoizable(c);
   if (memo_path) {

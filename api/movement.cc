@@ -273,11 +273,6 @@ template <CollKind kKind>
   return checked_single(names.function, kKind, names.root, root, team, dst, src, nbytes, flags);
 }
 
-cf_coll_handle_t list_missing(const char* function, const char* list) {
-  if (current_image(function) == nullptr) return CF_COLL_INVALID_HANDLE;
-  return fail(CF_ERR_BAD_ARG, std::string(list) + ": NULL"), CF_COLL_INVALID_HANDLE;
-}
-
 int blocking(cf_coll_handle_t handle) { return finish_blocking(handle); }
 
 }  // namespace

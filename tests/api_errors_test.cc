@@ -411,6 +411,38 @@ TEST_CASE("a NULL buffer on a team names the image and its team rank; an m form'
   CHECK(log.checks() == P * 3);
 }
 
+TEST_CASE("reducem and prefix_reducem with a NULL list name the list, with every image calling and in the representative mode") {
+  constexpr uint32_t P = 2;
+  constexpr int kSum = CF_BUILTIN(CF_OP_SUM, CF_DT_INT64);
+  ImageLog log(P);
+  const int status = run_images(P, [&](cf_image_t me) {
+    int64_t x = 1, y = 0;
+    std::vector<void*> list(P, &x), out(P, &y);
+    // ALL_THREADS (every image calls) and, without it, the representative
+    // mode: both check the lists themselves before anything else.
+    for (int threads : {CF_COLL_ALL_THREADS, 0}) {
+      const int flags = CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_SINGLE | threads;
+      cf_coll_handle_t h = cf_coll_reducem_nb(CF_TEAM_ALL, 0, &y, nullptr, 0, 0, 8, 1, kSum, 0, flags);
+      std::string message = cf_last_error();
+      log.expect(me, h == CF_COLL_INVALID_HANDLE && message == "srclist: NULL", [&] { return cat("reducem: ", message); });
+      h = cf_coll_prefix_reducem_nb(CF_TEAM_ALL, out.data(), 0, 0, nullptr, 0, 0, 8, 1, kSum, 0, flags);
+      message = cf_last_error();
+      log.expect(me, h == CF_COLL_INVALID_HANDLE && message == "srclist: NULL",
+                 [&] { return cat("prefix_reducem srclist: ", message); });
+      h = cf_coll_prefix_reducem_nb(CF_TEAM_ALL, nullptr, 0, 0, list.data(), 0, 0, 8, 1, kSum, 0, flags);
+      message = cf_last_error();
+      log.expect(me, h == CF_COLL_INVALID_HANDLE && message == "dstlist: NULL",
+                 [&] { return cat("prefix_reducem dstlist: ", message); });
+    }
+    // Nothing started: the next collective works.
+    const int rc = cf_coll_allreduce(CF_TEAM_ALL, &y, &x, 8, 1, kSum, 0, kAllLocal);
+    log.expect(me, rc == CF_OK && y == P, [&] { return cat("allreduce after: ", cf_strerror(rc), " ", y); });
+  });
+  REQUIRE(status == CF_OK);
+  log.report();
+  CHECK(log.checks() == P * 7);
+}
+
 TEST_CASE("a barrier with bad flags or team returns CF_ERR_BAD_ARG naming the argument") {
   check_rejections(barrier_mistakes());
 }
