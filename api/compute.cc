@@ -116,14 +116,13 @@ bool build_computation(const Computation& c, ImageContext& img, carflow::Team* t
   }
   const uint64_t src_len = carflow::src_extent(spec, me);
   const uint64_t dst_len = carflow::dst_extent(spec, me);
-  const bool dst_list = c.multi_address && c.kind == CollKind::PrefixReduce;
   if (src_len > 0 && c.src == nullptr) {
     return fail(CF_ERR_BAD_ARG,
-                null_buffer(c.multi_address ? "srclist" : "src", c.multi_address, img, *team, "contributes", src_len)),
+                null_buffer(c.src_from_list ? "srclist" : "src", c.src_from_list, img, *team, "contributes", src_len)),
            false;
   }
   if (dst_len > 0 && c.dst == nullptr) {
-    return fail(CF_ERR_BAD_ARG, null_buffer(dst_list ? "dstlist" : "dst", dst_list, img, *team, "receives", dst_len)),
+    return fail(CF_ERR_BAD_ARG, null_buffer(c.dst_from_list ? "dstlist" : "dst", c.dst_from_list, img, *team, "receives", dst_len)),
            false;
   }
   const bool in_place = src_len > 0 && dst_len > 0 && c.src == c.dst;
@@ -137,8 +136,8 @@ bool build_computation(const Computation& c, ImageContext& img, carflow::Team* t
            false;
   }
   const uint64_t align = img.engine->config().data_alignment;
-  if ((src_len > 0 && !check_alignment(c.multi_address ? "srclist" : "src", c.src, c.elem_size, align, &error)) ||
-      (dst_len > 0 && !check_alignment(dst_list ? "dstlist" : "dst", c.dst, c.elem_size, align, &error))) {
+  if ((src_len > 0 && !check_alignment(c.src_from_list ? "srclist" : "src", c.src, c.elem_size, align, &error)) ||
+      (dst_len > 0 && !check_alignment(c.dst_from_list ? "dstlist" : "dst", c.dst, c.elem_size, align, &error))) {
     return fail(CF_ERR_BAD_ARG, error), false;
   }
   if (src_len_out != nullptr) *src_len_out = src_len;
@@ -221,9 +220,7 @@ cf_coll_handle_t start_computation(const Computation& c) {
   // An m form's lists themselves (not their entries), as the movement m
   // forms check them.
   if (c.src_from_list && c.src_list == nullptr) return list_missing(c.function, "srclist");
-  if (c.kind == CollKind::PrefixReduce && c.dst_from_list && c.dst_list == nullptr) {
-    return list_missing(c.function, "dstlist");
-  }
+  if (c.dst_from_list && c.dst_list == nullptr) return list_missing(c.function, "dstlist");
   Signature sig;
   const bool memo_path = memoizable(c);
   if (memo_path) {
@@ -247,16 +244,15 @@ cf_coll_handle_t start_computation(const Computation& c) {
     return fail(CF_ERR_BAD_ARG, error), CF_COLL_INVALID_HANDLE;
   }
   // A LOCAL list holds this node's images (one, outside the representative
-  // mode); a SINGLE list every image of the team.
+  // mode); a SINGLE list every image of the team. The lists are not NULL
+  // (checked on entry).
   const uint32_t index = (c.flags & CF_COLL_LOCAL) ? 0 : team->rank;
   auto with_entries = [&](Computation part, const LocalMember* member) {
     if (c.dst_from_list) {
-      part.dst = member != nullptr ? represented_entry(c.dst_list, c.flags, *member)
-                                   : (c.dst_list == nullptr ? nullptr : c.dst_list[index]);
+      part.dst = member != nullptr ? represented_entry(c.dst_list, c.flags, *member) : c.dst_list[index];
     }
     if (c.src_from_list) {
-      part.src = member != nullptr ? represented_entry(c.src_list, c.flags, *member)
-                                   : (c.src_list == nullptr ? nullptr : c.src_list[index]);
+      part.src = member != nullptr ? represented_entry(c.src_list, c.flags, *member) : c.src_list[index];
     }
     return part;
   };

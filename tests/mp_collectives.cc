@@ -150,6 +150,12 @@ struct Buffer {
   char* data() { return reinterpret_cast<char*>(store.data()); }
 };
 
+// The first byte at which `got` differs from `want`; want.size() if none does.
+size_t first_difference(const char* got, const Bytes& want) {
+  const auto* g = reinterpret_cast<const uint8_t*>(got);
+  return static_cast<size_t>(std::mismatch(want.begin(), want.end(), g).first - want.begin());
+}
+
 cf_coll_handle_t start_movement(const CollectiveSpec& s, char* dst, char* src, bool m_form,
                                 cf_team_t team = CF_TEAM_ALL, int flags = kLocal) {
   std::vector<size_t> counts(s.counts.begin(), s.counts.end());
@@ -255,10 +261,7 @@ void check(Log& log, const CollectiveSpec& spec, cf_image_t me, bool m_form, boo
     log.fail(describe(spec, form, me) + ": status " + std::to_string(rc) + ": " + cf_last_error());
     return;
   }
-  const size_t n = want[me].size();
-  if (n > 0 && std::memcmp(dst.data(), want[me].data(), n) != 0) {
-    size_t k = 0;
-    while (static_cast<uint8_t>(dst.data()[k]) == want[me][k]) ++k;
+  if (const size_t k = first_difference(dst.data(), want[me]); k < want[me].size()) {
     log.fail(describe(spec, form, me) + ": destination differs at byte " + std::to_string(k));
   }
 }
@@ -449,9 +452,7 @@ void soak_verify(Log& log, const SoakOp& op, const char* when) {
   const auto* dst = reinterpret_cast<const uint8_t*>(op.dst->data());
   const auto* src = reinterpret_cast<const uint8_t*>(op.src->data());
   std::string what;
-  if (n > 0 && std::memcmp(dst, op.want.data(), n) != 0) {
-    size_t k = 0;
-    while (dst[k] == op.want[k]) ++k;
+  if (const size_t k = first_difference(op.dst->data(), op.want); k < n) {
     what = "destination differs at byte " + std::to_string(k) + " of " + std::to_string(n);
   } else if (std::any_of(dst + n, dst + n + kGuard, [](uint8_t b) { return b != carflow::reference::kUntouched; })) {
     what = "a byte past the destination's end was written";
