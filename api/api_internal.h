@@ -153,10 +153,13 @@ template <int kUsed, typename AddressesOk>
   // The AGGREGATE memo of the kind: a fixed offset into the image.
   const CallMemo& memo = img->memo[static_cast<int>(kind)][1];
   if (memo.join_epoch != img->epoch) return false;  // valid, a plain member, this epoch
-  uint64_t differ = 0;
+  // Word 0 is the slot's kind (start_remembered sets join_epoch only
+  // then); the others compared one by one, each a fused compare and branch.
 #pragma GCC unroll 16
-  for (int w = 0; w < kUsed; ++w) differ |= memo.signature[w] ^ sig[w];
-  if (differ != 0 || !addresses_ok(*img, memo)) return false;
+  for (int w = 1; w < kUsed; ++w) {
+    if (memo.signature[w] != sig[w]) return false;
+  }
+  if (!addresses_ok(*img, memo)) return false;
   OpenAggregate& agg = *memo.join_into;
   if (!agg.has_room()) return false;
   // Every test passed: from here on the caller's arguments are not needed

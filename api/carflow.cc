@@ -223,9 +223,8 @@ namespace {
 }  // namespace
 
 cf_coll_handle_t start_memo_call(ImageContext& img, CallMemo& memo) {
-  uint64_t handle = 0;
-  if (img.engine->start_prepared(img, memo.call, memo.prepared, &handle)) {
-    succeed();
+  succeed();  // start_memo_full sets the status again when it takes the call
+  if (const uint64_t handle = img.engine->start_prepared(img, memo.call, memo.prepared)) {
     return static_cast<cf_coll_handle_t>(handle);
   }
   return start_memo_full(img, memo);
@@ -238,13 +237,15 @@ cf_coll_handle_t start_remembered(ImageContext& img, const CollectiveCall& call,
   memo.join_epoch = 0;
   std::copy(sig, sig + CallMemo::kWords, memo.signature);
   memo.epoch = img.epoch;
-  memo.src_len = src_len;
-  memo.dst_len = dst_len;
+  memo.set_lengths(src_len, dst_len);
   memo.call = call;
   memo.prepared = carflow::PreparedCall{};
   const cf_coll_handle_t handle = start_memo(img, memo, call.src, call.dst);
   memo.valid = last_status() == CF_OK;
-  if (memo.valid && memo.prepared.plain_member) {
+  // Word 0 of a joining memo's signature is its slot's kind, not blocking
+  // (a blocking call never joins an aggregate): join_repeated_member does
+  // not compare it.
+  if (memo.valid && memo.prepared.plain_member && sig[0] == static_cast<uint64_t>(call.kind)) {
     memo.join_epoch = memo.epoch;
     memo.join_into = &(call.team != nullptr ? *call.team : img.all).aggregate;
   }

@@ -90,6 +90,12 @@ uint32_t iterations_for(uint64_t bytes, uint32_t requested) {
   return static_cast<uint32_t>(std::clamp<uint64_t>(budget / std::max<uint64_t>(bytes, 4096), 10, 5000));
 }
 
+struct Step;
+// Starts one call of the step's kind on dst / src with flags: its handle
+// (INVALID on an error, or for an aggregate's member). One small function
+// per kind, chosen once per step, so the timed loop holds no switch.
+using Starter = cf_coll_handle_t (*)(const Step& step, void* dst, void* src, int flags);
+
 // One image's view of one size step.
 struct Step {
   const LatencyOptions* options;
@@ -99,67 +105,86 @@ struct Step {
   carflow::CollectiveSpec spec;
   std::vector<std::vector<uint8_t>> inputs;     // per image
   std::vector<std::vector<uint8_t>> expected;   // per image
+  Starter start = nullptr;
+  std::vector<cf_image_t> perm;  // permute's, as the C API takes it
+  int func = 0;                  // the reduction of the computational kinds
 };
 
-// Starts one collective call of the step; its handle (INVALID on an error,
-// or for an aggregate's member).
-cf_coll_handle_t start_one(const Step& step, std::vector<uint8_t>& src, std::vector<uint8_t>& dst, int f) {
-  const carflow::CollectiveSpec& spec = step.spec;
-  const uint64_t n = step.bytes;
-  const size_t es = spec.elem_size;
-  const int func = es == 4 ? CF_BUILTIN(CF_OP_SUM, CF_DT_FLOAT) : CF_BUILTIN(CF_OP_SUM, CF_DT_UINT8);
-  void* d = dst.data();
-  void* s = src.data();
-  cf_coll_handle_t h = CF_COLL_INVALID_HANDLE;
-  switch (spec.kind) {
-    case carflow::CollKind::Broadcast: h = cf_coll_broadcast_nb(CF_TEAM_ALL, d, 0, s, n, f); break;
-    case carflow::CollKind::Scatter: h = cf_coll_scatter_nb(CF_TEAM_ALL, d, 0, s, n, f); break;
-    case carflow::CollKind::Gather: h = cf_coll_gather_nb(CF_TEAM_ALL, 0, d, s, n, f); break;
-    case carflow::CollKind::GatherAll: h = cf_coll_gather_all_nb(CF_TEAM_ALL, d, s, n, f); break;
-    case carflow::CollKind::Exchange: h = cf_coll_exchange_nb(CF_TEAM_ALL, d, s, n, f); break;
-    case carflow::CollKind::Permute: {
-      const std::vector<cf_image_t> p(spec.perm.begin(), spec.perm.end());
-      h = cf_coll_permute_nb(CF_TEAM_ALL, d, s, n, p.data(), f);
-      break;
-    }
-    case carflow::CollKind::Barrier: h = cf_coll_barrier_nb(CF_TEAM_ALL, f); break;
-    case carflow::CollKind::Allreduce:
-      h = cf_coll_allreduce_nb(CF_TEAM_ALL, d, s, es, n / es, func, 0, f);
-      break;
-    case carflow::CollKind::ReduceVec:
-      h = cf_coll_reduce_vec_nb(CF_TEAM_ALL, 0, d, s, es, n / es, func, 0, f);
-      break;
-    case carflow::CollKind::Scan: h = cf_coll_scan_nb(CF_TEAM_ALL, d, s, es, n / es, func, 0, f); break;
-    case carflow::CollKind::ReduceScatter:
-      h = cf_coll_reduce_scatter_nb(CF_TEAM_ALL, d, s, es, n / es, func, 0, f);
-      break;
-    case carflow::CollKind::Reduce:
-      h = cf_coll_reduce_nb(CF_TEAM_ALL, 0, d, s, spec.src_blksz, 0, es, n / es, func, 0, f);
-      break;
-    case carflow::CollKind::PrefixReduce:
-      h = cf_coll_prefix_reduce_nb(CF_TEAM_ALL, d, spec.dst_blksz, 0, s, spec.src_blksz, 0, es,
-                                   n / es, func, 0, f);
-      break;
+// The starter of `kind`: the C entry point with the step's arguments.
+Starter starter_for(carflow::CollKind kind) {
+  using K = carflow::CollKind;
+  switch (kind) {
+    case K::Broadcast:
+      return [](const Step& s, void* d, void* src, int f) { return cf_coll_broadcast_nb(CF_TEAM_ALL, d, 0, src, s.bytes, f); };
+    case K::Scatter:
+      return [](const Step& s, void* d, void* src, int f) { return cf_coll_scatter_nb(CF_TEAM_ALL, d, 0, src, s.bytes, f); };
+    case K::Gather:
+      return [](const Step& s, void* d, void* src, int f) { return cf_coll_gather_nb(CF_TEAM_ALL, 0, d, src, s.bytes, f); };
+    case K::GatherAll:
+      return [](const Step& s, void* d, void* src, int f) { return cf_coll_gather_all_nb(CF_TEAM_ALL, d, src, s.bytes, f); };
+    case K::Exchange:
+      return [](const Step& s, void* d, void* src, int f) { return cf_coll_exchange_nb(CF_TEAM_ALL, d, src, s.bytes, f); };
+    case K::Permute:
+      return [](const Step& s, void* d, void* src, int f) {
+        return cf_coll_permute_nb(CF_TEAM_ALL, d, src, s.bytes, s.perm.data(), f);
+      };
+    case K::Barrier:
+      return [](const Step&, void*, void*, int f) { return cf_coll_barrier_nb(CF_TEAM_ALL, f); };
+    case K::Allreduce:
+      return [](const Step& s, void* d, void* src, int f) {
+        const size_t es = s.spec.elem_size;
+        return cf_coll_allreduce_nb(CF_TEAM_ALL, d, src, es, s.bytes / es, s.func, 0, f);
+      };
+    case K::ReduceVec:
+      return [](const Step& s, void* d, void* src, int f) {
+        const size_t es = s.spec.elem_size;
+        return cf_coll_reduce_vec_nb(CF_TEAM_ALL, 0, d, src, es, s.bytes / es, s.func, 0, f);
+      };
+    case K::Scan:
+      return [](const Step& s, void* d, void* src, int f) {
+        const size_t es = s.spec.elem_size;
+        return cf_coll_scan_nb(CF_TEAM_ALL, d, src, es, s.bytes / es, s.func, 0, f);
+      };
+    case K::ReduceScatter:
+      return [](const Step& s, void* d, void* src, int f) {
+        const size_t es = s.spec.elem_size;
+        return cf_coll_reduce_scatter_nb(CF_TEAM_ALL, d, src, es, s.bytes / es, s.func, 0, f);
+      };
+    case K::Reduce:
+      return [](const Step& s, void* d, void* src, int f) {
+        const size_t es = s.spec.elem_size;
+        return cf_coll_reduce_nb(CF_TEAM_ALL, 0, d, src, s.spec.src_blksz, 0, es, s.bytes / es, s.func, 0, f);
+      };
+    case K::PrefixReduce:
+      return [](const Step& s, void* d, void* src, int f) {
+        const size_t es = s.spec.elem_size;
+        return cf_coll_prefix_reduce_nb(CF_TEAM_ALL, d, s.spec.dst_blksz, 0, src, s.spec.src_blksz, 0, es,
+                                        s.bytes / es, s.func, 0, f);
+      };
   }
-  return h;
+  return nullptr;
 }
 
-// Runs one iteration of the step: options->calls calls (one buffer pair
-// each), as one aggregate or as separate calls synced together; returns
-// the status.
-int run_once(const Step& step, cf_image_t me, std::vector<std::vector<uint8_t>>& src,
-             std::vector<std::vector<uint8_t>>& dst, std::string* graph_path) {
-  const uint32_t calls = static_cast<uint32_t>(src.size());
+// Runs one iteration of the step: `calls` calls (buffers src[k], dst[k]),
+// as one aggregate or as separate calls synced together; returns the
+// status. The loop is all the harness adds per call: the starter and a
+// status check of an INVALID handle (every aggregate member's).
+int run_once(const Step& step, cf_image_t me, uint32_t calls, void* const* src, void* const* dst,
+             std::string* graph_path) {
   cf_coll_handle_t handles[kMaxCalls];
-  for (uint32_t k = 0; k < calls; ++k) {
-    const bool member = step.options->aggregate && k + 1 < calls;
-    handles[k] = start_one(step, src[k], dst[k], step.flags | (member ? CF_COLL_AGGREGATE : 0));
+  const Starter start = step.start;
+  const uint32_t last = calls - 1;
+  const int member = step.options->aggregate ? step.flags | CF_COLL_AGGREGATE : step.flags;
+  for (uint32_t k = 0; k < last; ++k) {
+    handles[k] = start(step, dst[k], src[k], member);
     if (handles[k] == CF_COLL_INVALID_HANDLE && cf_last_status() != CF_OK) return cf_last_status();
   }
-  if (graph_path != nullptr && me == 0) cf_graph_dump_json(handles[calls - 1], graph_path->c_str());
+  handles[last] = start(step, dst[last], src[last], step.flags);
+  if (handles[last] == CF_COLL_INVALID_HANDLE && cf_last_status() != CF_OK) return cf_last_status();
+  if (graph_path != nullptr && me == 0) cf_graph_dump_json(handles[last], graph_path->c_str());
   // An aggregate has one handle, its last call's (the members' are
-  // INVALID): it is synced alone, through the same call as one collective.
-  if (step.options->aggregate) return cf_coll_wait_sync_all(&handles[calls - 1], 1);
+  // INVALID): it is synced alone, as one call is.
+  if (step.options->aggregate || calls == 1) return cf_coll_wait_sync(handles[last]);
   return cf_coll_wait_sync_all(handles, calls);
 }
 
@@ -193,8 +218,11 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
   const uint32_t base = options.images * cf_mynode();
   for (uint64_t bytes : sizes) {
     Step step{&options, bytes, iterations_for(bytes, options.iters),
-              options.flags != 0 ? options.flags : kDefaultFlags, {}, {}, {}};
+              options.flags != 0 ? options.flags : kDefaultFlags, {}, {}, {}, nullptr, {}, 0};
     step.spec = step_spec(options.coll, total, bytes);
+    step.start = starter_for(step.spec.kind);
+    step.perm.assign(step.spec.perm.begin(), step.spec.perm.end());
+    step.func = step.spec.elem_size == 4 ? CF_BUILTIN(CF_OP_SUM, CF_DT_FLOAT) : CF_BUILTIN(CF_OP_SUM, CF_DT_UINT8);
     step.inputs = carflow::reference::inputs(step.spec);
     if (carflow::is_computational(step.spec.kind)) {
       if (step.spec.elem_size == 4) exact_float_inputs(step.spec, &step.inputs);
@@ -221,9 +249,12 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
       // At least one byte each, so no buffer pointer is NULL.
       std::vector<std::vector<uint8_t>> src(options.calls, step.inputs[me]);
       std::vector<std::vector<uint8_t>> dst(options.calls, carflow::reference::blank_outputs(step.spec)[me]);
+      std::vector<void*> src_at(options.calls), dst_at(options.calls);
       for (uint32_t k = 0; k < options.calls; ++k) {
         src[k].reserve(1);
         dst[k].reserve(1);
+        src_at[k] = src[k].data();
+        dst_at[k] = dst[k].data();
       }
       if (me == base) {
         const char* a = cf_coll_algorithm(kind_of(options.coll), bytes, std::max(1u, step.spec.elem_size));
@@ -232,12 +263,13 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
       const int warmup = std::max<uint32_t>(2, step.iters / 10);
       int status = CF_OK;
       for (int i = 0; i < warmup && status == CF_OK; ++i) {
-        status = run_once(step, me, src, dst, i == 0 && !graph_file.empty() ? &graph_file : nullptr);
+        status = run_once(step, me, options.calls, src_at.data(), dst_at.data(),
+                          i == 0 && !graph_file.empty() ? &graph_file : nullptr);
       }
       cf_coll_barrier(CF_TEAM_ALL, kDefaultFlags);
       const auto t0 = Clock::now();
       for (uint32_t i = 0; i < step.iters && status == CF_OK; ++i) {
-        status = run_once(step, me, src, dst, nullptr);
+        status = run_once(step, me, options.calls, src_at.data(), dst_at.data(), nullptr);
       }
       const auto t1 = Clock::now();
       per_image_us[me - base] = std::chrono::duration<double, std::micro>(t1 - t0).count() / step.iters;

@@ -332,14 +332,37 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   return raw;
 }
 
-bool Engine::end_prepared_aggregate(ImageContext& img, const CollectiveCall& call, const PreparedCall& prepared,
-                                    uint64_t* handle) {
-  if (prepared.member == nullptr) return false;
+inline uint64_t Engine::launch_aggregate_inline(ImageContext& img, Team& team, Schedule* merged,
+                                                const CollectiveCall* last, uint64_t last_digest) {
+  OpenAggregate& agg = team.aggregate;
+  Instance* inst = merged->acquire();
+  // The members' buffers are already in Instance::user order; data
+  // movement has no op to bind, only reductions read ops[m].
+  uint32_t members = agg.size();
+  std::memcpy(inst->user, agg.buffers(), 2 * size_t{members} * sizeof(char*));
+  for (const auto& [m, op] : agg.ops) inst->ops[m] = op;
+  for (uint64_t d : agg.digests) inst->digest = combine_digests(inst->digest, d);
+  if (last != nullptr) {  // the last member, bound here instead of added
+    inst->bind_buffers(members, last->src, last->dst);
+    if (is_computational(last->kind)) inst->ops[members] = last->op;
+    if (config_.check) inst->digest = combine_digests(inst->digest, last_digest);
+    ++members;
+  }
+  agg.clear();
+  return launch(img, inst, team, members);
+}
+
+uint64_t Engine::launch_aggregate(ImageContext& img, Team& team, Schedule* merged, const CollectiveCall* last,
+                                  uint64_t last_digest) {
+  return launch_aggregate_inline(img, team, merged, last, last_digest);
+}
+
+uint64_t Engine::end_prepared_aggregate(ImageContext& img, const CollectiveCall& call, const PreparedCall& prepared) {
+  if (prepared.member == nullptr) return 0;
   Team& team = team_of(img, call);
   Schedule* merged = team.aggregate.repeated_by(prepared.part);
-  if (merged == nullptr) return false;  // join_aggregate takes the call
-  *handle = launch_aggregate(img, team, merged, &call, prepared.digest);
-  return true;
+  if (merged == nullptr) return 0;  // join_aggregate takes the call
+  return launch_aggregate_inline(img, team, merged, &call, prepared.digest);
 }
 
 int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handle,
@@ -430,26 +453,6 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
   }
   *handle = launch_aggregate(img, team, merged);
   return kOk;
-}
-
-uint64_t Engine::launch_aggregate(ImageContext& img, Team& team, Schedule* merged, const CollectiveCall* last,
-                                  uint64_t last_digest) {
-  OpenAggregate& agg = team.aggregate;
-  Instance* inst = merged->acquire();
-  // The members' buffers are already in Instance::user order; data
-  // movement has no op to bind, only reductions read ops[m].
-  uint32_t members = agg.size();
-  std::memcpy(inst->user, agg.buffers(), 2 * size_t{members} * sizeof(char*));
-  for (const auto& [m, op] : agg.ops) inst->ops[m] = op;
-  for (uint64_t d : agg.digests) inst->digest = combine_digests(inst->digest, d);
-  if (last != nullptr) {  // the last member, bound here instead of added
-    inst->bind_buffers(members, last->src, last->dst);
-    if (is_computational(last->kind)) inst->ops[members] = last->op;
-    if (config_.check) inst->digest = combine_digests(inst->digest, last_digest);
-    ++members;
-  }
-  agg.clear();
-  return launch(img, inst, team, members);
 }
 
 void OpenAggregate::grow() {
@@ -961,7 +964,11 @@ void Engine::exit_step(Instance& inst) {
 
 void Engine::complete(CarState* cs, int status) {
   const CompiledCar& car = *cs->car;
-  if (status == kOk && !car.unpacks) {
+  if (status == kOk) {
+    // A RECV that took over its unpack COPYs (schedule.h) runs them now,
+    // as the COPYs would have run (not after a CF_CHECK mismatch: see
+    // execute); an aggregate's leaf then still takes the short way out.
+    if (car.unpacks) unpack(*cs->instance, car);
     if (car.to_exit) return exit_step(*cs->instance);
     if (car.last) return finish(*cs->instance);
   }
@@ -982,9 +989,7 @@ void Engine::complete_slow(CarState* cs, int status) {
     }
     const CompiledCar& car = *cs->car;
     const uint32_t* succ = inst.schedule->successors(car);
-    // A RECV that took over its unpack COPY (schedule.h) runs it now, as the
-    // COPY would have run (not after a CF_CHECK mismatch: see execute).
-    if (car.unpacks && status == kOk) unpack(inst, car);
+    // (An unpacking RECV has unpacked in complete(); a skipped one must not.)
     // Every CAR reaches the exit, so the instance is done exactly when the
     // exit completes; no per-instance counter is needed. After its last
     // fetch_sub a thread must not touch `inst`: the owner may recycle it.

@@ -246,6 +246,21 @@ struct CallMemo {
   OpenAggregate* join_into = nullptr;
   uint64_t signature[kWords] = {};
   uint64_t src_len = 0, dst_len = 0;  // bytes of src / dst the image uses
+  // The single-address calls' address rules for these lengths as three
+  // unsigned compares (api/movement.cc, memo_addresses_ok): src >= src_min
+  // and dst >= dst_min (1 for a buffer the image uses, so not NULL; else
+  // 0), and no shared byte: dst - src + dst_reach >= overlap_span
+  // (dst_reach = dst_len - 1; overlap_span = src_len + dst_len - 1, or 0
+  // when either is empty). Set with the lengths (set_lengths).
+  uintptr_t src_min = 0, dst_min = 0, dst_reach = 0, overlap_span = 0;
+  void set_lengths(uint64_t src_bytes, uint64_t dst_bytes) {
+    src_len = src_bytes;
+    dst_len = dst_bytes;
+    src_min = src_bytes > 0;
+    dst_min = dst_bytes > 0;
+    dst_reach = dst_bytes - 1;
+    overlap_span = src_bytes > 0 && dst_bytes > 0 ? src_bytes + dst_bytes - 1 : 0;
+  }
   CollectiveCall call;
   PreparedCall prepared;
 };
@@ -397,16 +412,16 @@ class Engine final : public TransportHooks {
   // at nothing (so it takes no error text): a call whose schedule
   // `prepared` holds, with no aggregate open, goes straight to its
   // instance; the last call of an aggregate that repeats the team's last
-  // one starts the merged schedule. False, with nothing done, when start()
-  // must take the call.
-  [[gnu::always_inline]] bool start_prepared(ImageContext& img, const CollectiveCall& call,
-                                             const PreparedCall& prepared, uint64_t* handle) {
-    if (call.aggregate || (config_.check && !prepared.has_digest)) return false;
+  // one starts the merged schedule. Returns the handle (never 0), or 0,
+  // with nothing done, when start() must take the call. A handle rather
+  // than a flag, so that each step below is a tail call.
+  [[gnu::always_inline]] uint64_t start_prepared(ImageContext& img, const CollectiveCall& call,
+                                                 const PreparedCall& prepared) {
+    if (call.aggregate || (config_.check && !prepared.has_digest)) return 0;
     Team& team = team_of(img, call);
-    if (!team.aggregate.empty()) return end_prepared_aggregate(img, call, prepared, handle);
-    if (prepared.schedule == nullptr) return false;
-    *handle = start_alone(img, call, prepared.schedule, prepared.digest, team);
-    return true;
+    if (!team.aggregate.empty()) return end_prepared_aggregate(img, call, prepared);
+    if (prepared.schedule == nullptr) return 0;
+    return start_alone(img, call, prepared.schedule, prepared.digest, team);
   }
   // Starts an already-built schedule (tests and the engine benchmark).
   // team: nullptr = CF_TEAM_ALL.
@@ -537,6 +552,10 @@ class Engine final : public TransportHooks {
   // others'), or nullptr.
   uint64_t launch_aggregate(ImageContext& img, Team& team, Schedule* merged, const CollectiveCall* last = nullptr,
                             uint64_t last_digest = 0);
+  // launch_aggregate's body, inline in end_prepared_aggregate (the repeat
+  // path: one frame and a tail call of launch).
+  [[gnu::always_inline]] uint64_t launch_aggregate_inline(ImageContext& img, Team& team, Schedule* merged,
+                                                          const CollectiveCall* last, uint64_t last_digest);
   // Starts a call alone (no aggregate) on its schedule: takes an instance,
   // binds the buffers (and the op of a reduction) and launches it. Inline
   // in start(): its repeat path is every repeated call's.
@@ -552,9 +571,9 @@ class Engine final : public TransportHooks {
     return launch(img, inst, team, 1);
   }
   // start_prepared's last call of an aggregate that repeats the team's
-  // last one: starts the merged schedule (false, nothing done, otherwise).
-  bool end_prepared_aggregate(ImageContext& img, const CollectiveCall& call, const PreparedCall& prepared,
-                              uint64_t* handle);
+  // last one: starts the merged schedule; its handle, or 0 (nothing done)
+  // otherwise.
+  uint64_t end_prepared_aggregate(ImageContext& img, const CollectiveCall& call, const PreparedCall& prepared);
   // Numbers, registers and starts a bound instance; `seqs` sequence numbers
   // are taken (one per aggregate member).
   uint64_t launch(ImageContext& img, Instance* inst, Team& team, uint32_t seqs);
@@ -587,10 +606,11 @@ class Engine final : public TransportHooks {
   // status and digest, a receive its delivery).
   [[gnu::always_inline]] static inline void fill_op(MsgOp& op, const Instance& inst, uint32_t peer, const MsgKey& key,
                                                     char* buf, uint64_t nbytes);
-  // A CAR is done: releases its successors, or finishes the instance at
-  // its exit. Inline for the most common cases, without an error or
-  // unpack segments: a CAR that only releases the exit JOIN
-  // (CompiledCar::to_exit), and the exit itself (CompiledCar::last).
+  // A CAR is done: runs an unpacking RECV's segments, then releases its
+  // successors, or finishes the instance at its exit. Inline for the most
+  // common cases, without an error: a CAR that only releases the exit
+  // JOIN (CompiledCar::to_exit), and the exit itself (CompiledCar::last).
+  // complete_slow releases the rest (it never unpacks).
   [[gnu::always_inline]] inline void complete(CarState* cs, int status);
   void complete_slow(CarState* cs, int status);
   // A RECV's segments (CompiledCar::unpacks), run as its completion starts.

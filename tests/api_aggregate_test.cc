@@ -9,6 +9,7 @@
 // carflow message is in flight while they are read.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <barrier>
 #include <cstdio>
 #include <cstdlib>
@@ -491,6 +492,51 @@ TEST_CASE("aggregate misuse is a clear error that changes nothing") {
     // Closed: blocking calls work again.
     const int barrier = cf_coll_barrier(CF_TEAM_ALL, kAllLocal);
     log.expect(me, barrier == CF_OK, [&] { return cat("barrier after the aggregate: ", cf_strerror(barrier)); });
+  });
+  REQUIRE(status == CF_OK);
+  log.report();
+}
+
+TEST_CASE("a repeated member's addresses are checked: overlapping root buffers are refused, adjacent ones join") {
+  // From the second round on every member repeats the one before it, so
+  // it takes the memo's join path (api/api_internal.h), whose address test
+  // is three compares on precomputed bounds (CallMemo::set_lengths): here
+  // its edges, one byte either side.
+  constexpr uint32_t P = 3;
+  ImageLog log(P);
+  const int status = run_images(P, [&](cf_image_t me) {
+    for (int round = 0; round < 3; ++round) {
+      unsigned char buf[64];
+      std::memset(buf, 0xee, sizeof buf);
+      // The root's sources: buf[0, 8) and buf[24, 32).
+      for (int j = 0; j < 8; ++j) buf[j] = static_cast<unsigned char>(round * 16 + j), buf[24 + j] = static_cast<unsigned char>(200 + j);
+      const std::vector<unsigned char> first(buf, buf + 8), second(buf + 24, buf + 32);
+      // Adjacent, valid: dst right after src, and src right after dst.
+      expect_member(log, me, cf_coll_broadcast_nb(CF_TEAM_ALL, buf + 8, 0, buf, 8, kAllLocal | CF_COLL_AGGREGATE),
+                    "dst = src + 8");
+      expect_member(log, me, cf_coll_broadcast_nb(CF_TEAM_ALL, buf + 16, 0, buf + 24, 8, kAllLocal | CF_COLL_AGGREGATE),
+                    "src = dst + 8");
+      if (me == 0) {  // only the root reads src: only it may refuse these
+        for (const int shift : {7, -7, 1, -1}) {
+          unsigned char* src = buf + 40;
+          const cf_coll_handle_t h =
+              cf_coll_broadcast_nb(CF_TEAM_ALL, src + shift, 0, src, 8, kAllLocal | CF_COLL_AGGREGATE);
+          const int rc = cf_last_status();
+          const std::string text = cf_last_error();
+          log.expect(me, h == CF_COLL_INVALID_HANDLE && rc == CF_ERR_BAD_ARG && contains(text, "overlap"), [&] {
+            return cat("round ", round, ", dst = src + ", shift, ": got ", cf_strerror(rc), " \"", text,
+                       "\", want CF_ERR_BAD_ARG naming the overlap");
+          });
+        }
+      }
+      unsigned char last = 0, from = static_cast<unsigned char>(round + 1);
+      const int rc = cf_coll_wait_sync(cf_coll_broadcast_nb(CF_TEAM_ALL, &last, 0, &from, 1, kAllLocal));
+      const bool right = std::equal(first.begin(), first.end(), buf + 8) &&
+                         std::equal(second.begin(), second.end(), buf + 16) && last == round + 1;
+      log.expect(me, rc == CF_OK && right, [&] {
+        return cat("round ", round, ": ", cf_strerror(rc), right ? "" : ", wrong data");
+      });
+    }
   });
   REQUIRE(status == CF_OK);
   log.report();
