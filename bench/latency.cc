@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 #include <sstream>
+#include <utility>
 
 #include "graph/reference.h"
 
@@ -97,6 +98,10 @@ struct Step;
 using Starter = cf_coll_handle_t (*)(const Step& step, void* dst, void* src, int flags);
 
 // One image's view of one size step.
+struct Step;
+// Runs one iteration of a step (run_once below, instantiated per kind).
+using RunOnce = int (*)(const Step& step, cf_image_t me, uint32_t calls, void* const* src, void* const* dst,
+                        std::string* graph_path);
 struct Step {
   const LatencyOptions* options;
   uint64_t bytes;
@@ -105,87 +110,73 @@ struct Step {
   carflow::CollectiveSpec spec;
   std::vector<std::vector<uint8_t>> inputs;     // per image
   std::vector<std::vector<uint8_t>> expected;   // per image
-  Starter start = nullptr;
+  RunOnce run = nullptr;         // the step's kind's run_once
   std::vector<cf_image_t> perm;  // permute's, as the C API takes it
   int func = 0;                  // the reduction of the computational kinds
 };
 
-// The starter of `kind`: the C entry point with the step's arguments.
-Starter starter_for(carflow::CollKind kind) {
-  using K = carflow::CollKind;
-  switch (kind) {
-    case K::Broadcast:
-      return [](const Step& s, void* d, void* src, int f) { return cf_coll_broadcast_nb(CF_TEAM_ALL, d, 0, src, s.bytes, f); };
-    case K::Scatter:
-      return [](const Step& s, void* d, void* src, int f) { return cf_coll_scatter_nb(CF_TEAM_ALL, d, 0, src, s.bytes, f); };
-    case K::Gather:
-      return [](const Step& s, void* d, void* src, int f) { return cf_coll_gather_nb(CF_TEAM_ALL, 0, d, src, s.bytes, f); };
-    case K::GatherAll:
-      return [](const Step& s, void* d, void* src, int f) { return cf_coll_gather_all_nb(CF_TEAM_ALL, d, src, s.bytes, f); };
-    case K::Exchange:
-      return [](const Step& s, void* d, void* src, int f) { return cf_coll_exchange_nb(CF_TEAM_ALL, d, src, s.bytes, f); };
-    case K::Permute:
-      return [](const Step& s, void* d, void* src, int f) {
-        return cf_coll_permute_nb(CF_TEAM_ALL, d, src, s.bytes, s.perm.data(), f);
-      };
-    case K::Barrier:
-      return [](const Step&, void*, void*, int f) { return cf_coll_barrier_nb(CF_TEAM_ALL, f); };
-    case K::Allreduce:
-      return [](const Step& s, void* d, void* src, int f) {
-        const size_t es = s.spec.elem_size;
-        return cf_coll_allreduce_nb(CF_TEAM_ALL, d, src, es, s.bytes / es, s.func, 0, f);
-      };
-    case K::ReduceVec:
-      return [](const Step& s, void* d, void* src, int f) {
-        const size_t es = s.spec.elem_size;
-        return cf_coll_reduce_vec_nb(CF_TEAM_ALL, 0, d, src, es, s.bytes / es, s.func, 0, f);
-      };
-    case K::Scan:
-      return [](const Step& s, void* d, void* src, int f) {
-        const size_t es = s.spec.elem_size;
-        return cf_coll_scan_nb(CF_TEAM_ALL, d, src, es, s.bytes / es, s.func, 0, f);
-      };
-    case K::ReduceScatter:
-      return [](const Step& s, void* d, void* src, int f) {
-        const size_t es = s.spec.elem_size;
-        return cf_coll_reduce_scatter_nb(CF_TEAM_ALL, d, src, es, s.bytes / es, s.func, 0, f);
-      };
-    case K::Reduce:
-      return [](const Step& s, void* d, void* src, int f) {
-        const size_t es = s.spec.elem_size;
-        return cf_coll_reduce_nb(CF_TEAM_ALL, 0, d, src, s.spec.src_blksz, 0, es, s.bytes / es, s.func, 0, f);
-      };
-    case K::PrefixReduce:
-      return [](const Step& s, void* d, void* src, int f) {
-        const size_t es = s.spec.elem_size;
-        return cf_coll_prefix_reduce_nb(CF_TEAM_ALL, d, s.spec.dst_blksz, 0, src, s.spec.src_blksz, 0, es,
-                                        s.bytes / es, s.func, 0, f);
-      };
+// Starts one call of kind K on dst / src with flags: its handle (INVALID on
+// an error, or for an aggregate's member).
+template <carflow::CollKind K>
+cf_coll_handle_t start_call(const Step& s, void* d, void* src, int f) {
+  using enum carflow::CollKind;
+  const size_t es = std::max<size_t>(1, s.spec.elem_size);
+  const size_t n = s.bytes / es;
+  if constexpr (K == Broadcast) return cf_coll_broadcast_nb(CF_TEAM_ALL, d, 0, src, s.bytes, f);
+  if constexpr (K == Scatter) return cf_coll_scatter_nb(CF_TEAM_ALL, d, 0, src, s.bytes, f);
+  if constexpr (K == Gather) return cf_coll_gather_nb(CF_TEAM_ALL, 0, d, src, s.bytes, f);
+  if constexpr (K == GatherAll) return cf_coll_gather_all_nb(CF_TEAM_ALL, d, src, s.bytes, f);
+  if constexpr (K == Exchange) return cf_coll_exchange_nb(CF_TEAM_ALL, d, src, s.bytes, f);
+  if constexpr (K == Permute) return cf_coll_permute_nb(CF_TEAM_ALL, d, src, s.bytes, s.perm.data(), f);
+  if constexpr (K == Barrier) return cf_coll_barrier_nb(CF_TEAM_ALL, f);
+  if constexpr (K == Allreduce) return cf_coll_allreduce_nb(CF_TEAM_ALL, d, src, es, n, s.func, 0, f);
+  if constexpr (K == ReduceVec) return cf_coll_reduce_vec_nb(CF_TEAM_ALL, 0, d, src, es, n, s.func, 0, f);
+  if constexpr (K == Scan) return cf_coll_scan_nb(CF_TEAM_ALL, d, src, es, n, s.func, 0, f);
+  if constexpr (K == ReduceScatter) return cf_coll_reduce_scatter_nb(CF_TEAM_ALL, d, src, es, n, s.func, 0, f);
+  if constexpr (K == Reduce) {
+    return cf_coll_reduce_nb(CF_TEAM_ALL, 0, d, src, s.spec.src_blksz, 0, es, n, s.func, 0, f);
   }
-  return nullptr;
+  if constexpr (K == PrefixReduce) {
+    return cf_coll_prefix_reduce_nb(CF_TEAM_ALL, d, s.spec.dst_blksz, 0, src, s.spec.src_blksz, 0, es, n,
+                                    s.func, 0, f);
+  }
 }
 
-// Runs one iteration of the step: `calls` calls (buffers src[k], dst[k]),
-// as one aggregate or as separate calls synced together; returns the
-// status. The loop is all the harness adds per call: the starter and a
-// status check of an INVALID handle (every aggregate member's).
+// Runs one iteration of the step: `calls` calls of kind K (buffers src[k],
+// dst[k]), as one aggregate or as separate calls synced together; returns
+// the status. A template per kind, chosen once per step, so the timed loop
+// adds per call only the entry point's own call and a status check of an
+// INVALID handle (every aggregate member's).
+template <carflow::CollKind K>
 int run_once(const Step& step, cf_image_t me, uint32_t calls, void* const* src, void* const* dst,
              std::string* graph_path) {
   cf_coll_handle_t handles[kMaxCalls];
-  const Starter start = step.start;
   const uint32_t last = calls - 1;
   const int member = step.options->aggregate ? step.flags | CF_COLL_AGGREGATE : step.flags;
   for (uint32_t k = 0; k < last; ++k) {
-    handles[k] = start(step, dst[k], src[k], member);
+    handles[k] = start_call<K>(step, dst[k], src[k], member);
     if (handles[k] == CF_COLL_INVALID_HANDLE && cf_last_status() != CF_OK) return cf_last_status();
   }
-  handles[last] = start(step, dst[last], src[last], step.flags);
+  handles[last] = start_call<K>(step, dst[last], src[last], step.flags);
   if (handles[last] == CF_COLL_INVALID_HANDLE && cf_last_status() != CF_OK) return cf_last_status();
   if (graph_path != nullptr && me == 0) cf_graph_dump_json(handles[last], graph_path->c_str());
   // An aggregate has one handle, its last call's (the members' are
   // INVALID): it is synced alone, as one call is.
   if (step.options->aggregate || calls == 1) return cf_coll_wait_sync(handles[last]);
   return cf_coll_wait_sync_all(handles, calls);
+}
+
+// run_once of `kind`.
+template <int... kKinds>
+RunOnce run_once_for(carflow::CollKind kind, std::integer_sequence<int, kKinds...>) {
+  RunOnce out = nullptr;
+  ((kind == static_cast<carflow::CollKind>(kKinds) ? (out = &run_once<static_cast<carflow::CollKind>(kKinds)>)
+                                                    : out),
+   ...);
+  return out;
+}
+RunOnce run_once_for(carflow::CollKind kind) {
+  return run_once_for(kind, std::make_integer_sequence<int, carflow::kCollKinds>{});
 }
 
 }  // namespace
@@ -220,7 +211,7 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
     Step step{&options, bytes, iterations_for(bytes, options.iters),
               options.flags != 0 ? options.flags : kDefaultFlags, {}, {}, {}, nullptr, {}, 0};
     step.spec = step_spec(options.coll, total, bytes);
-    step.start = starter_for(step.spec.kind);
+    step.run = run_once_for(step.spec.kind);
     step.perm.assign(step.spec.perm.begin(), step.spec.perm.end());
     step.func = step.spec.elem_size == 4 ? CF_BUILTIN(CF_OP_SUM, CF_DT_FLOAT) : CF_BUILTIN(CF_OP_SUM, CF_DT_UINT8);
     step.inputs = carflow::reference::inputs(step.spec);
@@ -263,13 +254,13 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
       const int warmup = std::max<uint32_t>(2, step.iters / 10);
       int status = CF_OK;
       for (int i = 0; i < warmup && status == CF_OK; ++i) {
-        status = run_once(step, me, options.calls, src_at.data(), dst_at.data(),
+        status = step.run(step, me, options.calls, src_at.data(), dst_at.data(),
                           i == 0 && !graph_file.empty() ? &graph_file : nullptr);
       }
       cf_coll_barrier(CF_TEAM_ALL, kDefaultFlags);
       const auto t0 = Clock::now();
       for (uint32_t i = 0; i < step.iters && status == CF_OK; ++i) {
-        status = run_once(step, me, options.calls, src_at.data(), dst_at.data(), nullptr);
+        status = step.run(step, me, options.calls, src_at.data(), dst_at.data(), nullptr);
       }
       const auto t1 = Clock::now();
       per_image_us[me - base] = std::chrono::duration<double, std::micro>(t1 - t0).count() / step.iters;
