@@ -7,6 +7,7 @@
 // they live in one place.
 #include "graph/json.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -36,7 +37,7 @@ constexpr uint64_t kMaxCarsPerImage = uint64_t{16} << 20;
 constexpr uint64_t kMaxTempSlots = 4096;
 constexpr size_t kMaxAlgorithmChars = 256;
 constexpr size_t kMaxNesting = 64;  // the schema itself nests 7 levels
-constexpr uint64_t kMaxDocumentBytes = uint64_t{512} << 20;
+constexpr uint64_t kMaxDocumentBytes = kMaxGraphDocumentBytes;
 // collective.nbytes, user buffers, temp slots: below 2^48 bytes, the bound
 // check_layout (graph/layout.h) puts on every extent.
 constexpr uint64_t kMaxBufferBytes = (uint64_t{1} << 48) - 1;
@@ -936,6 +937,39 @@ void dot_cluster(const LocalDag& dag, uint32_t image, std::ostringstream& out) {
 }
 
 }  // namespace
+
+uint64_t image_json_bytes(const LocalDag& image) {
+  const std::string text = image_to_json(image).dump(1, ' ', false, OrderedJson::error_handler_t::replace);
+  // In the document the section sits two levels deep (two more spaces on
+  // each of its lines), and each of its SENDs has an entry in the message
+  // list (matched or not, at least "{"from": [], "to": []}" and a comma).
+  uint64_t bytes = text.size() + 2 * (static_cast<uint64_t>(std::count(text.begin(), text.end(), '\n')) + 1);
+  for (const Car& car : image.cars) bytes += car.kind == CarKind::Send ? 24 : 0;
+  return bytes;
+}
+
+bool generate_global_bounded(const CollectiveSpec& spec, GlobalDag* out, std::string* error) {
+  const GeneratorInfo* gen = GeneratorRegistry::instance().find(spec.kind, spec.algorithm);
+  if (gen == nullptr) return generate_global(spec, out, error);  // its error names the algorithm
+  out->spec = spec;
+  out->images.clear();
+  uint64_t bytes = 0;
+  for (uint32_t image = 0; image < spec.images; ++image) {
+    out->images.push_back(generate_local(*gen, spec, image));
+    bytes += image_json_bytes(out->images.back());
+    if (bytes > kMaxDocumentBytes) {
+      const uint32_t built = image + 1;
+      out->images.clear();
+      out->images.shrink_to_fit();
+      return fail(error, "images: the DAG's JSON passes the loader's limit of " +
+                             std::to_string(kMaxDocumentBytes >> 20) + " MiB with the first " +
+                             std::to_string(built) + " of its " + std::to_string(spec.images) +
+                             " images (" + std::to_string(bytes) + " bytes), so it cannot be saved; "
+                             "use fewer images or another algorithm");
+    }
+  }
+  return true;
+}
 
 std::string dag_to_json(const GlobalDag& dag) {
   OrderedJson doc;

@@ -32,6 +32,18 @@ std::string dag_to_json(const GlobalDag& dag);
 bool dag_from_json(const std::string& text, GlobalDag* out, std::string* error);
 
 bool save_dag_file(const GlobalDag& dag, const std::string& path, std::string* error);
+
+// The largest document load_dag_file (and so save_dag_file) accepts.
+inline constexpr uint64_t kMaxGraphDocumentBytes = uint64_t{512} << 20;
+// A lower bound of the bytes `image` adds to dag_to_json's document: its
+// section as dumped alone (in the document every line of it is indented
+// further). The sum over the images built so far lets a caller refuse a
+// DAG too big to save before it builds the rest (generate_global_bounded).
+uint64_t image_json_bytes(const LocalDag& image);
+// generate_global, but image by image, stopping with *error as soon as the
+// images built so far hold more than kMaxGraphDocumentBytes of JSON: the
+// DAG could not be saved, and building all of it may take gigabytes.
+bool generate_global_bounded(const CollectiveSpec& spec, GlobalDag* out, std::string* error);
 bool load_dag_file(const std::string& path, GlobalDag* out, std::string* error);
 
 // Graphviz rendering: one cluster per image, CARs as nodes labelled with kind,

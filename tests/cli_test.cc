@@ -90,6 +90,20 @@ TEST_CASE("an unknown algorithm or a misplaced layout names its option") {
                                        "prefix_reduce");
 }
 
+TEST_CASE("plan refuses a DAG too big to save while it builds it, names --images, and writes nothing") {
+  // Pairwise exchange on 1024 images: over 600 MB of JSON. It used to be
+  // built whole (4.5 GB, half a minute) and refused only when saved.
+  const std::string dir = scratch("too_big");
+  const Run r = cli("plan --coll exchange --algo pairwise --images 1024 --out x.json", dir);
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.rfind("carflow: --images: the DAG's JSON passes the loader's limit of 512 MiB with the first ", 0) ==
+        0);
+  CHECK(r.output.find(" of its 1024 images (") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir + "/x.json"));
+  CHECK(!std::filesystem::exists(dir + "/x.json.tmp"));
+}
+
 TEST_CASE("flags take no value: --exclusive before --out") {
   const std::string dir = scratch("exclusive");
   const Run r = cli("plan --coll scan --images 5 --bytes 64 --exclusive --out s.json", dir);

@@ -463,6 +463,46 @@ TEST_CASE("generated DAGs with variable blocks and block-cyclic arrays load with
   }
 }
 
+TEST_CASE("image_json_bytes is a lower bound of each image's share of the document, for every algorithm") {
+  // generate_global_bounded refuses a DAG once these sums pass the loader's
+  // limit, so they must never overstate: summed over the images they stay
+  // at or below the whole document, and a DAG under the limit is built
+  // the same as generate_global builds it.
+  uint32_t checked = 0;
+  for (int k = 0; k < kCollKinds; ++k) {
+    const auto kind = static_cast<CollKind>(k);
+    for (const GeneratorInfo* gen : GeneratorRegistry::instance().list(kind)) {
+      for (const uint32_t P : {1u, 5u, 16u}) {
+        CollectiveSpec spec;
+        spec.kind = kind;
+        spec.algorithm = gen->name;
+        spec.images = P;
+        spec.root = P - 1;
+        spec.nbytes = is_computational(kind) ? 8 * 40 : 40;
+        spec.elem_size = is_computational(kind) ? 8 : 1;
+        if (kind == CollKind::Permute) {
+          for (uint32_t i = 0; i < P; ++i) spec.perm.push_back((i + 1) % P);
+        }
+        if (gen->params & kUsesNodes) spec.images_per_node = P % 2 == 0 ? 2 : 1;
+        std::string error;
+        if (!check_layout(spec, &error)) continue;
+        CAPTURE(coll_kind_name(kind));
+        CAPTURE(gen->name);
+        CAPTURE(P);
+        GlobalDag dag, bounded;
+        REQUIRE_MESSAGE(generate_global(spec, &dag, &error), error);
+        REQUIRE_MESSAGE(generate_global_bounded(spec, &bounded, &error), error);
+        CHECK(bounded == dag);
+        uint64_t sum = 0;
+        for (const LocalDag& image : dag.images) sum += image_json_bytes(image);
+        CHECK(sum <= dag_to_json(dag).size());
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 60);
+}
+
 // The reader gets past the depth guard to the algorithm rule.
 TEST_CASE("brackets inside strings do not count as nesting") {
   GlobalDag dag = test_dags::one_message();

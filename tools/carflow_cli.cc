@@ -248,7 +248,11 @@ int cmd_plan(const Args& args) {
   }
   if (!carflow::check_layout(spec, &error)) return fail(as_options(error));
   carflow::GlobalDag dag;
-  if (!carflow::generate_global(spec, &dag, &error)) return fail("--algo: " + error);
+  // Image by image, refused once it could not be saved (before it takes
+  // gigabytes: exchange pairwise on 1024 images did).
+  if (!carflow::generate_global_bounded(spec, &dag, &error)) {
+    return fail(error.rfind("images: ", 0) == 0 ? "--" + error : "--algo: " + error);
+  }
   if (!carflow::validate_global(dag, &error)) return fail("invalid DAG: " + error);
   const carflow::DagStats stats = carflow::dag_stats(dag);
   auto out = args.find("out");
