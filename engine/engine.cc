@@ -989,7 +989,8 @@ void Engine::complete_slow(CarState* cs, int status) {
     }
     const CompiledCar& car = *cs->car;
     const uint32_t* succ = inst.schedule->successors(car);
-    // (An unpacking RECV has unpacked in complete(); a skipped one must not.)
+    // An unpacking RECV ran its segments in complete(); one skipped after a
+    // CF_CHECK mismatch (execute) must not run them, and does not here.
     // Every CAR reaches the exit, so the instance is done exactly when the
     // exit completes; no per-instance counter is needed. After its last
     // fetch_sub a thread must not touch `inst`: the owner may recycle it.

@@ -247,7 +247,7 @@ struct CallMemo {
   uint64_t signature[kWords] = {};
   uint64_t src_len = 0, dst_len = 0;  // bytes of src / dst the image uses
   // The single-address calls' address rules for these lengths as three
-  // unsigned compares (api/movement.cc, memo_addresses_ok): src >= src_min
+  // unsigned compares (api/movement.cc, movement_addresses_ok): src >= src_min
   // and dst >= dst_min (1 for a buffer the image uses, so not NULL; else
   // 0), and no shared byte: dst - src + dst_reach >= overlap_span
   // (dst_reach = dst_len - 1; overlap_span = src_len + dst_len - 1, or 0
