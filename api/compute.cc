@@ -189,8 +189,8 @@ void signature_of(const Computation& c, Signature& sig) {
 // all pass (anything else takes the checked path, which reports it).
 inline bool addresses_ok(const void* src, const void* dst, size_t elem_size, const CallMemo& memo,
                          uint64_t align) {
-  if ((memo.src_len > 0 && src == nullptr) || (memo.dst_len > 0 && dst == nullptr)) return false;
-  if (!memo.call.in_place && ranges_overlap(src, memo.src_len, dst, memo.dst_len)) return false;
+  if (!memo.buffers_present(src, dst)) return false;
+  if (!memo.call.in_place && !memo.buffers_disjoint(src, dst)) return false;
   const uint64_t want = std::min<uint64_t>(elem_size & (~elem_size + 1), align);
   return (memo.src_len == 0 || reinterpret_cast<uintptr_t>(src) % want == 0) &&
          (memo.dst_len == 0 || reinterpret_cast<uintptr_t>(dst) % want == 0);

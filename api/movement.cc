@@ -168,13 +168,9 @@ void signature_of(const Movement& m, Signature& sig) {
 }
 
 // build_movement's address checks on a memo's call; anything unusual
-// (NULL, an overlap, even a permitted one) takes the checked path. The
-// memo's precomputed bounds (CallMemo::set_lengths): a NULL buffer the
-// image uses is below its minimum of 1, and buffers that share a byte put
-// dst - src + dst_len - 1 in [0, src_len + dst_len - 1).
+// (NULL, an overlap, even a permitted one) takes the checked path.
 inline bool movement_addresses_ok(const CallMemo& memo, const void* src, const void* dst) {
-  const auto s = reinterpret_cast<uintptr_t>(src), d = reinterpret_cast<uintptr_t>(dst);
-  return s >= memo.src_min && d >= memo.dst_min && d - s + memo.dst_reach >= memo.overlap_span;
+  return memo.buffers_present(src, dst) && memo.buffers_disjoint(src, dst);
 }
 
 // The entry points' memo path (start_repeated) for a single-address call;

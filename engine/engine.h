@@ -246,13 +246,20 @@ struct CallMemo {
   OpenAggregate* join_into = nullptr;
   uint64_t signature[kWords] = {};
   uint64_t src_len = 0, dst_len = 0;  // bytes of src / dst the image uses
-  // The single-address calls' address rules for these lengths as three
-  // unsigned compares (api/movement.cc, movement_addresses_ok): src >= src_min
-  // and dst >= dst_min (1 for a buffer the image uses, so not NULL; else
-  // 0), and no shared byte: dst - src + dst_reach >= overlap_span
-  // (dst_reach = dst_len - 1; overlap_span = src_len + dst_len - 1, or 0
-  // when either is empty). Set with the lengths (set_lengths).
+  // The memo paths' address rules for these lengths as three unsigned
+  // compares (buffers_present, buffers_disjoint): src >= src_min and dst
+  // >= dst_min (1 for a buffer the image uses, so not NULL; else 0), and
+  // no shared byte: dst - src + dst_reach >= overlap_span (dst_reach =
+  // dst_len - 1; overlap_span = src_len + dst_len - 1, or 0 when either is
+  // empty; buffers that share a byte put dst - src + dst_len - 1 in
+  // [0, src_len + dst_len - 1)). Set with the lengths (set_lengths).
   uintptr_t src_min = 0, dst_min = 0, dst_reach = 0, overlap_span = 0;
+  bool buffers_present(const void* src, const void* dst) const {
+    return reinterpret_cast<uintptr_t>(src) >= src_min && reinterpret_cast<uintptr_t>(dst) >= dst_min;
+  }
+  bool buffers_disjoint(const void* src, const void* dst) const {
+    return reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src) + dst_reach >= overlap_span;
+  }
   void set_lengths(uint64_t src_bytes, uint64_t dst_bytes) {
     src_len = src_bytes;
     dst_len = dst_bytes;

@@ -949,26 +949,17 @@ uint64_t image_json_bytes(const LocalDag& image) {
 }
 
 bool generate_global_bounded(const CollectiveSpec& spec, GlobalDag* out, std::string* error) {
-  const GeneratorInfo* gen = GeneratorRegistry::instance().find(spec.kind, spec.algorithm);
-  if (gen == nullptr) return generate_global(spec, out, error);  // its error names the algorithm
-  out->spec = spec;
-  out->images.clear();
   uint64_t bytes = 0;
-  for (uint32_t image = 0; image < spec.images; ++image) {
-    out->images.push_back(generate_local(*gen, spec, image));
-    bytes += image_json_bytes(out->images.back());
-    if (bytes > kMaxDocumentBytes) {
-      const uint32_t built = image + 1;
-      out->images.clear();
-      out->images.shrink_to_fit();
-      return fail(error, "images: the DAG's JSON passes the loader's limit of " +
-                             std::to_string(kMaxDocumentBytes >> 20) + " MiB with the first " +
-                             std::to_string(built) + " of its " + std::to_string(spec.images) +
-                             " images (" + std::to_string(bytes) + " bytes), so it cannot be saved; "
-                             "use fewer images or another algorithm");
-    }
-  }
-  return true;
+  uint32_t built = 0;
+  return generate_global(spec, out, error, [&](const LocalDag& image, std::string* why) {
+    bytes += image_json_bytes(image);
+    ++built;
+    if (bytes <= kMaxDocumentBytes) return true;
+    return fail(why, "images: the DAG's JSON passes the loader's limit of " + std::to_string(kMaxDocumentBytes >> 20) +
+                         " MiB with the first " + std::to_string(built) + " of its " + std::to_string(spec.images) +
+                         " images (" + std::to_string(bytes) + " bytes), so it cannot be saved; "
+                         "use fewer images or another algorithm");
+  });
 }
 
 std::string dag_to_json(const GlobalDag& dag) {

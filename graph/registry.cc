@@ -53,7 +53,7 @@ LocalDag generate_local(const GeneratorInfo& gen, const CollectiveSpec& spec, ui
                          out_allsync_fan_in_root(spec));
 }
 
-bool generate_global(const CollectiveSpec& spec, GlobalDag* out, std::string* error) {
+bool generate_global(const CollectiveSpec& spec, GlobalDag* out, std::string* error, const ImageCheck& check) {
   const GeneratorInfo* gen = GeneratorRegistry::instance().find(spec.kind, spec.algorithm);
   if (gen == nullptr) {
     *error = std::string("unknown ") + coll_kind_name(spec.kind) + " algorithm '" +
@@ -64,6 +64,11 @@ bool generate_global(const CollectiveSpec& spec, GlobalDag* out, std::string* er
   out->images.clear();
   for (uint32_t image = 0; image < spec.images; ++image) {
     out->images.push_back(generate_local(*gen, spec, image));
+    if (check && !check(out->images.back(), error)) {
+      out->images.clear();
+      out->images.shrink_to_fit();
+      return false;
+    }
   }
   return true;
 }

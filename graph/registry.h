@@ -58,8 +58,14 @@ class GeneratorRegistry {
 // spec.flags asks for (graph/transforms.h).
 LocalDag generate_local(const GeneratorInfo& gen, const CollectiveSpec& spec, uint32_t image);
 
+// Looks at each image as generate_global makes it: false stops the
+// generation, with *error set by the check.
+using ImageCheck = std::function<bool(const LocalDag& image, std::string* error)>;
+
 // Runs generate_local for every image: the global DAG.
-// Returns false with *error set when the algorithm is unknown.
-bool generate_global(const CollectiveSpec& spec, GlobalDag* out, std::string* error);
+// Returns false with *error set when the algorithm is unknown, or when
+// `check` (if given) refuses an image; out->images is then empty.
+bool generate_global(const CollectiveSpec& spec, GlobalDag* out, std::string* error,
+                     const ImageCheck& check = nullptr);
 
 }  // namespace carflow

@@ -250,9 +250,7 @@ int cmd_plan(const Args& args) {
   carflow::GlobalDag dag;
   // Image by image, refused once it could not be saved (before it takes
   // gigabytes: exchange pairwise on 1024 images did).
-  if (!carflow::generate_global_bounded(spec, &dag, &error)) {
-    return fail(error.rfind("images: ", 0) == 0 ? "--" + error : "--algo: " + error);
-  }
+  if (!carflow::generate_global_bounded(spec, &dag, &error)) return fail(as_options(error));
   if (!carflow::validate_global(dag, &error)) return fail("invalid DAG: " + error);
   const carflow::DagStats stats = carflow::dag_stats(dag);
   auto out = args.find("out");
