@@ -39,11 +39,13 @@ struct Worklist {
   ImageContext* here = nullptr;
 };
 
-namespace {
 // This thread's worklist, reached through a pointer with the initial-exec
 // TLS model (a load; the worklist itself, which has a destructor, may not
 // use that model: transports/transport.h); made on the thread's first use.
-thread_local Worklist* tls_work_ptr CF_FAST_TLS = nullptr;
+// External linkage, as that model needs.
+thread_local constinit Worklist* tls_work_ptr CF_FAST_TLS = nullptr;
+
+namespace {
 Worklist& this_worklist() {
   if (Worklist* w = tls_work_ptr) return *w;
   thread_local std::unique_ptr<Worklist> owner;  // freed when the thread exits

@@ -182,9 +182,12 @@ class Transport {
 // which the default model of a shared library does on each access. The
 // library's few such variables fit the static TLS surplus glibc keeps for
 // libraries loaded with dlopen. Only for variables with constant
-// initialization and no destructor: with GCC 12, giving the model to a
-// thread_local with a destructor (the engine's worklist) made the shared
-// library's first collective never finish, while the static one worked.
+// initialization and no destructor, and with external linkage: for an
+// initial-exec variable with internal linkage (static, or in an anonymous
+// namespace) the gold linker of binutils 2.40 writes a relocation in the
+// shared library that resolves to offset 0 of its TLS block, the guard of
+// another variable, so two variables share a byte (tests/tls_relocs.sh
+// checks the built library).
 #define CF_FAST_TLS __attribute__((tls_model("initial-exec")))
 
 namespace carflow {

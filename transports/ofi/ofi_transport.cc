@@ -1357,8 +1357,9 @@ bool OfiTransport::advance_in(uint32_t node) {
 
 // Set while this thread is inside poll_rings: its deliveries point into the
 // thread's batch, so a poll started from one of them (a receive posted by
-// a collective that the delivery completed) must not refill it.
-static thread_local constinit bool t_polling_rings CF_FAST_TLS = false;
+// a collective that the delivery completed) must not refill it. External
+// linkage, as the initial-exec model needs (transports/transport.h).
+thread_local constinit bool t_polling_rings CF_FAST_TLS = false;
 
 bool OfiTransport::poll_rings() {
   if (t_polling_rings) return false;
