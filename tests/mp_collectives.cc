@@ -430,12 +430,17 @@ void run_all(Log& log, cf_image_t me) {
 // it and every source again after the epoch's closing barrier (OUT_NOSYNC
 // promises only that). One epoch in three is loose: no barriers, MYSYNC and
 // ALLSYNC modes only, so images run into it while others finish the last
-// one, and its buffers are freed as soon as their syncs return.
+// one, and its buffers are freed as soon as their syncs return. Before one
+// op in six every image first makes a refused call (a drawn class of
+// argument error, on the op's team with the op's flags, so inside an
+// aggregate it is a refused member): it must return CF_ERR_BAD_ARG and
+// change nothing, which the ops after it check.
 struct SoakOp {
   CollectiveSpec spec;
   bool split = false;     // on the image's half team, else CF_TEAM_ALL
   bool blocking = false;  // the blocking entry point
   bool m_form = false;    // the m form (a SINGLE list), not the single-address one
+  int refusal = -1;       // the refused call made before it (soak_refuse), or none
   int flags = 0;
   uint32_t rank = 0;  // the image's rank in the op's team
   Bytes in, want;
@@ -461,6 +466,28 @@ void soak_verify(Log& log, const SoakOp& op, const char* when) {
     what = "the source was written";
   }
   if (!what.empty()) log.fail(op.name + " " + when + ": " + what);
+}
+
+// The refused calls of the soak: the same on every image, each breaking
+// one rule; the status it returned (CF_ERR_BAD_ARG expected).
+constexpr int kSoakRefusals = 10;
+int soak_refuse(int which, cf_team_t team, int flags) {
+  uint64_t a[4] = {}, b[4] = {};
+  const cf_image_t P = cf_team_size(team);
+  cf_coll_handle_t h = CF_COLL_INVALID_HANDLE;
+  switch (which) {
+    case 0: h = cf_coll_broadcast_nb(team, a, 0, b, 0, flags); break;              // nbytes 0
+    case 1: h = cf_coll_scatter_nb(team, a, P + 1, b, 8, flags); break;            // root out of range
+    case 2: h = cf_coll_gather_all_nb(team, a, b, 8, flags | CF_COLL_IN_ALLSYNC | CF_COLL_IN_NOSYNC); break;
+    case 3: h = cf_coll_exchange_nb(team, a, b, 8, flags | (1 << 29)); break;     // unknown flag bit
+    case 4: h = cf_coll_broadcast_nb(team, nullptr, 0, b, 8, flags); break;        // dst NULL everywhere
+    case 5: h = cf_coll_allreduce_nb(team, a, b, 0, 1, kSumInt64, 0, flags); break;  // elem_size 0
+    case 6: h = cf_coll_reduce_vec_nb(team, 0, a, b, 8, 1, 7, 0, flags); break;    // func not in fn_tbl
+    case 7: h = cf_coll_permute_nb(team, a, b, 8, nullptr, flags); break;          // perm NULL
+    case 8: h = cf_coll_scatterv_nb(team, a, 0, b, nullptr, nullptr, flags); break;  // counts NULL
+    default: h = cf_coll_barrier_nb(CF_TEAM_NULL, flags); break;                    // no such team
+  }
+  return h == CF_COLL_INVALID_HANDLE ? cf_last_status() : CF_OK;
 }
 
 // soak_blocking's result for an op with no blocking form here.
@@ -517,7 +544,8 @@ void run_soak(Log& log, cf_image_t me, uint64_t seed, uint32_t epochs) {
     bool agg_split = false;
     for (uint32_t i = 0; i < count; ++i) {
       // A fixed number of draws per op, whatever the op's team size.
-      const uint64_t d[12] = {rng(), rng(), rng(), rng(), rng(), rng(), rng(), rng(), rng(), rng(), rng(), rng()};
+      const uint64_t d[13] = {rng(), rng(), rng(), rng(), rng(), rng(), rng(),
+                              rng(), rng(), rng(), rng(), rng(), rng()};
       SoakOp& op = ops[i];
       const CollKind kind = kinds[d[0] % std::size(kinds)];
       op.split = (d[1] & 1) != 0;
@@ -565,6 +593,7 @@ void run_soak(Log& log, cf_image_t me, uint64_t seed, uint32_t epochs) {
                   (kind == CollKind::Broadcast || kind == CollKind::Scatter || kind == CollKind::Gather ||
                    kind == CollKind::GatherAll || kind == CollKind::Exchange || kind == CollKind::Reduce);
       if (op.m_form) op.blocking = false;
+      if (d[12] % 6 == 0) op.refusal = static_cast<int>((d[12] / 6) % kSoakRefusals);
       op.spec = s;
       const std::vector<Bytes> in = carflow::reference::inputs(s, epoch * 16 + i);
       const std::vector<Bytes> want =
@@ -594,6 +623,15 @@ void run_soak(Log& log, cf_image_t me, uint64_t seed, uint32_t epochs) {
       pending.push_back(i);
       // Images enter at times of their own: up to ~20 us of work first.
       for (uint64_t spin = own() % 4 == 0 ? own() % 20000 : 0; spin > 0; --spin) asm volatile("");
+      if (op.refusal >= 0) {
+        log.checks++;
+        const int refused = soak_refuse(op.refusal, team, op.flags);
+        if (refused != CF_ERR_BAD_ARG) {
+          log.fail(op.name + ": refused call " + std::to_string(op.refusal) + " before it returned " +
+                   std::to_string(refused) + ": " + cf_last_error());
+          return;
+        }
+      }
       int rc = op.blocking ? soak_blocking(op, team) : kNoBlockingForm;
       if (rc == kNoBlockingForm) {
         const cf_coll_handle_t h =

@@ -77,6 +77,21 @@ const char *cf_last_error(void);
 void cf_set_error_mode(int mode);
 /* This thread's last status (CF_OK after a successful call). */
 int cf_last_status(void);
+/* A refused call (CF_ERR_BAD_ARG from an initiation, CF_COLL_INVALID_HANDLE
+   in CF_ERRORS_RETURN mode) starts nothing and changes nothing: no sequence
+   number, handle, team or aggregate state moves, in this process or any
+   other, so when every image of the team makes the same refused call the
+   next collective runs as if it had not been made. Arguments that are the
+   same on every image (kind, root, nbytes, flags, op, counts, perm) are
+   refused on every image alike. A per-image argument (a NULL or overlapping
+   buffer, a misaligned one) can be wrong on some images only; then those
+   images refuse the call while the others start it, and the images are out
+   of step: a user error carflow cannot see without a message. The started
+   collective and the ones after it may then wait forever or fail with
+   CF_ERR_MISMATCH (when a message's size differs from its receive's); no
+   byte is written outside a buffer the call was given. With CF_CHECK=1 the
+   next call fails with CF_ERR_MISMATCH on the images whose calls differ,
+   naming the argument ("argument kind differs between images"). */
 
 /* ---- lifecycle --------------------------------------------------------- */
 /* Once per process, before anything else but the error functions. Reads the
