@@ -1,5 +1,5 @@
 // The C API's computational collectives: allreduce, reduce_vec, scan,
-// reduce_scatter(v) (MPI style, element-wise vectors) and the seed's reduce
+// reduce_scatter(v) (MPI style, element-wise vectors) and the GASNet notes' reduce
 // and prefix_reduce over block-cyclic arrays, with their m forms. One
 // checked path (start_computation): every check runs before anything
 // starts, so a rejected call changes nothing.
@@ -47,7 +47,7 @@ struct Computation {
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
-// Seed v1.7, "Data lifetime and alignment": data must be aligned for its
+// GASNet collectives notes v1.7, "Data lifetime and alignment": data must be aligned for its
 // element size, up to CF_DATA_ALIGNMENT.
 bool check_alignment(const char* name, const void* p, size_t elem_size, uint64_t limit,
                      std::string* error) {
@@ -128,7 +128,7 @@ bool build_computation(const Computation& c, ImageContext& img, carflow::Team* t
   const bool in_place = src_len > 0 && dst_len > 0 && c.src == c.dst;
   if (in_place && !in_place_allowed(c.kind)) {
     return fail(CF_ERR_BAD_ARG, std::string("src, dst: the same buffer (") + carflow::coll_kind_name(c.kind) +
-                                    " has no in-place form; the seed leaves overlap undefined)"),
+                                    " has no in-place form; the GASNet notes leave overlap undefined)"),
            false;
   }
   if (!in_place && ranges_overlap(c.src, src_len, c.dst, dst_len)) {
@@ -391,7 +391,7 @@ int cf_coll_reduce_scatterv(cf_team_t team, void* dst, const void* src, size_t e
   return blocking_result(c);
 }
 
-// ---- seed style: block-cyclic arrays -----------------------------------------
+// ---- GASNet style: block-cyclic arrays -----------------------------------------
 
 namespace {
 Computation reduce_call(const char* function, cf_team_t team, cf_image_t dstimage, void* dst,

@@ -49,7 +49,7 @@ bool src_from_list(const Movement& m) {
 }
 bool dst_from_list(const Movement& m) { return m.multi_address && m.kind != CollKind::Gather; }
 
-// The seed's overlap rule for one image: `dst` and `src` must be disjoint,
+// The GASNet notes' overlap rule for one image: `dst` and `src` must be disjoint,
 // except that the image's own block may be identical (same address and
 // length) where `own_block_identical` allows it.
 bool check_overlap(const Movement& m, const CollectiveSpec& spec, uint32_t me, uint64_t src_len,

@@ -1,4 +1,4 @@
-// Teams (seed v1.7, "Teams"; MPI_Comm_split's model): cf_team_split makes a
+// Teams (GASNet collectives notes v1.7, "Teams"; MPI_Comm_split's model): cf_team_split makes a
 // sub-team of a parent by color and key with one gather_all of (color, key)
 // over the parent, run by the engine like any collective; every member then
 // computes the same member list and the same wire id, so no further
@@ -29,7 +29,7 @@ uint64_t mix(uint64_t x) {  // splitmix64 finalizer
 // The wire id of a split's team: a hash of (parent id, how many splits the
 // parent has seen, color), so members agree without talking. Teams that
 // share an image pair would need equal hashes to collide (probability about
-// 2^-32 per pair of live teams); the seed allows equal ids on disjoint teams.
+// 2^-32 per pair of live teams); the GASNet notes allow equal ids on disjoint teams.
 uint32_t child_id(uint32_t parent, uint32_t split, int color) {
   const uint64_t h = mix(mix((uint64_t{parent} << 32) | split) ^ static_cast<uint32_t>(color));
   const uint32_t id = static_cast<uint32_t>(h ^ (h >> 32));

@@ -3,8 +3,8 @@
 // own result, then copy the other half from the other thread's result:
 // the memory work of Rabenseifner's algorithm at P = 2, with no
 // synchronization at all (the copied half is whatever is there). Prints it
-// next to one memcpy of N bytes, the reference of the allreduce target
-// (issue 4), so a run shows how far carflow is from what the machine
+// next to one memcpy of N bytes, the reference of the large-allreduce
+// target (bench/README.md), so a run shows how far carflow is from what the machine
 // allows at that moment. On this 2-core VM the floor moved between 147 us
 // and 830 us within one hour (the host placing the two vCPUs), while a
 // single thread's memcpy stayed at 89-91 us.

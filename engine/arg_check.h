@@ -1,4 +1,4 @@
-// CF_CHECK: agreement of single-valued arguments (seed v1.7, "Argument
+// CF_CHECK: agreement of single-valued arguments (GASNet collectives notes v1.7, "Argument
 // conventions": root, nbytes, flags and the reduction must agree across
 // images; "high-quality implementations are encouraged to issue an
 // explanatory fatal error message if debugging is enabled or if checking for

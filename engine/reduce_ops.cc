@@ -167,7 +167,7 @@ constexpr const char* kOpNames[kOpCount] = {"SUM", "PROD", "MIN", "MAX", "BAND",
 constexpr const char* kTypeNames[kTypeCount] = {"INT8", "UINT8", "INT32", "UINT32",
                                                 "INT64", "UINT64", "FLOAT", "DOUBLE"};
 
-// Client functions through the seed's vector signature. Results go to a
+// Client functions through the GASNet notes' vector signature. Results go to a
 // scratch area first: the callback may still be reading an operand that
 // the destination aliases.
 thread_local std::vector<unsigned char> t_scratch;

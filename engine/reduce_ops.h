@@ -3,7 +3,7 @@
 //
 // func < 0 names a built-in: func = -1 - (op * 16 + type) (CF_BUILTIN).
 // func >= 0 indexes the client table; the client function is called with the
-// seed's vector signature (seed v1.7, "Client-provided (prefix) reduction
+// seed's vector signature (GASNet collectives notes v1.7, "Client-provided (prefix) reduction
 // function"), one element at a time for element-wise combines.
 #pragma once
 
@@ -14,7 +14,7 @@
 
 namespace carflow {
 
-// The seed's callback signature (cf_coll_reduce_fn in the C header).
+// The GASNet notes' callback signature (cf_coll_reduce_fn in the C header).
 using ClientReduceFn = void(void* results, size_t result_count, const void* left_operands,
                             size_t left_count, const void* right_operands, size_t elem_size,
                             int flags, int arg);

@@ -229,7 +229,7 @@ bool Runtime::start_liveness(bool one_host, std::string* error) {
 }
 
 // The launcher or the liveness mesh says a node is gone (or the launcher
-// itself is): fail every wait on this node (seed LAPI: a job with a dead
+// itself is): fail every wait on this node (GASNet LAPI notes: a job with a dead
 // process ends, it does not hang).
 void Runtime::peer_lost(uint32_t node, const std::string& how) {
   std::lock_guard<std::mutex> lock(lost_mutex_);

@@ -1,4 +1,4 @@
-// Runtime: the one process-wide object (STYLE.md rule 6). It owns the
+// Runtime: the one process-wide object (no other global mutable state). It owns the
 // configuration, the error mode and the Engine of the images on this node;
 // everything else hangs off the Engine, so two runs never share state.
 #pragma once

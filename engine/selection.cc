@@ -31,7 +31,7 @@ const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint
                                             uint32_t images_per_node) const {
   if (forced_[static_cast<int>(kind)] != nullptr) return forced_[static_cast<int>(kind)];
   // Several nodes of several images: messages between nodes cost far more
-  // than within one (seed MPT section 5, SMP-aware collectives), so latency-
+  // than within one (Cray MPT notes section 5, SMP-aware collectives), so latency-
   // bound calls go through one leader per node.
   if (images_per_node > 1 && images_per_node < images) {
     const bool small = (kind == CollKind::Broadcast && nbytes < config_.broadcast_large_bytes) ||

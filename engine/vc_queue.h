@@ -1,5 +1,5 @@
 // VcQueue: the ready CARs of one virtual connection (image -> peer), served
-// serially (seed: MPICH communication-agent notes, "for each VC there is a
+// serially (GASNet notes: MPICH communication-agent notes, "for each VC there is a
 // posted receive queue and posted send queue").
 //
 // Whoever claims the queue drains it; a thread that pushes while another

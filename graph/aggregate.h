@@ -1,4 +1,4 @@
-// Aggregation as a DAG merge (seed v1.7, "CURRENT PROPOSAL": AGGREGATE).
+// Aggregation as a DAG merge (GASNet collectives notes v1.7, "CURRENT PROPOSAL": AGGREGATE).
 //
 // Consecutive initiations on one team with CF_COLL_AGGREGATE, closed by one
 // without it, form one aggregate: one DAG per image, one handle, one entry

@@ -1,8 +1,8 @@
 // CAR and DAG types: the data every other part of carflow speaks.
 //
-// Terms (DESIGN.md, "Vocabulary"):
+// Terms (graph/README.md, api/README.md):
 //   image      one participant; in a DAG, images are team ranks 0..P-1.
-//   CAR        one node of a DAG (seed: MPICH communication-agent notes).
+//   CAR        one node of a DAG (the MPICH communication agent notes' request).
 //   LocalDag   the CARs one image runs for one collective.
 //   GlobalDag  the LocalDags of all P images plus the collective's arguments;
 //              matching each SEND to its RECV gives the message edges.
@@ -49,7 +49,7 @@ struct BufferRef {
 // means "as long as chunk_elems". Element size: the spec's elem_size.
 //   Elementwise  dst = src op src2, element by element (equal lengths).
 //   Fold         one dst element per chunk: the chunk combined left to right
-//                (the seed's reduce callback: left operands, one right);
+//                (the GASNet notes' reduce callback: left operands, one right);
 //                with src2 (one element per chunk) as the left-most operand.
 //   Prefix       dst as long as src; within each chunk dst[j] = src[first]
 //                op ... op src[j], with src2[chunk] (if given) on the left.
@@ -127,8 +127,8 @@ enum class CollKind : uint8_t {
   ReduceVec,      // element-wise over every image's vector, result at the root
   Scan,           // image i gets x_0 op ... op x_i (exclusive: ... op x_{i-1})
   ReduceScatter,  // element-wise reduction; image i keeps block i of the result
-  Reduce,         // seed: a block-cyclic array reduced to one element at the root
-  PrefixReduce,   // seed: prefix reduction of a block-cyclic array into another
+  Reduce,         // GASNet notes: a block-cyclic array reduced to one element at the root
+  PrefixReduce,   // GASNet notes: prefix reduction of a block-cyclic array into another
 };
 inline constexpr int kCollKinds = 13;
 // The C API's CF_COLL_EXCLUSIVE (scan): spec.flags bit.
@@ -173,7 +173,7 @@ struct CollectiveSpec {
   uint32_t window = 0;         // flow-controlled exchange: messages in flight per image
   // LogP model parameters in nanoseconds (logp broadcast): latency, overhead, gap.
   uint32_t logp_L = 0, logp_o = 0, logp_g = 0;
-  // Seed-style reduce / prefix_reduce: block-cyclic arrays (graph/layout.h,
+  // GASNet-style reduce / prefix_reduce: block-cyclic arrays (graph/layout.h,
   // CyclicLayout). nbytes = elem_count * elem_size. blksz in elements, 0 =
   // indefinite layout (offset then names the image holding the array).
   uint64_t src_blksz = 0, src_offset = 0;

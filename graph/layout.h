@@ -22,10 +22,10 @@
 //   reduce_scatter  user_src holds P blocks (BlockLayout: nbytes each, or
 //               counts packed in rank order, no displs); user_dst is the
 //               image's own block of the element-wise result.
-//   reduce      (seed) user_src is the image's part of a block-cyclic array
+//   reduce      (GASNet notes) user_src is the image's part of a block-cyclic array
 //               (CyclicLayout of src_blksz, src_offset); the root's user_dst
 //               is one element: all used elements combined in order.
-//   prefix_reduce (seed) user_src as for reduce; user_dst the image's part
+//   prefix_reduce (GASNet notes) user_src as for reduce; user_dst the image's part
 //               of the destination array (dst_blksz, dst_offset); element k
 //               of the destination gets elements 0..k of the source combined.
 #pragma once
@@ -81,7 +81,7 @@ class ExchangeLayout {
   std::vector<uint64_t> counts_, send_off_, recv_off_;
 };
 
-// A block-cyclic distributed array (seed v1.7, "UPC-imposed complications"):
+// A block-cyclic distributed array (GASNet collectives notes v1.7, "UPC-imposed complications"):
 // the used elements k = 0..count-1 are global elements offset+k of an array
 // dealt to the images in blocks of `blksz` elements, block B on image B % P
 // at local element (B / P) * blksz + g % blksz. blksz == 0 is the indefinite

@@ -44,7 +44,7 @@ CarId append_barrier(LocalDag& dag, uint32_t images, uint32_t tag_base,
   return add(std::move(join));
 }
 
-// Appends the seed's zero-byte broadcast from `root` (a binomial tree over
+// Appends the GASNet notes' zero-byte broadcast from `root` (a binomial tree over
 // virtual ranks): the root sends once `start` is done, the others forward
 // as soon as the signal arrives. Returns the JOIN that completes when this
 // image has the signal and has passed it on.

@@ -1,5 +1,5 @@
-// DAG transforms applied after a generator runs (DESIGN.md: a sync mode is a
-// DAG transform).
+// DAG transforms applied after a generator runs: a sync mode, segmentation
+// and coalescing are rewrites of the DAG (graph/README.md).
 #pragma once
 
 #include "graph/car.h"
@@ -19,7 +19,7 @@ inline bool is_entry_sync_tag(uint32_t tag) {
   return tag >= kTransformTagBase && tag < kTransformTagBase + 0x100;
 }
 
-// Seed v1.7, "Synchronization modes". IN_NOSYNC and IN_MYSYNC need nothing:
+// GASNet collectives notes v1.7, "Synchronization modes". IN_NOSYNC and IN_MYSYNC need nothing:
 // an image's CARs start only once it has entered, eager data waits in
 // internal buffers, and a receive into a user buffer is posted only by its
 // owner. OUT_MYSYNC and OUT_NOSYNC are met when the local DAG is done.
@@ -30,7 +30,7 @@ inline bool is_entry_sync_tag(uint32_t tag) {
 // out_allsync: the exit waits for an exit dissemination barrier after all
 //   data CARs, so any image's sync implies every image's buffers are done;
 //   or, with done_root >= 0 (a collective where the root finishing implies
-//   every image's buffers are done: gather), for the seed's zero-byte
+//   every image's buffers are done: gather), for the GASNet notes' zero-byte
 //   broadcast from the root instead: P-1 messages rather than P log P;
 //   or, with fan_in_root >= 0 (other rooted collectives: broadcast,
 //   scatter), a zero-byte fan-in to that root then the zero-byte broadcast:

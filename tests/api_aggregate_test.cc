@@ -1,4 +1,4 @@
-// CF_COLL_AGGREGATE through the public C API (seed v1.7, "CURRENT PROPOSAL"):
+// CF_COLL_AGGREGATE through the public C API (GASNet collectives notes v1.7, "CURRENT PROPOSAL"):
 // consecutive non-blocking initiations with the flag, closed by one without
 // it, run as one merged DAG under the last call's handle. Checked here:
 // every member's data against a sequential reference, the handles, message

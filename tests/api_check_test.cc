@@ -1,5 +1,5 @@
 // CF_CHECK=1 (tests/BUILD sets it): images check that their single-valued
-// arguments agree (seed v1.7, "Argument conventions"; engine/arg_check.h).
+// arguments agree (GASNet collectives notes v1.7, "Argument conventions"; engine/arg_check.h).
 // Checked here: a disagreement in each of nbytes, root, flags, op and counts
 // (a v form), and in one member of an aggregate, fails the collective with
 // CF_ERR_MISMATCH on every image, with cf_last_error naming the argument;

@@ -118,7 +118,7 @@ TEST_CASE("broadcast gives every image, root included, the root's bytes for ever
   }
 }
 
-// seed v1.7, "Synchronization modes": IN_NOSYNC lets data move as soon as any
+// GASNet collectives notes v1.7, "Synchronization modes": IN_NOSYNC lets data move as soon as any
 // image enters, so every dst is prepared before a barrier; OUT_NOSYNC makes
 // memory valid only once every image has synced, OUT_MYSYNC when this image
 // has, OUT_ALLSYNC on every image as soon as any image has.

@@ -1,5 +1,5 @@
 // The computational collectives through the C API: reduce_vec, scan,
-// reduce_scatter(v), allreduce and the seed's block-cyclic reduce and
+// reduce_scatter(v), allreduce and the GASNet notes' block-cyclic reduce and
 // prefix_reduce, for every algorithm, against the sequential reference
 // (graph/reference.h): exact integer sums, the ordered product of a
 // non-commutative client function, every built-in op x type, in-place
@@ -42,7 +42,7 @@ std::atomic<uint64_t> g_calls{0};
 std::atomic<uint64_t> g_bad_calls{0};  // arguments not as the header documents
 thread_local bool t_is_image = false;  // set by each image body
 
-// The seed's non-commutative prefix example over Mat2: left operands first,
+// The GASNet notes' non-commutative prefix example over Mat2: left operands first,
 // then one result per right operand.
 void matrix_seed(void* results, size_t result_count, const void* left, size_t left_count,
                  const void* right, size_t elem_size, int flags, int) {

@@ -1,5 +1,5 @@
 // Nonblocking collectives through the public C API: handles and the sync
-// family (seed v1.7: "sync is not collective and may happen in any order; a
+// family (GASNet collectives notes v1.7: "sync is not collective and may happen in any order; a
 // handle is dead after a successful sync"), graph dumps, the schedule cache
 // and message counts.
 //
@@ -104,7 +104,7 @@ TEST_CASE("200 outstanding broadcasts on different buffers all complete when syn
 }
 
 TEST_CASE("65535 outstanding 8-byte broadcasts complete when synced in reverse order, without syncs to make room") {
-  // Seed v1.7, "Number outstanding": initiation never waits for the client
+  // GASNet collectives notes v1.7, "Number outstanding": initiation never waits for the client
   // to sync; every call starts at once and all complete.
   constexpr uint32_t kOutstanding = 65535;
   const uint32_t P = 4;

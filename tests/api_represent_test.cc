@@ -1,4 +1,4 @@
-// The representative-thread mode (seed v1.7, "Collectives and threads"):
+// The representative-thread mode (GASNet collectives notes v1.7, "Collectives and threads"):
 // without CF_COLL_ALL_THREADS, one thread per node calls an m form for all
 // the images of its node. With CF_COLL_LOCAL the lists hold this node's
 // images (in team rank order); with CF_COLL_SINGLE they hold every image of
@@ -94,7 +94,7 @@ TEST_CASE("representative reducem and prefix_reducem, then every image thread ca
   constexpr uint32_t P = 4;
   ImageLog log(P);
   std::vector<int64_t> after(P, 0);
-  // The seed: a representative's initiation may not be concurrent with any
+  // The GASNet notes: a representative's initiation may not be concurrent with any
   // other initiation on the node; the other threads wait until it is made.
   std::atomic<bool> initiated{false};
   const int status = run_images(P, [&](cf_image_t me) {
@@ -144,7 +144,7 @@ TEST_CASE("representative reducem and prefix_reducem, then every image thread ca
   for (uint32_t i = 0; i < P; ++i) CHECK(after[i] == 10);
 }
 
-TEST_CASE("the seed's rules between LOCAL, SINGLE, ALL_THREADS and the m forms are clear errors") {
+TEST_CASE("the GASNet notes' rules between LOCAL, SINGLE, ALL_THREADS and the m forms are clear errors") {
   constexpr uint32_t P = 3;
   ImageLog log(P);
   const int status = run_images(P, [&](cf_image_t me) {

@@ -1,5 +1,5 @@
-// The seed's synchronization modes observed with an image that enters late
-// on purpose (seed v1.7, "Synchronization modes"), for all nine IN x OUT
+// The GASNet notes' synchronization modes observed with an image that enters late
+// on purpose (GASNet collectives notes v1.7, "Synchronization modes"), for all nine IN x OUT
 // combinations and several collectives:
 //   - under every IN mode the late image's destination is untouched until it
 //     enters (data for it waits in internal buffers, never in its buffer);

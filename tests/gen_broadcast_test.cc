@@ -376,7 +376,7 @@ TEST_CASE("logp tree's completion time equals the brute-force optimum for P <= 1
   }
 }
 
-// With L = g and o = 0 the optimal tree is a binomial tree (seed v1.7, "Notes
+// With L = g and o = 0 the optimal tree is a binomial tree (GASNet collectives notes v1.7, "Notes
 // on algorithms"), numbered here in the order nodes are informed.
 TEST_CASE("logp tree is flat when latency dominates and binomial when L equals the gap") {
   for (uint32_t P = 1; P <= 33; ++P) {

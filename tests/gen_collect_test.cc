@@ -144,7 +144,7 @@ std::vector<CarId> posted(const LocalDag& dag, CarKind kind) {
   return ids;
 }
 
-TEST_CASE("pairwise and windowed exchange post in the seed's order: (p+k) mod P, k = 1..P-1") {
+TEST_CASE("pairwise and windowed exchange post in the GASNet notes' order: (p+k) mod P, k = 1..P-1") {
   for (const char* a : {"pairwise", "windowed"}) {
     for (uint32_t P : {1u, 2u, 5u, 16u, 17u}) {
       const GlobalDag dag = build(testref::make_spec(CollKind::Exchange, a, P, 0, 4));

@@ -1,4 +1,4 @@
-// Seed-style block-cyclic collectives: CyclicLayout by hand and by brute
+// GASNet-style block-cyclic collectives: CyclicLayout by hand and by brute
 // force; reduce (rows, scalar) and prefix_reduce (dissemination) against the
 // sequential reference for every P, size, source layout and destination
 // layout, with the non-commutative matrix product where a generator claims to

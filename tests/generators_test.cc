@@ -134,7 +134,7 @@ TEST_CASE("OUT_ALLSYNC: every image's exit waits for every image's data; gather 
       testref::check_exits_wait_for_all_data(dag, plain);
       const uint64_t extra = dag_stats(dag).messages - dag_stats(plain).messages;
       if (out_allsync_root(spec) >= 0) {
-        CHECK(extra == P - 1);  // the seed's zero-byte broadcast from the root
+        CHECK(extra == P - 1);  // the GASNet notes' zero-byte broadcast from the root
       } else if (out_allsync_fan_in_root(spec) >= 0) {
         CHECK(extra == 2 * (uint64_t{P} - 1));  // zero-byte fan-in to the root, then broadcast
       } else {

@@ -92,7 +92,7 @@ void affine_combine(void* dst, const void* left, const void* right, size_t bytes
   }
 }
 
-// The seed's callback: left operands folded, then one result per right operand.
+// The GASNet notes' callback: left operands folded, then one result per right operand.
 void affine_seed(void* results, size_t result_count, const void* left, size_t left_count,
                  const void* right, size_t elem_size, int, int) {
   std::vector<uint8_t> acc(elem_size);
@@ -275,7 +275,7 @@ CollectiveSpec make(CollKind kind, uint32_t P, uint32_t root, uint64_t nbytes, c
 // An aggregate spanning nodes (three broadcasts from different roots and an
 // allreduce), then the representative-thread mode: the first image of each
 // node calls gather_allm for its node's images (a LOCAL list: this node's
-// images only) while the others wait until it has initiated, as the seed
+// images only) while the others wait until it has initiated, as the GASNet notes
 // requires; then every image thread calls a barrier, which matches only if
 // the representative numbered the collective for all of its images.
 void run_aggregate_and_representative(Log& log, cf_image_t me, uint32_t P) {

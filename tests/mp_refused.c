@@ -54,7 +54,7 @@ static void expect_words(cf_image_t me, const char *what, int rc, const uint32_t
    checked (P <= kMaxImages). */
 static void every_kind(cf_image_t me, uint32_t r) {
   const uint32_t P = cf_images(), root = r % P;
-  uint32_t src[kMaxImages * kElems], dst[kMaxImages * kElems], want[kMaxImages * kElems];
+  uint32_t src[kMaxImages * kElems] = {0}, dst[kMaxImages * kElems] = {0}, want[kMaxImages * kElems] = {0};
   uint32_t i, j;
 
   src[0] = value(r, me, 0);

@@ -14,7 +14,7 @@
 namespace carflow {
 
 // Where images live: node n (a process) holds images [first[n], first[n+1]),
-// numbered node-major as the seed says. One node with all images is the
+// numbered node-major as the GASNet notes say. One node with all images is the
 // embedded (inproc-only) case.
 struct NodeMap {
   uint32_t node = 0;                 // this process
@@ -55,7 +55,7 @@ struct Deliver {
   void (*fn)(void* ctx, void* dst, const void* incoming, size_t nbytes) = nullptr;
   void* ctx = nullptr;
   // Client reduction functions without CF_COLL_AMSAFE must run on application
-  // threads inside carflow calls (seed v1.7, "Registration of functions").
+  // threads inside carflow calls (GASNet collectives notes v1.7, "Registration of functions").
   bool app_thread_only = false;
   // fn may be called on parts of the message, each a whole number of
   // units long, at its offset in the destination (dst = buf + offset).

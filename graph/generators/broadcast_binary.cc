@@ -1,5 +1,5 @@
 // Binary-tree broadcast, pipelined by segments: vr forwards each segment to
-// 2vr+1 then 2vr+2. P-1 messages per segment; depth floor(log2 P). Seed v1.7,
+// 2vr+1 then 2vr+2. P-1 messages per segment; depth floor(log2 P). GASNet collectives notes v1.7,
 // "Notes on algorithms": with the flat tree, the first shape to implement.
 #include "graph/generators/broadcast_tree.h"
 #include "graph/registry.h"

@@ -1,6 +1,6 @@
 // Exchange (alltoall): block j of image i's source goes to block i of image
 // j's destination (graph/layout.h, ExchangeLayout). Three schedules:
-//   pairwise  seed v1.7, "Notes on algorithms", Exchange: P naive scatters
+//   pairwise  GASNet collectives notes v1.7, "Notes on algorithms", Exchange: P naive scatters
 //             in lock-step, image p sending to (p+1) mod P, (p+2) mod P, ...
 //             so each image receives once per step. All messages may be in
 //             flight at once. P(P-1) messages.

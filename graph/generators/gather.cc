@@ -1,5 +1,5 @@
 // Gather: image i's block goes to block i of the root's destination
-// (BlockLayout). Seed v1.7, "Notes on algorithms: Gather": exactly scatter
+// (BlockLayout). GASNet collectives notes v1.7, "Notes on algorithms: Gather": exactly scatter
 // with the data moving the other way, so both algorithms mirror scatter.cc.
 //
 // flat      every image sends its block straight from its source into the

@@ -1,6 +1,6 @@
 // Gather_all (allgather): every image's destination gets every image's
 // block (graph/layout.h: user_src is the image's own block, user_dst holds
-// all blocks by BlockLayout). Four schedules, after seed v1.7, "Notes on
+// all blocks by BlockLayout). Four schedules, after GASNet collectives notes v1.7, "Notes on
 // algorithms", Gather_All:
 //   direct              the Exchange-like schedule: image p sends its block
 //                       to (p+1) mod P, (p+2) mod P, ... so each image
@@ -10,10 +10,10 @@
 //   recursive_doubling  log2 P' rounds exchanging doubling ranges of blocks
 //                       (P' = floor_pow2(P)); extra images fold in first.
 //                       P' log2 P' + 2(P - P') messages.
-//   bruck               the seed's "Dissemination-like" schedule: round i
+//   bruck               the GASNet notes' "Dissemination-like" schedule: round i
 //                       forwards 2^i blocks; ceil(log2 P) messages per
 //                       image, no surplus. P ceil(log2 P) messages.
-// The seed's "Exchange-like" schedule costs O(P max(o, g)) per image, the
+// The GASNet notes' "Exchange-like" schedule costs O(P max(o, g)) per image, the
 // dissemination one O(log P * L): direct/ring for few images or big blocks,
 // bruck/recursive_doubling for many images and small blocks.
 //
@@ -51,7 +51,7 @@ LocalDag direct_gather_all(const CollectiveSpec& spec, uint32_t image) {
   const BlockLayout L(spec);
   DagBuilder b = start(L, image);
   b.copy(dst_block(L, image), own_block(L, image));
-  // Posted in the seed's order; nothing waits for anything.
+  // Posted in the GASNet notes' order; nothing waits for anything.
   for (uint32_t k = 1; k < P; ++k) {
     const uint32_t from = minus(image, k, P);
     b.send((image + k) % P, 0, or_none(own_block(L, image)));
@@ -137,7 +137,7 @@ LocalDag recursive_doubling_gather_all(const CollectiveSpec& spec, uint32_t imag
   return b.finish();
 }
 
-// Bruck / dissemination (seed v1.7, Gather_All; the seed's p -> p + 2^i
+// Bruck / dissemination (GASNet collectives notes v1.7, Gather_All; the GASNet notes' p -> p + 2^i
 // pairing mirrored so that data accumulates own block first): image p keeps
 // a temp in rotated order, position j holding block (p + j) mod P. Round i
 // (dist = 2^i, tag i): send positions [0, cnt) to (p - dist) mod P, receive

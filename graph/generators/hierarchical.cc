@@ -1,5 +1,5 @@
 // Node-aware ("hierarchical") generators for broadcast, barrier, allreduce
-// and gather_all (the seed's SMP-aware collectives, cray-mpt-on-xt3.txt):
+// and gather_all (the GASNet notes' SMP-aware collectives, the Cray MPT notes):
 // cheap phases among the images of one node, one logarithmic phase among
 // one leader per node, so the slow links between nodes carry as few
 // messages as the collective allows.

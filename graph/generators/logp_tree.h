@@ -1,5 +1,5 @@
 // The LogP-optimal broadcast tree of Karp, Sahay, Santos and Schauser,
-// "Optimal broadcast and summation in the LogP model" (SPAA 1993); seed v1.7,
+// "Optimal broadcast and summation in the LogP model" (SPAA 1993); GASNet collectives notes v1.7,
 // "Notes on algorithms": the tree depends only on the parameters, so every
 // image computes the same one independently, with a heap.
 //

@@ -1,6 +1,6 @@
 // Direct permute: image i puts its source straight into image perm[i]'s
 // destination, one message per moved image and a COPY for a fixed point.
-// Seed v1.7, "Notes on algorithms: Permute": no mechanism does better than
+// GASNet collectives notes v1.7, "Notes on algorithms: Permute": no mechanism does better than
 // the puts themselves. Messages: the number of i with perm[i] != i, one step.
 // An empty perm (which check_layout rejects before the API gets here, but a
 // hand-built spec may carry) is read as the identity rather than indexed.

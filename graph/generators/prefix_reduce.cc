@@ -1,7 +1,7 @@
-// Seed-style prefix reduction of a block-cyclic array (seed v1.7,
+// GASNet-style prefix reduction of a block-cyclic array (GASNet collectives notes v1.7,
 // "PrefixReduce" and "UPC-imposed complications"): element k of the
 // destination array gets source elements 0..k combined in array order; the
-// destination may have another block size and offset (the seed's reblocking).
+// destination may have another block size and offset (the GASNet notes' reblocking).
 //
 // Terms: L / D = the source / destination CyclicLayout (graph/layout.h),
 // v = L.virtual_rank(i) (v 0 owns element 0), R = L.rows(), n_v = L.chunks(i):
@@ -10,7 +10,7 @@
 //
 // dissemination (any operator; preserves operand order):
 //  (a) every image folds each chunk of its run: its row partials part_v[c].
-//  (b) the dissemination pattern over virtual ranks (seed: the one of the
+//  (b) the dissemination pattern over virtual ranks (GASNet notes: the one of the
 //      dissemination barrier): in round k, v sends to v + 2^k its inclusive
 //      values (everything received so far op part_v, ranks [v-2^k+1, v]) and
 //      receives from v - 2^k, combining the incoming values on the LEFT of its

@@ -1,4 +1,4 @@
-// Seed-style reduce of a block-cyclic array (seed v1.7, "Reduce" and "Notes
+// GASNet-style reduce of a block-cyclic array (GASNet collectives notes v1.7, "Reduce" and "Notes
 // on (non-)commutative (prefix) reduction operators"): every used element of
 // the array combined in array order, one element in the root's user_dst.
 //
@@ -16,14 +16,14 @@
 //         ranks' vector on the right; a subtree's vector has the rows of its
 //         lowest member, so a child with R-1 rows combines the common prefix.
 //         v 0 then folds its R row results in row order and sends the element
-//         to the root (seed: "each subtree contains only consecutive
+//         to the root (GASNet notes: "each subtree contains only consecutive
 //         contributions"). Rounds ceil(log2 P) + 1; messages (images holding
 //         data) - 1, plus 1 when the root is not v 0; n_child * es bytes per
 //         tree edge, es bytes to the root.
 // scalar  (commutative operators only: it reorders operands) every image
 //         folds its whole run to one element and a binomial tree rooted at the
 //         root combines the scalars; subtrees holding no data send nothing
-//         (seed: "we can reduce the multiple blocks on a node to a single
+//         (GASNet notes: "we can reduce the multiple blocks on a node to a single
 //         scalar before starting communication"). Rounds ceil(log2 P);
 //         messages at most P-1 (exactly P-1 when every image holds data), es
 //         bytes each.

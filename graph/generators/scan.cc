@@ -3,7 +3,7 @@
 // destination is then not written at all; graph/layout.h).
 //
 // Both generators compute the exclusive prefix E_r first and derive the
-// inclusive one as E_r op x_r (image 0: a copy of x_0), as the seed's
+// inclusive one as E_r op x_r (image 0: a copy of x_0), as the GASNet notes'
 // GASNet collectives notes advise: the exclusive prefix is the one that can
 // be built without ever holding x_r on the wrong side.
 //

@@ -2,7 +2,7 @@
 //
 // flat      the root sends every block straight from its source to its
 //           image and COPYs its own: P-1 messages, one step, all from the root.
-// binomial  the LogGP-style tree of seed v1.7 ("Notes on algorithms: Scatter",
+// binomial  the LogGP-style tree of GASNet collectives notes v1.7 ("Notes on algorithms: Scatter",
 //           forwarding data along a tree): over virtual ranks, each child gets
 //           ONE message holding its whole subtree's blocks in virtual-rank
 //           order, and forwards sub-ranges from there. P-1 messages,

@@ -9,7 +9,7 @@
 // with its rank and the job nonce (node 0's), so a stray connection is
 // refused. The listening socket closes once the mesh stands.
 //
-// What counts as lost (seed LAPI README: a job with a dead process must end,
+// What counts as lost (GASNet LAPI notes README: a job with a dead process must end,
 // not hang):
 //   - end of stream or an error without a prior BYE: the process died (the
 //     kernel closes its sockets) -> "its liveness connection was closed

@@ -674,7 +674,7 @@ bool OfiTransport::take_combine_from_ring(MsgOp* op) {
   const uint32_t node = map_.node_of(op->peer);
   // A message of one slot is combined where it lies, under the ring's
   // consumer lock: the combine may run there (not app_thread_only: a
-  // built-in or an AM-safe client function, which the seed lets run in a
+  // built-in or an AM-safe client function, which the GASNet notes let run in a
   // handler), and reading the slot costs no more than copying it would.
   if (op->nbytes <= HostRings::kPayload) {
     auto combine = [](void* ctx, const char* payload, uint32_t n) {

@@ -6,7 +6,7 @@
 // software against per-image posted and unexpected tables, exactly as the
 // inproc transport does; libfabric moves headers and bytes. Every wire
 // message is a tagged send of an 80-byte Header, followed by data for eager
-// messages. Protocols (seed MPT section 2, MPICH notes):
+// messages. Protocols (Cray MPT notes section 2, MPICH notes):
 //  - eager (nbytes <= CF_EAGER_BYTES): header and payload in one message.
 //    Payloads that fit the provider's inject size go with fi_tinject (no
 //    send buffer held: "very short messages packed with their header");

@@ -117,7 +117,7 @@ typedef struct {
 #define CF_COLL_NONCOMM (1u << 0) /* operand order must be kept */
 #define CF_COLL_AMSAFE (1u << 1)  /* may run on carflow's helper threads */
 
-/* Called by EVERY image thread of every node (seed v1.7). images: the number
+/* Called by EVERY image thread of every node (GASNet collectives notes v1.7). images: the number
    of images on each node (cf_nodes() entries), or NULL for one per node;
    my_image: the calling thread's image, node-major; fn_tbl/fn_count: the
    client reduction functions, named by index in computational collectives.
@@ -142,7 +142,7 @@ cf_image_t cf_images(void);
 int cf_run_images(cf_image_t n, const cf_coll_fn_entry_t fn_tbl[], size_t fn_count,
                   void (*fn)(cf_image_t image, void *arg), void *arg);
 
-/* The seed's client reduction signature: results[i] = fold of left_operands
+/* The GASNet notes' client reduction signature: results[i] = fold of left_operands
    (left_count of them) and right_operands[0..i], in order. carflow calls it
    with result_count = left_count = 1 for element-wise combines. */
 typedef void(cf_coll_reduce_fn)(void *results, size_t result_count, const void *left_operands,
@@ -189,14 +189,14 @@ int cf_coll_broadcast(cf_team_t team, void *dst, cf_image_t srcimage, void *src,
 cf_coll_handle_t cf_coll_barrier_nb(cf_team_t team, int flags);
 int cf_coll_barrier(cf_team_t team, int flags);
 
-/* Scatter, gather, gather_all, exchange (seed semantics; nbytes per block).
+/* Scatter, gather, gather_all, exchange (GASNet notes' semantics; nbytes per block).
    Block i of a buffer that holds one block per image is at i * nbytes.
    - scatter: image i's dst gets block i of srcimage's src (P * nbytes).
    - gather: block i of dstimage's dst (P * nbytes) gets image i's src.
    - gather_all: block i of every image's dst (P * nbytes) gets image i's src.
    - exchange: block j of image i's src (P * nbytes) goes to block i of image
      j's dst (P * nbytes).
-   Overlap (seed rule): src and dst must be disjoint, except that the
+   Overlap (GASNet notes' rule): src and dst must be disjoint, except that the
    calling image's own block of the P-block buffer may be identical to its
    single block (scatter on srcimage, gather on dstimage, gather_all);
    exchange has no exceptions. Other overlaps are CF_ERR_BAD_ARG. NULL is
@@ -217,7 +217,7 @@ cf_coll_handle_t cf_coll_exchange_nb(cf_team_t team, void *dst, void *src, size_
                                      int flags);
 int cf_coll_exchange(cf_team_t team, void *dst, void *src, size_t nbytes, int flags);
 
-/* Multiple-address ("m") forms (seed v1.7), by flags:
+/* Multiple-address ("m") forms (GASNet collectives notes v1.7), by flags:
    - CF_COLL_SINGLE | CF_COLL_ALL_THREADS: every image thread calls; the
      lists hold one address per image of the team, indexed by team rank,
      identical on every caller; each image uses its own entry.
@@ -227,9 +227,9 @@ int cf_coll_exchange(cf_team_t team, void *dst, void *src, size_t nbytes, int fl
      lists hold every image of the team (by team rank); with CF_COLL_LOCAL
      they hold this node's members of the team, in team rank order. The
      node's other image threads must not start a collective while the
-     representative's call is being made (the seed's serialization rule);
+     representative's call is being made (the GASNet notes' serialization rule);
      they may compute or sync meanwhile. Not with CF_COLL_AGGREGATE.
-   - CF_COLL_LOCAL | CF_COLL_ALL_THREADS is not permitted (seed: one
+   - CF_COLL_LOCAL | CF_COLL_ALL_THREADS is not permitted (GASNet notes: one
      address per caller; use the single-address form). A single-address
      form without CF_COLL_ALL_THREADS on a node of several images is
      CF_ERR_BAD_ARG too (there is no way to name the other images'
@@ -289,9 +289,9 @@ int cf_coll_permute(cf_team_t team, void *dst, void *src, size_t nbytes, const c
                     int flags);
 
 /* ---- computation ------------------------------------------------------------
-   Common rules (seed v1.7, computational collectives):
+   Common rules (GASNet collectives notes v1.7, computational collectives):
    - func: CF_BUILTIN(op, type) or an index into cf_coll_init's fn_tbl;
-     func_arg is passed to client functions. Client functions get the seed's
+     func_arg is passed to client functions. Client functions get the GASNet notes'
      vector signature (cf_coll_reduce_fn): element-wise combines call it with
      result_count = left_count = 1; a reduction of a run calls it once with
      the run's first n-1 elements as left operands and the last as the right
@@ -354,7 +354,7 @@ cf_coll_handle_t cf_coll_reduce_scatterv_nb(cf_team_t team, void *dst, const voi
 int cf_coll_reduce_scatterv(cf_team_t team, void *dst, const void *src, size_t elem_size,
                             const size_t counts[], int func, int func_arg, int flags);
 
-/* Seed style: a distributed block-cyclic array of elem_count elements of
+/* GASNet style: a distributed block-cyclic array of elem_count elements of
    elem_size bytes. src_blksz: block size in elements (1 = cyclic); the used
    elements are global elements src_offset .. src_offset+elem_count-1 of the
    array dealt to images 0..P-1 in blocks, each image's src being the base of
