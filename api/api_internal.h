@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "api/call_memo.h"
 #include "carflow/carflow.h"
 #include "engine/runtime.h"
 
@@ -51,7 +52,7 @@ std::string null_buffer(const char* name, bool in_list, const ImageContext& img,
 // An m form called with a NULL list (`list` names it): the error, after
 // the calling-thread check every entry point makes first.
 cf_coll_handle_t list_missing(const char* function, const char* list);
-// The representative-thread mode (seed v1.7, "Collectives and threads"):
+// The representative-thread mode (GASNet collectives notes v1.7, "Collectives and threads"):
 // an m form called without CF_COLL_ALL_THREADS on a node of several
 // images; the calling thread calls for every image of its node.
 bool representative(const ImageContext& img, int flags, bool multi_address);
@@ -77,14 +78,14 @@ cf_coll_handle_t start_represented(ImageContext& caller,
 bool blocking_allowed(cf_team_t team, int flags);
 // Starts the call; the handle, or CF_COLL_INVALID_HANDLE after fail().
 cf_coll_handle_t start(ImageContext& img, const CollectiveCall& call);
-// The memoized path (engine/engine.h, CallMemo). A call whose arguments
+// The memoized path (api/call_memo.h, CallMemo). A call whose arguments
 // are all scalars packs them into a signature (unused words zero); when
 // the image's memo of that kind holds the same signature for the current
 // epoch, memo_hit returns it and the caller checks only the addresses.
 // Word 2 of every signature holds the flags in its low 32 bits.
 using Signature = uint64_t[CallMemo::kWords];
 inline CallMemo& memo_slot(ImageContext& img, CollKind kind, int flags) {
-  return img.memo[static_cast<int>(kind)][(flags & CF_COLL_AGGREGATE) != 0];
+  return memos_of(img)[static_cast<int>(kind)][(flags & CF_COLL_AGGREGATE) != 0];
 }
 // Inline, so that the caller's signature words stay in registers (no
 // store and reload of the array on every call). kUsed: the words this
@@ -151,7 +152,7 @@ template <int kUsed, typename AddressesOk>
   ImageContext* img = t_image;
   if (img == nullptr || !Runtime::live()) return false;
   // The AGGREGATE memo of the kind: a fixed offset into the image.
-  const CallMemo& memo = img->memo[static_cast<int>(kind)][1];
+  const CallMemo& memo = memos_of(*img)[static_cast<int>(kind)][1];
   if (memo.join_epoch != img->epoch) return false;  // valid, a plain member, this epoch
   // Word 0 is the slot's kind (start_remembered sets join_epoch only
   // then); the others compared one by one, each a fused compare and branch.

@@ -100,7 +100,7 @@ bool check_common(ImageContext& img, cf_team_t team, int flags, bool blocking, s
   }
   const uint32_t images = img.engine->local_images();
   if (multi_address) {
-    // Seed, "CURRENT PROPOSAL": LOCAL with ALL_THREADS is not permitted for
+    // GASNet notes, "CURRENT PROPOSAL": LOCAL with ALL_THREADS is not permitted for
     // the m forms (one address per caller: use the single-address form).
     // Without ALL_THREADS an m form is the representative-thread mode.
     if ((flags & CF_COLL_LOCAL) && (flags & CF_COLL_ALL_THREADS)) {
@@ -359,6 +359,7 @@ int cf_coll_init(const cf_image_t images[], cf_image_t my_image, const cf_coll_f
   ImageContext* img = nullptr;
   const int status = Runtime::get().attach(counts, my_image, std::move(table), &img, &error);
   if (status != CF_OK) return fail(status, error);
+  if (img->api == nullptr) img->api = std::make_unique<carflow::ImageMemos>();
   t_image = img;
   carflow::tls_on_app_thread = true;
   return succeed();

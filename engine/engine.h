@@ -1,6 +1,6 @@
 // The engine: runs collective DAG instances for the images of this process.
 //
-// How a call runs (DESIGN.md, "How one collective runs"):
+// How a call runs (engine/README.md walks through it with one allreduce):
 //  1. start() picks the algorithm, finds or builds the Schedule (cache keyed
 //     by collective, algorithm, sizes, root and sync flags), takes a pooled
 //     Instance, binds pointers and the op, gives it the team's next sequence
@@ -140,7 +140,7 @@ class OpenAggregate {
   Schedule* last_schedule_ = nullptr;
 };
 
-// A team as one image sees it (seed v1.7, "Teams"): the member list (team
+// A team as one image sees it (GASNet collectives notes v1.7, "Teams"): the member list (team
 // rank -> image), the same on every member; this image's rank; the id every
 // member computes alike, which tags the team's messages on the wire; and the
 // image's counters for it. Collectives on one team are numbered in the
@@ -178,7 +178,7 @@ struct ScheduleKey {
   std::vector<uint32_t> perm;
   bool exclusive = false;  // scan: CF_COLL_EXCLUSIVE
   bool in_place = false;   // this image's source and destination are one buffer
-  uint64_t src_blksz = 0, src_offset = 0, dst_blksz = 0, dst_offset = 0;  // seed reduce / prefix
+  uint64_t src_blksz = 0, src_offset = 0, dst_blksz = 0, dst_offset = 0;  // GASNet-style reduce / prefix
   uint32_t images_per_node = 0;  // node-aware generators only
   bool operator==(const ScheduleKey&) const = default;
 };
@@ -201,7 +201,7 @@ struct CollectiveCall {
   bool in_allsync = false;
   bool out_allsync = false;
   bool in_place = false;  // src == dst: the engine copies the source first (apply_in_place)
-  // Seed-style reduce / prefix_reduce: block-cyclic layouts (graph/layout.h).
+  // GASNet-style reduce / prefix_reduce: block-cyclic layouts (graph/layout.h).
   uint64_t src_blksz = 0, src_offset = 0, dst_blksz = 0, dst_offset = 0;
   int flags = 0;
   // CF_COLL_AGGREGATE: joins the team's open aggregate instead of starting;
@@ -228,48 +228,10 @@ struct PreparedCall {
   bool has_digest = false;
 };
 
-// The C API's memo of the last single-address call of one kind whose
-// arguments are all scalars (api/memo.h defines the signature): a call
-// with an equal signature and the same ImageContext::epoch reuses `call`
-// (the checked call, addresses unbound) and `prepared`, and checks only
-// its buffer addresses.
-struct CallMemo {
-  static constexpr int kWords = 10;
-  bool valid = false;
-  uint64_t epoch = 0;
-  // join_repeated_member's one test of the memo (api/api_internal.h): the
-  // memo's epoch while it is valid and holds a plain aggregate member
-  // (PreparedCall::plain_member), else 0 (no epoch); and the aggregate
-  // that member joins, its team's (valid while the epoch is: freeing a
-  // team starts a new one).
-  uint64_t join_epoch = 0;
-  OpenAggregate* join_into = nullptr;
-  uint64_t signature[kWords] = {};
-  uint64_t src_len = 0, dst_len = 0;  // bytes of src / dst the image uses
-  // The memo paths' address rules for these lengths as three unsigned
-  // compares (buffers_present, buffers_disjoint): src >= src_min and dst
-  // >= dst_min (1 for a buffer the image uses, so not NULL; else 0), and
-  // no shared byte: dst - src + dst_reach >= overlap_span (dst_reach =
-  // dst_len - 1; overlap_span = src_len + dst_len - 1, or 0 when either is
-  // empty; buffers that share a byte put dst - src + dst_len - 1 in
-  // [0, src_len + dst_len - 1)). Set with the lengths (set_lengths).
-  uintptr_t src_min = 0, dst_min = 0, dst_reach = 0, overlap_span = 0;
-  bool buffers_present(const void* src, const void* dst) const {
-    return reinterpret_cast<uintptr_t>(src) >= src_min && reinterpret_cast<uintptr_t>(dst) >= dst_min;
-  }
-  bool buffers_disjoint(const void* src, const void* dst) const {
-    return reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src) + dst_reach >= overlap_span;
-  }
-  void set_lengths(uint64_t src_bytes, uint64_t dst_bytes) {
-    src_len = src_bytes;
-    dst_len = dst_bytes;
-    src_min = src_bytes > 0;
-    dst_min = dst_bytes > 0;
-    dst_reach = dst_bytes - 1;
-    overlap_span = src_bytes > 0 && dst_bytes > 0 ? src_bytes + dst_bytes - 1 : 0;
-  }
-  CollectiveCall call;
-  PreparedCall prepared;
+// Per-image state the C API keeps in the image (its call memos:
+// api/call_memo.h); the engine only owns it.
+struct ApiImageState {
+  virtual ~ApiImageState() = default;
 };
 
 // An image's free handle slots, reused oldest first and only while more
@@ -335,9 +297,8 @@ class ImageContext {
   // Merged schedules of aggregates (each team keeps its last one in front
   // of this: OpenAggregate::last).
   std::map<AggregateKey, std::unique_ptr<Schedule>> aggregates;
-  // The C API's last scalar call of each kind, without and with
-  // CF_COLL_AGGREGATE (an aggregate's members and its last call alternate).
-  CallMemo memo[kCollKinds][2];
+  // The C API's state of this image (made by cf_coll_init).
+  std::unique_ptr<ApiImageState> api;
   // Bumped by whatever changes what equal arguments mean on this image
   // (cf_coll_set_algorithm, cf_team_split, cf_team_free): memos of an
   // older epoch are stale. 64 bits: it never wraps to a memo's 0.
@@ -403,7 +364,7 @@ class Engine final : public TransportHooks {
   Transport* remote() { return remote_; }
 
   // A peer node was lost (launcher notice, transport error): every wait
-  // returns `status` from now on, naming `what` (seed LAPI: robust exit).
+  // returns `status` from now on, naming `what` (GASNet LAPI notes: robust exit).
   void fail_all(int status, const std::string& what);
   int lost_status() const { return lost_status_.load(std::memory_order_acquire); }
   std::string lost_what() const;
@@ -486,7 +447,7 @@ class Engine final : public TransportHooks {
     }
     return true;
   }
-  // The representative-thread mode (seed v1.7, "Collectives and threads":
+  // The representative-thread mode (GASNet collectives notes v1.7, "Collectives and threads":
   // one thread per node calls for all its images): starts calls[k] for
   // image calls[k].image, every local member of the team, the caller's own
   // call among them, under one composite handle of the caller. The
@@ -707,7 +668,7 @@ class Engine final : public TransportHooks {
   std::vector<std::unique_ptr<ImageContext>> images_ctx_;
 };
 
-// Waits with the seed's backoff (MPICH notes, MPI_Wait): poll, then yield,
+// Waits with the GASNet notes' backoff (MPICH notes, MPI_Wait): poll, then yield,
 // then block on the image's condition variable until a completion or
 // deferred work for this image wakes it. The timed wait only bounds the cost
 // of a wake-up that raced with going to sleep; the protocol does not need it.

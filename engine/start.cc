@@ -1,0 +1,150 @@
+// Starting a call: the algorithm, the schedule cache (a DAG generated,
+// transformed, validated and compiled once per key), and starting a
+// schedule alone.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "engine/arg_check.h"
+#include "engine/status.h"
+#include "engine/tsan_annotations.h"
+#include "graph/aggregate.h"
+#include "graph/json.h"
+#include "graph/layout.h"
+#include "graph/transforms.h"
+#include "graph/validate.h"
+#include "transports/small_copy.h"
+#include "engine/engine_internal.h"
+
+namespace carflow {
+
+bool Engine::choose_algorithm(const CollectiveCall& call, const GeneratorInfo** out,
+                              std::string* error) const {
+  const GeneratorInfo* gen = call.algorithm;
+  if (gen == nullptr) {
+    // The v forms are chosen by their largest block.
+    uint64_t nbytes = call.nbytes;
+    for (uint64_t c : call.counts) nbytes = std::max(nbytes, c);
+    const uint32_t P = call.team != nullptr ? call.team->size() : images_;
+    const uint32_t ppn = call.team != nullptr ? call.team->images_per_node : all_images_per_node_;
+    gen = selection_.choose(call.kind, P, nbytes, call.elem_size, call.op.commutative, ppn);
+  }
+  if (is_computational(call.kind) && !call.op.commutative && !gen->preserves_order) {
+    *error = "func: a CF_COLL_NONCOMM function needs an order-preserving algorithm; '" +
+             gen->name + "' reorders operands";
+    return false;
+  }
+  *out = gen;
+  return true;
+}
+
+Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
+                               const GeneratorInfo* gen, std::string* error, bool check_barrier) {
+  const Team& team = team_of(img, call);
+  // CF_CHECK: every image hears its peers' digests before touching data.
+  const bool in_allsync = call.in_allsync || (config_.check && check_barrier);
+  const uint64_t segment = gen->segmented ? config_.segment_bytes : 0;
+  const bool logp = (gen->params & kUsesLogp) != 0;
+  ScheduleKey key{call.kind,
+                  gen,
+                  team.size(),
+                  team.rank,
+                  call.root,
+                  call.elem_size,
+                  call.nbytes,
+                  segment,
+                  in_allsync,
+                  call.out_allsync,
+                  (gen->params & kUsesRadix) ? config_.tree_radix : 0,
+                  (gen->params & kUsesWindow) ? config_.exchange_window : 0,
+                  logp ? config_.logp_L : 0,
+                  logp ? config_.logp_o : 0,
+                  logp ? config_.logp_g : 0,
+                  call.counts,
+                  call.displs,
+                  call.perm,
+                  call.kind == CollKind::Scan && (call.flags & kExclusiveFlag) != 0,
+                  call.in_place,
+                  call.src_blksz,
+                  call.src_offset,
+                  call.dst_blksz,
+                  call.dst_offset,
+                  (gen->params & kUsesNodes) ? team.images_per_node : 0};
+  if (img.last_schedule != nullptr && img.last_key == key) return img.last_schedule;
+  auto it = img.cache.find(key);
+  if (it != img.cache.end()) {
+    img.last_key = key;
+    img.last_schedule = it->second.get();
+    return img.last_schedule;
+  }
+  CollectiveSpec spec;
+  spec.kind = call.kind;
+  spec.algorithm = gen->name;
+  spec.images = team.size();
+  spec.root = call.root;
+  spec.nbytes = call.nbytes;
+  spec.elem_size = call.elem_size;
+  spec.segment_bytes = segment;
+  spec.flags = (in_allsync ? kSpecInAllSync : 0) | (call.out_allsync ? kSpecOutAllSync : 0) |
+               (key.exclusive ? kExclusiveFlag : 0);
+  spec.src_blksz = key.src_blksz;
+  spec.src_offset = key.src_offset;
+  spec.dst_blksz = key.dst_blksz;
+  spec.dst_offset = key.dst_offset;
+  spec.images_per_node = key.images_per_node;
+  spec.counts = key.counts;
+  spec.displs = key.displs;
+  spec.perm = key.perm;
+  spec.radix = key.radix;
+  spec.window = key.window;
+  spec.logp_L = key.logp_L;
+  spec.logp_o = key.logp_o;
+  spec.logp_g = key.logp_g;
+  if (!check_layout(spec, error)) return nullptr;
+  LocalDag dag = generate_local(*gen, spec, team.rank);
+  if (call.in_place) dag = apply_in_place(std::move(dag));
+  img.generator_runs.fetch_add(1, std::memory_order_relaxed);
+  if (!validate_local(dag, team.size(), error, spec.elem_size)) {
+    *error = "generator '" + gen->name + "' produced an invalid DAG: " + *error;
+    return nullptr;
+  }
+  auto schedule = std::make_unique<Schedule>(spec, std::move(dag));
+  Schedule* raw = schedule.get();
+  img.cache.emplace(key, std::move(schedule));
+  img.last_key = key;
+  img.last_schedule = raw;
+  return raw;
+}
+
+
+int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handle,
+                  std::string* error, PreparedCall* prepared) {
+  PreparedCall once;
+  PreparedCall& p = prepared != nullptr ? *prepared : once;
+  if (p.gen == nullptr && !choose_algorithm(call, &p.gen, error)) return kErrBadArg;
+  if (config_.check && !p.has_digest) {
+    p.digest = arg_digest(call, *p.gen);
+    p.has_digest = true;
+  }
+  if (call.aggregate || !team_of(img, call).aggregate.empty()) {
+    return join_aggregate(img, call, p, handle, error);
+  }
+  if (p.schedule == nullptr) p.schedule = schedule_for(img, call, p.gen, error);
+  if (p.schedule == nullptr) return kErrBadArg;
+  *handle = start_alone(img, call, p.schedule, p.digest, team_of(img, call));
+  return kOk;
+}
+
+uint64_t Engine::start_schedule(ImageContext& img, Schedule* schedule, void* src, void* dst,
+                                const ReduceOp& op, Team* team_in) {
+  Instance* inst = schedule->acquire();
+  inst->bind(0, src, dst, op);
+  return launch(img, inst, team_in != nullptr ? *team_in : img.all, 1);
+}
+}  // namespace carflow

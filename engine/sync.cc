@@ -1,0 +1,115 @@
+// Sync: releasing and abandoning handles, try / wait, and dumping an
+// in-flight handle's DAG.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "engine/arg_check.h"
+#include "engine/status.h"
+#include "engine/tsan_annotations.h"
+#include "graph/aggregate.h"
+#include "graph/json.h"
+#include "graph/layout.h"
+#include "graph/transforms.h"
+#include "graph/validate.h"
+#include "transports/small_copy.h"
+#include "engine/engine_internal.h"
+
+namespace carflow {
+
+int Engine::release(ImageContext& img, uint32_t slot) {
+  Instance* inst = img.handle_slots[slot];
+  const int status = inst->status.load(std::memory_order_acquire);
+  free_handle(img, inst);
+  int first = status;
+  uint64_t report = inst->report.load(std::memory_order_acquire);
+  if (!inst->represented.empty()) {
+    for (Instance* part : inst->represented) {
+      const int s = part->status.load(std::memory_order_acquire);
+      if (first == 0) first = s;
+      if (report == 0) report = part->report.load(std::memory_order_acquire);
+      part->schedule->release(part);
+    }
+    inst->represented.clear();
+    --img.representing;
+  }
+  inst->schedule->release(inst);
+  if (first == kErrMismatch) img.mismatch_message = describe_mismatch(report);
+  return first;
+}
+
+// A collective that cannot finish because a peer node is lost: its handle
+// dies with the lost status. The instance itself is not recycled (CARs of it
+// may still be posted in a transport); the job is ending anyway.
+int Engine::abandon(ImageContext& img, Instance* inst) {
+  const uint32_t slot = inst->handle_slot;
+  img.handle_slots[slot] = nullptr;
+  ++img.handle_generation[slot];
+  --inst->team_obj->outstanding;
+  {
+    std::lock_guard<std::mutex> lock(abandoned_mutex_);
+    abandoned_.push_back(inst);
+    for (Instance* part : inst->represented) abandoned_.push_back(part);
+  }
+  if (!inst->represented.empty()) --img.representing;
+  return lost_status();
+}
+
+int Engine::try_sync(ImageContext& img, uint64_t handle, std::string* error) {
+  Instance* inst = lookup(img, handle);
+  if (inst == nullptr) {
+    *error = "handle: not a live handle of this image (already synced, or another thread's)";
+    return kErrBadArg;
+  }
+  if (!is_done(inst)) {
+    poll(img);
+    if (!is_done(inst)) {
+      return lost_status() != 0 ? abandon(img, inst) : kNotReady;
+    }
+  }
+  return release(img, inst->handle_slot);
+}
+
+int Engine::wait_sync(ImageContext& img, uint64_t handle, std::string* error) {
+  Instance* inst = lookup(img, handle);
+  if (inst == nullptr) {
+    *error = "handle: not a live handle of this image (already synced, or another thread's)";
+    return kErrBadArg;
+  }
+  wait_until(img, [&] { return is_done(inst); });
+  return sync_done(img, inst);
+}
+
+bool Engine::dump_json(ImageContext& img, uint64_t handle, const std::string& path,
+                       std::string* error) {
+  Instance* inst = lookup(img, handle);
+  if (inst == nullptr) {
+    *error = "handle: not a live handle of this image";
+    return false;
+  }
+  // The global DAG: every image's schedule for the same key (generators are
+  // pure, so running them again gives exactly what each image runs).
+  const CollectiveSpec& spec = inst->schedule->spec();
+  const GeneratorInfo* gen = GeneratorRegistry::instance().find(spec.kind, spec.algorithm);
+  const std::vector<const Schedule*>& parts = inst->schedule->parts;
+  GlobalDag global;
+  global.spec = spec;  // an aggregate's: its first member's, with the merged sync modes
+  for (uint32_t i = 0; i < spec.images; ++i) {
+    if (i == inst->team_obj->rank) {
+      global.images.push_back(inst->schedule->dag());
+    } else if (!parts.empty()) {
+      global.images.push_back(merged_dag(parts, i, false, (spec.flags & kSpecInAllSync) != 0,
+                                         (spec.flags & kSpecOutAllSync) != 0));
+    } else {
+      global.images.push_back(generate_local(*gen, spec, i));
+    }
+  }
+  return save_dag_file(global, path, error);
+}
+}  // namespace carflow
