@@ -10,7 +10,7 @@
 //   is full), node 1 takes them; per message (compare a 2-process 8-byte
 //   broadcast, whose root runs ahead the same way).
 //
-// A 1 KiB stream shows what the VM's slow phase costs (README, carflow vs
+// A 1 KiB stream shows what the VM's slow phase costs (bench/PERFORMANCE_LOG.md, comparison with
 // MPI): its 16 data lines cross between the cores at about 35 ns a line
 // then, against about 8 in the fast phase.
 //
