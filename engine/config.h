@@ -1,9 +1,13 @@
-// Configuration: every CF_* environment knob is read, validated and described
-// here and nowhere else (STYLE.md rule 10).
+// Configuration: every CF_* environment knob is one row of one table
+// (Config::knobs(), engine/config.cc): its name, range, default and doc, and
+// how it is read. Config::from_env parses by it, `carflow info` prints it,
+// and api/README.md's "Environment" table is its markdown (checked by
+// tests/knobs_test.cc).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,7 +16,10 @@
 
 namespace carflow {
 
-// CF_PROGRESS (seed v1.7, "Progress"): who moves data while images wait.
+struct Knob;
+struct KnobValue;
+
+// CF_PROGRESS (GASNet collectives notes v1.7, "Progress"): who moves data while images wait.
 //   poll    waiting threads poll (CF_SPIN_COUNT), yield, then block; oneTBB
 //           workers copy large messages whose receive is posted.
 //   thread  additionally a progress thread polls every image while any
@@ -38,8 +45,8 @@ struct Config {
   uint64_t reduce_large_bytes = 64 * 1024;  // CF_REDUCE_LARGE_BYTES: reduce_vec / scan /
                                             // reduce_scatter switch to bandwidth algorithms
   uint64_t data_alignment = 8;              // CF_DATA_ALIGNMENT: computational data alignment
-  // CF_ALGO_<KIND> (BROADCAST, BARRIER, ALLREDUCE, SCATTER, GATHER,
-  // GATHER_ALL, EXCHANGE, PERMUTE), indexed by CollKind; "" = by table.
+  // CF_ALGO_<KIND> (one per CollKind: BROADCAST, ..., PREFIX_REDUCE),
+  // indexed by CollKind; "" = by table.
   std::array<std::string, kCollKinds> algo;
   // Cut-offs of the default table (README, "Algorithm selection").
   uint64_t broadcast_large_bytes = 512 * 1024;  // CF_BROADCAST_LARGE_BYTES
@@ -64,17 +71,47 @@ struct Config {
   uint64_t exit_timeout_ms = 5000;          // CF_EXIT_TIMEOUT (seconds in the environment)
   uint32_t spin_count = 4000;               // CF_SPIN_COUNT: polls before yielding
   uint32_t yield_count = 200;               // CF_YIELD_COUNT: yields before blocking
-  // CF_CHECK (seed v1.7, "Argument conventions": an explanatory error "if
+  // CF_CHECK (GASNet collectives notes v1.7, "Argument conventions": an explanatory error "if
   // debugging is enabled"): images compare digests of their single-valued
   // arguments on the entry barrier's messages (engine/arg_check.h).
   bool check = false;
 
-  // Reads the environment; false with *error naming the variable and rule.
+  // Reads the environment, row by row of knobs(); false with *error naming
+  // the variable and rule.
   static bool from_env(Config* out, std::string* error);
-  // (name, value, meaning) for `carflow info` and the README.
-  std::vector<std::vector<std::string>> describe() const;
+  // Every row of knobs() with this configuration's value, for `carflow info`.
+  std::vector<KnobValue> describe() const;
+  // The table: every CF_* variable, in the order the docs list them.
+  static const std::vector<Knob>& knobs();
+  // knobs() as api/README.md's markdown table ("| Name | Default | ..."),
+  // one line each, header and separator first (`carflow info --markdown`).
+  static std::vector<std::string> markdown_table();
   // "CF_ALGO_GATHER_ALL" for CollKind::GatherAll.
   static std::string algo_variable(CollKind kind);
+};
+
+// One CF_* variable: one row of the docs' table and of `carflow info`.
+struct Knob {
+  std::string name;
+  std::string fallback;  // the default, as text: show(Config{}), or "(set by cfrun)"
+  std::string range;     // the values accepted, as text ("0..2^40", "poll, thread or block")
+  std::string doc;       // one line (markdown: `code` allowed)
+  // Reads the variable's text (set and not empty) into *c; false with
+  // *error = "CF_X='text': expected ...". Empty for the launcher's
+  // variables, read by transports/bootstrap, not by Config.
+  std::function<bool(const char* text, Config* c, std::string* error)> parse;
+  // A rule beyond the range, checked once every variable is read (CF_DATA_ALIGNMENT
+  // a power of two, ...); may be empty.
+  std::function<bool(const Config& c, std::string* error)> check;
+  // The value in c as text (launcher's variables: the environment's).
+  std::function<std::string(const Config& c)> show;
+
+  bool set_by_launcher() const { return !parse; }
+};
+
+// A row of `carflow info`: a knob and its current value.
+struct KnobValue {
+  std::string name, value, range, doc;
 };
 
 }  // namespace carflow

@@ -569,9 +569,12 @@ int cmd_info() {
   carflow::Config config;
   std::string error;
   if (!carflow::Config::from_env(&config, &error)) return fail(error);
-  std::printf("environment (current values):\n");
-  for (const auto& row : config.describe()) {
-    std::printf("  %-30s %-12s %s\n", row[0].c_str(), row[1].c_str(), row[2].c_str());
+  std::printf("environment (engine/config.cc; current values):\n");
+  std::printf("  %-30s %-14s %-27s %s\n", "name", "value", "range", "what it does");
+  for (const carflow::KnobValue& row : config.describe()) {
+    std::string doc = row.doc;  // markdown's `code` marks, dropped on a terminal
+    doc.erase(std::remove(doc.begin(), doc.end(), '`'), doc.end());
+    std::printf("  %-30s %-14s %-27s %s\n", row.name.c_str(), row.value.c_str(), row.range.c_str(), doc.c_str());
   }
   std::printf("\nalgorithms (graph/generators/):\n");
   for (const carflow::GeneratorInfo* g : carflow::GeneratorRegistry::instance().all()) {
@@ -620,6 +623,11 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string cmd = argv[1];
+  // Hidden: the environment table as markdown, for api/README.md ("Environment").
+  if (cmd == "info" && argc == 3 && !std::strcmp(argv[2], "--markdown")) {
+    for (const std::string& line : carflow::Config::markdown_table()) std::printf("%s\n", line.c_str());
+    return 0;
+  }
   const CommandSpec* spec = command_spec(cmd);
   if (spec == nullptr) return fail("unknown command '" + cmd + "'\n" + kUsage);
   Args args;
