@@ -196,7 +196,7 @@ std::vector<BadCall<BarrierArgs>> barrier_mistakes() { return flag_mistakes<Barr
 // gets the checks of the rejections, `afterwards` those of the valid broadcast
 // that follows each of them.
 // warm: every image first makes the valid call in the same form, so the
-// bad one reaches the API's memo of it (api/carflow.cc, memo_hit): a call
+// bad one reaches the API's memo of it (api/api_internal.h, memo_hit): a call
 // equal to the last one apart from its addresses skips the argument
 // checks but not the address checks.
 template <typename Args>

@@ -1,4 +1,4 @@
-// The command line (tools/carflow_cli.cc) as a user meets it: options each
+// The command line (tools/cli/) as a user meets it: options each
 // command takes, errors that name the option and the rule, and relative
 // paths resolved in the caller's directory. Each run is bounded by
 // timeout(1).

@@ -1,0 +1,68 @@
+// The `carflow` command line (tools/carflow runs it): what its commands
+// share. One file per command: plan.cc, dot.cc, bench.cc, compare.cc,
+// demo.cc, info.cc; options.cc parses the command line, main.cc dispatches.
+#pragma once
+
+#include <carflow/carflow.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/latency.h"
+#include "engine/config.h"
+#include "engine/selection.h"
+#include "graph/json.h"
+#include "graph/layout.h"
+#include "graph/registry.h"
+#include "graph/transforms.h"
+#include "graph/validate.h"
+
+namespace carflow::cli {
+
+using Args = std::map<std::string, std::string>;
+
+// What a command accepts: options that take a value, flags that do not,
+// and how many plain arguments (dot: the file).
+struct CommandSpec {
+  std::vector<std::string> valued;
+  std::vector<std::string> flags;
+  size_t positional = 0;
+};
+// The command's spec, or nullptr for an unknown command.
+const CommandSpec* command_spec(const std::string& cmd);
+// argv[first..] as options of `cmd`; false with *error naming the option.
+bool parse_args(const std::string& cmd, const CommandSpec& spec, int argc, char** argv, int first, Args* out,
+                std::string* error);
+// An unsigned option in [min, max] (sizes with K/M/G suffixes allowed);
+// `fallback` when absent.
+bool get_uint(const Args& args, const std::string& key, uint64_t fallback, uint64_t min, uint64_t max,
+              uint64_t* out, std::string* error);
+// Prints "carflow: message" to stderr; returns 2 (the usage error status).
+int fail(const std::string& message);
+std::string kinds_list();
+// --coll's value as a kind; false with *error naming the option and the kinds.
+bool coll_kind(const std::string& name, carflow::CollKind* kind, std::string* error);
+// --algo: a generator registered for `kind` (graph/registry.h).
+bool algo_known(carflow::CollKind kind, const std::string& name, std::string* error);
+// A layout error names the spec's fields ("dst_blksz, dst_offset: ..."):
+// say them as the options that set them.
+std::string as_options(const std::string& error);
+// bench's and demo's table.
+void print_table_header();
+void print_row(const carflow_bench::LatencyResult& r);
+
+int cmd_plan(const Args& args);
+int cmd_dot(const Args& args);
+int cmd_bench(const Args& args);
+int cmd_compare(const Args& args);
+int cmd_demo(const Args& args);
+int cmd_info();
+
+}  // namespace carflow::cli

@@ -1,0 +1,56 @@
+// The `carflow` command line: demo, plan, dot, bench, compare, info.
+// `tools/carflow` (the shell entry) installs what is missing, builds this
+// binary and forwards its arguments here.
+#include "tools/cli/cli.h"
+
+namespace {
+
+const char kUsage[] =
+    "usage: carflow <command> [options]\n"
+    "  demo  [--images 8] [--out DIR]      every collective, 8 B..4 MiB, verified;\n"
+    "                                      writes each DAG as JSON into DIR (cf-demo-graphs)\n"
+    "  plan  --coll C --images P --bytes N [--algo A] [--root R] [--elem-size E]\n"
+    "        [--in-allsync] [--out-allsync] [--exclusive] [--src-blksz B --src-offset O\n"
+    "        --dst-blksz B --dst-offset O] [--images-per-node K] --out F.json\n"
+    "                                      build and validate a global DAG\n"
+    "  dot   F.json                        Graphviz rendering of a graph file, to stdout\n"
+    "  bench --coll C --images P --sizes LIST [--iters N] [--algo A] [--sync IN,OUT] [--json]\n"
+    "        [--calls K | --aggregate K [--rounds R]]  K calls per iteration, separate or\n"
+    "                                      aggregated (R interleaved rounds of one call,\n"
+    "                                      K separate and K aggregated)\n"
+    "                                      OSU-style latency; LIST like 8,1K,4M or 8:4M\n"
+    "                                      (LO:HI = LO, 2LO, 4LO, ... up to HI)\n"
+    "  compare [--coll C] [--images 8] [--sizes 8,1M] [--iters N] [--rounds 5]\n"
+    "                                      every algorithm vs the default choice, one run\n"
+    "  info                                environment knobs, algorithms, thresholds\n";
+
+
+}  // namespace
+
+using namespace carflow::cli;
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  // Hidden: the environment table as markdown, for api/README.md ("Environment").
+  if (cmd == "info" && argc == 3 && !std::strcmp(argv[2], "--markdown")) {
+    for (const std::string& line : carflow::Config::markdown_table()) std::printf("%s\n", line.c_str());
+    return 0;
+  }
+  const CommandSpec* spec = command_spec(cmd);
+  if (spec == nullptr) return fail("unknown command '" + cmd + "'\n" + kUsage);
+  Args args;
+  std::string error;
+  if (!parse_args(cmd, *spec, argc, argv, 2, &args, &error)) return fail(error);
+  if (cmd == "plan") return cmd_plan(args);
+  if (cmd == "dot") return cmd_dot(args);
+  if (cmd == "info") return cmd_info();
+  if (cf_init(&argc, &argv) != CF_OK) return 2;  // prints the reason (fatal mode)
+  cf_set_error_mode(CF_ERRORS_RETURN);
+  const int rc = cmd == "demo" ? cmd_demo(args) : cmd == "compare" ? cmd_compare(args) : cmd_bench(args);
+  cf_finalize();
+  return rc;
+}
