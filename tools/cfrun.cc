@@ -62,6 +62,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tools/store_server.h"
 #include "transports/bootstrap/bootstrap.h"
 
 extern char** environ;
@@ -107,12 +108,6 @@ void write_all(int fd, std::string_view text) {
 
 void say(const std::string& line) { write_all(STDERR_FILENO, "cfrun: " + line + "\n"); }
 
-std::string take_field(std::string_view* rest) {
-  const size_t space = rest->find(' ');
-  std::string field(rest->substr(0, space));
-  rest->remove_prefix(space == std::string_view::npos ? rest->size() : space + 1);
-  return field;
-}
 
 std::string seconds_text(double s) {
   char text[32];
@@ -136,19 +131,6 @@ struct LaunchOptions {
   bool help = false;
 };
 
-bool parse_count(const std::string& name, const std::string& text, uint32_t min, uint32_t max,
-                 uint32_t* out, std::string* error) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || v < min || v > max) {
-    *error = name + " '" + text + "': expected an integer in [" + std::to_string(min) + ", " +
-             std::to_string(max) + "]";
-    return false;
-  }
-  *out = static_cast<uint32_t>(v);
-  return true;
-}
 
 bool parse_seconds(const std::string& name, const std::string& text, bool zero_ok, double* out,
                    std::string* error) {
@@ -292,89 +274,6 @@ bool parse_args(int argc, char** argv, LaunchOptions* o, std::string* error) {
 
 // ---------------------------------------------------------------- store
 
-struct Outgoing {
-  uint64_t conn;
-  std::string line;
-};
-
-// The store's state, apart from sockets: values, GETs waiting for a key, and
-// fence rounds. Produces reply lines for the launcher to send.
-class KeyValueStore {
- public:
-  explicit KeyValueStore(uint32_t nodes) : joined_(nodes, 0) {}
-
-  void put(const std::string& key, std::string value, std::vector<Outgoing>* out) {
-    auto waiting = getters_.find(key);
-    if (waiting != getters_.end()) {
-      for (const Waiter& w : waiting->second) out->push_back({w.conn, "VAL " + w.id + " " + value});
-      getters_.erase(waiting);
-    }
-    values_[key] = std::move(value);
-  }
-
-  void get(uint64_t conn, const std::string& id, const std::string& key,
-           std::vector<Outgoing>* out) {
-    auto found = values_.find(key);
-    if (found != values_.end()) {
-      out->push_back({conn, "VAL " + id + " " + found->second});
-    } else if (!lost_.empty()) {
-      out->push_back({conn, "ERR " + id + " key " + key + " does not exist and " + lost_});
-    } else {
-      getters_[key].push_back({conn, id});
-    }
-  }
-
-  // The k-th FENCE of a rank joins round k; a round is complete when every
-  // rank has joined it.
-  void fence(uint32_t rank, uint64_t conn, const std::string& id, std::vector<Outgoing>* out) {
-    fences_.push_back({++joined_[rank], {conn, id}});
-    const uint64_t complete = *std::min_element(joined_.begin(), joined_.end());
-    auto done = [&](const FenceWaiter& f) {
-      if (f.round <= complete) out->push_back({f.waiter.conn, "OK " + f.waiter.id});
-      else if (!lost_.empty()) out->push_back({f.waiter.conn, "ERR " + f.waiter.id + " " + lost_});
-      else return false;
-      return true;
-    };
-    std::erase_if(fences_, done);
-  }
-
-  // After a loss, waits that cannot end any more fail at once: the job is ending.
-  void fail_waiters(const std::string& reason, std::vector<Outgoing>* out) {
-    if (lost_.empty()) lost_ = reason;
-    for (auto& [key, waiters] : getters_) {
-      for (const Waiter& w : waiters) {
-        out->push_back({w.conn, "ERR " + w.id + " key " + key + " does not exist and " + lost_});
-      }
-    }
-    getters_.clear();
-    for (const FenceWaiter& f : fences_) out->push_back({f.waiter.conn, "ERR " + f.waiter.id + " " + lost_});
-    fences_.clear();
-  }
-
-  void drop_connection(uint64_t conn) {
-    for (auto it = getters_.begin(); it != getters_.end();) {
-      std::erase_if(it->second, [&](const Waiter& w) { return w.conn == conn; });
-      it = it->second.empty() ? getters_.erase(it) : std::next(it);
-    }
-    std::erase_if(fences_, [&](const FenceWaiter& f) { return f.waiter.conn == conn; });
-  }
-
- private:
-  struct Waiter {
-    uint64_t conn;
-    std::string id;
-  };
-  struct FenceWaiter {
-    uint64_t round;
-    Waiter waiter;
-  };
-  std::unordered_map<std::string, std::string> values_;
-  std::unordered_map<std::string, std::vector<Waiter>> getters_;
-  std::vector<uint64_t> joined_;  // per rank: fence rounds joined
-  std::vector<FenceWaiter> fences_;
-  std::string lost_;              // "rank R was lost: <how>" once one was
-};
-
 // ---------------------------------------------------------------- launcher
 
 struct Child {
@@ -384,7 +283,6 @@ struct Child {
   int err_fd = -1;
   std::string out_partial, err_partial;
   bool running = false;
-  bool said_bye = false;
 };
 
 struct ExecImage;
@@ -392,14 +290,15 @@ struct ExecImage;
 struct Connection {
   int fd = -1;
   std::string in, out;
-  int64_t rank = -1;    // set by HELLO
-  bool closing = false;  // refused: close once `out` is sent
+  StoreServer::Session session;  // its rank once HELLO was accepted; refused: close once `out` is sent
 };
 
 class Launcher {
  public:
   explicit Launcher(LaunchOptions options)
-      : o_(std::move(options)), store_(o_.nodes), children_(o_.nodes) {}
+      : o_(std::move(options)),
+        store_(o_.nodes, [this](uint32_t rank) { return children_[rank].running; }),
+        children_(o_.nodes) {}
   int run();
 
  private:
@@ -412,8 +311,6 @@ class Launcher {
   // Events.
   void accept_connections();
   void read_connection(uint64_t serial);
-  void handle_request(uint64_t serial, Connection& c, std::string_view line);
-  void handle_hello(uint64_t serial, Connection& c, const std::string& id, std::string_view rest);
   void flush_connection(uint64_t serial);
   void close_connection(uint64_t serial);
   void read_signals();
@@ -428,7 +325,7 @@ class Launcher {
   int exit_status() const;
 
   LaunchOptions o_;
-  KeyValueStore store_;
+  StoreServer store_;
   std::vector<Child> children_;
   uint32_t running_ = 0;
   int listen_fd_ = -1;
@@ -436,7 +333,6 @@ class Launcher {
   std::string kvs_address_;
   std::map<uint64_t, Connection> connections_;  // by serial, never reused
   uint64_t next_serial_ = 1;
-  std::vector<uint64_t> rank_connection_;       // rank -> serial, 0 = none
 
   rlimit files_at_start_{RLIM_INFINITY, RLIM_INFINITY};
   std::vector<cpu_set_t> cpus_;  // per rank under --bind auto; empty = unbound
@@ -463,7 +359,6 @@ bool Launcher::open_store(std::string* error) {
     return false;
   }
   kvs_address_ = o_.kvs_host + ":" + std::to_string(ntohs(addr.sin_port));
-  rank_connection_.assign(o_.nodes, 0);
   return true;
 }
 
@@ -707,67 +602,15 @@ void Launcher::read_connection(uint64_t serial) {
     break;
   }
   size_t start = 0, end;
-  while (!c.closing && (end = c.in.find('\n', start)) != std::string::npos) {
-    handle_request(serial, c, std::string_view(c.in).substr(start, end - start));
+  while (!c.session.closing && (end = c.in.find('\n', start)) != std::string::npos) {
+    std::vector<Outgoing> out;
+    store_.handle(serial, c.session, std::string_view(c.in).substr(start, end - start), &out);
+    send(out);
     start = end + 1;
   }
   c.in.erase(0, start);
   if (c.in.size() > kMaxLineBytes) eof = true;  // not a bootstrap client
-  if (eof || (c.closing && c.out.empty())) close_connection(serial);
-}
-
-void Launcher::handle_request(uint64_t serial, Connection& c, std::string_view line) {
-  std::string_view rest = line;
-  const std::string verb = take_field(&rest);
-  std::string id = take_field(&rest);
-  if (id.empty() || !bootstrap_protocol::is_token(id)) id = "0";
-  if (verb == "HELLO") return handle_hello(serial, c, id, rest);
-  if (c.rank < 0) return send(serial, "ERR " + id + " send HELLO <id> <rank> <nodes> first");
-  const uint32_t rank = static_cast<uint32_t>(c.rank);
-  std::vector<Outgoing> out;
-  if (verb == "PUT") {
-    const std::string key = take_field(&rest);
-    if (key.empty() || !bootstrap_protocol::is_token(key) || !bootstrap_protocol::is_token(rest)) {
-      return send(serial, "ERR " + id + " PUT needs <key> <value> without spaces");
-    }
-    store_.put(key, std::string(rest), &out);
-    out.push_back({serial, "OK " + id});
-  } else if (verb == "GET" && !rest.empty() && bootstrap_protocol::is_token(rest)) {
-    store_.get(serial, id, std::string(rest), &out);
-  } else if (verb == "FENCE") {
-    store_.fence(rank, serial, id, &out);
-  } else if (verb == "BYE") {
-    children_[rank].said_bye = true;
-    out.push_back({serial, "OK " + id});
-  } else {
-    out.push_back({serial, "ERR " + id + " unknown request '" + verb + "'"});
-  }
-  send(out);
-}
-
-void Launcher::handle_hello(uint64_t serial, Connection& c, const std::string& id,
-                            std::string_view rest) {
-  const std::string rank_text = take_field(&rest);
-  const std::string nodes_text(rest);
-  std::string error;
-  uint32_t rank = 0;
-  if (c.rank >= 0) {
-    error = "this connection is already rank " + std::to_string(c.rank);
-  } else if (nodes_text != std::to_string(o_.nodes)) {
-    error = "nodes '" + nodes_text + "' but cfrun started " + std::to_string(o_.nodes);
-  } else if (!parse_count("rank", rank_text, 0, o_.nodes - 1, &rank, &error)) {
-  } else if (rank_connection_[rank] != 0) {
-    error = "rank " + rank_text + " is already connected";
-  } else if (!children_[rank].running) {
-    error = "rank " + rank_text + " has already exited";
-  }
-  if (!error.empty()) {
-    c.closing = true;
-    return send(serial, "ERR " + id + " " + error);
-  }
-  c.rank = rank;
-  rank_connection_[rank] = serial;
-  send(serial, "OK " + id);
+  if (eof || (c.session.closing && c.out.empty())) close_connection(serial);
 }
 
 void Launcher::send(const std::vector<Outgoing>& lines) {
@@ -799,14 +642,13 @@ void Launcher::flush_connection(uint64_t serial) {
       return;
     }
   }
-  if (c.closing) ::shutdown(c.fd, SHUT_WR);
+  if (c.session.closing) ::shutdown(c.fd, SHUT_WR);
 }
 
 void Launcher::close_connection(uint64_t serial) {
   auto it = connections_.find(serial);
   if (it == connections_.end()) return;
-  if (it->second.rank >= 0) rank_connection_[static_cast<size_t>(it->second.rank)] = 0;
-  store_.drop_connection(serial);
+  store_.drop(serial, it->second.session);
   ::close(it->second.fd);
   connections_.erase(it);
 }
@@ -903,7 +745,7 @@ void Launcher::child_exited(Child& c, int status) {
   } else {
     code = WEXITSTATUS(status);
     if (code != 0) how = "exited with status " + std::to_string(code);
-    else if (!c.said_bye) how = "exited with status 0 without cf_finalize";
+    else if (!store_.said_bye(c.rank)) how = "exited with status 0 without cf_finalize";
   }
   if (code != 0 && !first_failure_) first_failure_ = code;
   if (how.empty()) return;
@@ -914,7 +756,7 @@ void Launcher::child_exited(Child& c, int status) {
                              bootstrap_protocol::encode_words(how);
   for (const auto& [serial, conn] : connections_) {
     if (!o_.lost_notices) break;
-    if (conn.rank >= 0 && static_cast<uint32_t>(conn.rank) != c.rank) out.push_back({serial, notice});
+    if (conn.session.rank >= 0 && static_cast<uint32_t>(conn.session.rank) != c.rank) out.push_back({serial, notice});
   }
   store_.fail_waiters("rank " + std::to_string(c.rank) + " was lost: " + how, &out);
   send(out);
