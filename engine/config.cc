@@ -239,6 +239,18 @@ std::vector<Knob> make_knobs() {
         k.show = [](const Config& c) { return c.ofi_provider.empty() ? std::string("(auto)") : c.ofi_provider; };
         return k;
       }(),
+      [] {
+        Knob k;
+        k.name = "CF_PLUGINS";
+        k.range = "paths separated by `:`";
+        k.doc = "generator plug-ins `cf_init` loads (each exports `cf_plugin_init`; carflow/generator.h)";
+        k.parse = [](const char* text, Config* c, std::string*) {
+          c->plugins = text;
+          return true;
+        };
+        k.show = [](const Config& c) { return c.plugins.empty() ? std::string("(none)") : c.plugins; };
+        return k;
+      }(),
       uint_knob("CF_EAGER_BYTES", 0, k2p20, &C::eager_bytes,
                 "between processes via libfabric: eager up to this size, rendezvous (receiver reads) above"),
       uint_knob("CF_OFI_CREDITS", 1, 4096, &C::ofi_credits,

@@ -61,6 +61,7 @@ struct Config {
   uint32_t logp_L = 500, logp_o = 150, logp_g = 200;  // CF_LOGP_L / _O / _G (ns)
   ProgressMode progress = ProgressMode::Poll;  // CF_PROGRESS
   // Between processes (transports/ofi).
+  std::string plugins;                      // CF_PLUGINS: shared libraries cf_init loads, ':'-separated
   std::string ofi_provider;                 // CF_OFI_PROVIDER: "" = shm on one host, tcp;ofi_rxm across
   uint64_t eager_bytes = 16384;             // CF_EAGER_BYTES: eager up to, rendezvous above
   uint32_t ofi_credits = 32;                // CF_OFI_CREDITS: messages in flight per peer node

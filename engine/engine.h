@@ -499,6 +499,12 @@ class Engine final : public TransportHooks {
   // on (aggregate members get it once, on the merged DAG).
   Schedule* schedule_for(ImageContext& img, const CollectiveCall& call,
                          const GeneratorInfo* gen, std::string* error, bool check_barrier = true);
+  // Plug-in generators up to this team size are checked as a whole team
+  // before they first run (carflow/generator.h, CF_GEN_CHECK_IMAGES).
+  static constexpr uint32_t kPluginCheckImages = 256;
+  bool check_plugin(const CollectiveSpec& spec, std::string* error);
+  std::mutex plugin_mutex_;
+  std::vector<std::pair<CollectiveSpec, std::string>> plugin_checks_;  // spec -> "" or the defect
   int join_aggregate(ImageContext& img, const CollectiveCall& call, PreparedCall& prepared,
                      uint64_t* handle, std::string* error);
   [[gnu::always_inline]] void add_part(Team& team, const CollectiveCall& call, const PreparedCall& p, void* src,

@@ -69,6 +69,8 @@ class Runtime {
   uint32_t images() const { return images_.load(std::memory_order_acquire); }
 
  private:
+  // Loads the CF_PLUGINS libraries not loaded yet; false with *error.
+  bool load_plugins(const std::string& list, std::string* error);
   Runtime();  // out of line: the members' types are complete only there
   int connect_nodes(std::string* error);  // under mutex_
   bool start_liveness(bool one_host, std::string* error);  // under mutex_
@@ -93,6 +95,7 @@ class Runtime {
   std::mutex lost_mutex_;
   std::string lost_;  // why a node was lost, once one was
   bool exiting_ = false;  // exit() with images running: losses are no longer reported
+  std::vector<std::string> plugins_;  // CF_PLUGINS libraries loaded (never unloaded)
   bool launched_ = false;  // a launcher's job was joined (cf_init once per process then)
   bool running_ = false;   // between begin_run and end_run: cf_finalize must wait
   Config config_;

@@ -107,6 +107,7 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   spec.logp_o = key.logp_o;
   spec.logp_g = key.logp_g;
   if (!check_layout(spec, error)) return nullptr;
+  if (gen->plugin && spec.images <= kPluginCheckImages && !check_plugin(spec, error)) return nullptr;
   LocalDag dag = generate_local(*gen, spec, team.rank);
   if (call.in_place) dag = apply_in_place(std::move(dag));
   img.generator_runs.fetch_add(1, std::memory_order_relaxed);
@@ -147,4 +148,29 @@ uint64_t Engine::start_schedule(ImageContext& img, Schedule* schedule, void* src
   inst->bind(0, src, dst, op);
   return launch(img, inst, team_in != nullptr ? *team_in : img.all, 1);
 }
+// A registered (plug-in) generator's DAGs for every image of the team,
+// checked together once per spec: every image then reaches the same
+// verdict, so a defect refuses the call on all of them alike instead of
+// leaving some images waiting for messages that never come.
+bool Engine::check_plugin(const CollectiveSpec& spec, std::string* error) {
+  std::lock_guard<std::mutex> lock(plugin_mutex_);
+  for (const auto& [checked, verdict] : plugin_checks_) {
+    if (checked == spec) {
+      if (!verdict.empty()) *error = verdict;
+      return verdict.empty();
+    }
+  }
+  GlobalDag global;
+  std::string problem;
+  if (!generate_global(spec, &global, &problem) || !validate_global(global, &problem)) {
+    problem = "generator '" + spec.algorithm + "' (P = " + std::to_string(spec.images) +
+              ") failed its whole-team check: " + problem;
+  } else {
+    problem.clear();
+  }
+  plugin_checks_.emplace_back(spec, problem);
+  if (!problem.empty()) *error = problem;
+  return problem.empty();
+}
+
 }  // namespace carflow

@@ -205,6 +205,9 @@ struct LocalDag {
   // Aggregates only: every member's buffers, indexed by Car::member (member
   // 0's equal src_bytes / dst_bytes). Empty for a single collective.
   std::vector<MemberBuffers> members;
+  // Set by a generator that could not build this DAG (a plug-in's builder
+  // error, api/generator.cc): validate_local refuses the DAG with it.
+  std::string error;
   bool operator==(const LocalDag&) const = default;
 
   // Bytes of a user buffer (UserSrc / UserDst) as member `member` sees it.

@@ -5,20 +5,37 @@
 namespace carflow {
 
 GeneratorRegistry& GeneratorRegistry::instance() {
-  // Filled once by static initializers before main; read-only afterwards.
-  // Never destroyed: image threads still building schedules while another
+  // Filled by static initializers before main and by run-time
+  // registration (plug-ins). Never destroyed: image threads still building schedules while another
   // thread calls exit() must not find it torn down by static destruction.
   static GeneratorRegistry& registry = *new GeneratorRegistry;
   return registry;
 }
 
 bool GeneratorRegistry::add(GeneratorInfo info) {
-  generators_.push_back(std::move(info));
+  std::string error;
+  return add_checked(std::move(info), &error);
+}
+
+bool GeneratorRegistry::add_checked(GeneratorInfo info, std::string* error) {
+  if (find(info.kind, info.name) != nullptr) {
+    *error = "name: " + std::string(coll_kind_name(info.kind)) + " already has an algorithm '" + info.name + "'";
+    return false;
+  }
+  const uint32_t n = count_.load(std::memory_order_relaxed);
+  if (n == kCapacity) {
+    *error = "name: the registry is full (" + std::to_string(kCapacity) + " algorithms)";
+    return false;
+  }
+  generators_[n] = std::make_unique<const GeneratorInfo>(std::move(info));
+  count_.store(n + 1, std::memory_order_release);
   return true;
 }
 
 const GeneratorInfo* GeneratorRegistry::find(CollKind kind, std::string_view name) const {
-  for (const GeneratorInfo& g : generators_) {
+  const uint32_t n = count_.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) {
+    const GeneratorInfo& g = *generators_[i];
     if (g.kind == kind && g.name == name) return &g;
   }
   return nullptr;
@@ -26,15 +43,17 @@ const GeneratorInfo* GeneratorRegistry::find(CollKind kind, std::string_view nam
 
 std::vector<const GeneratorInfo*> GeneratorRegistry::list(CollKind kind) const {
   std::vector<const GeneratorInfo*> out;
-  for (const GeneratorInfo& g : generators_) {
-    if (g.kind == kind) out.push_back(&g);
+  const uint32_t n = count_.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (generators_[i]->kind == kind) out.push_back(generators_[i].get());
   }
   return out;
 }
 
 std::vector<const GeneratorInfo*> GeneratorRegistry::all() const {
   std::vector<const GeneratorInfo*> out;
-  for (const GeneratorInfo& g : generators_) out.push_back(&g);
+  const uint32_t n = count_.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) out.push_back(generators_[i].get());
   return out;
 }
 
@@ -48,7 +67,7 @@ std::string GeneratorRegistry::names(CollKind kind) const {
 }
 
 LocalDag generate_local(const GeneratorInfo& gen, const CollectiveSpec& spec, uint32_t image) {
-  return apply_sync_mode(gen.fn(spec, image), spec.images, (spec.flags & kSpecInAllSync) != 0,
+  return apply_sync_mode(gen.closure ? gen.closure(spec, image) : gen.fn(spec, image), spec.images, (spec.flags & kSpecInAllSync) != 0,
                          (spec.flags & kSpecOutAllSync) != 0, out_allsync_root(spec),
                          out_allsync_fan_in_root(spec));
 }

@@ -5,7 +5,10 @@
 // operand order of a non-commutative reduction.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +26,10 @@ inline constexpr unsigned kUsesWindow = 1u << 1;  // spec.window
 inline constexpr unsigned kUsesLogp = 1u << 2;    // spec.logp_L, logp_o, logp_g
 inline constexpr unsigned kUsesNodes = 1u << 3;   // spec.images_per_node
 
+// A generator with state of its own (a plug-in's, api/generator.cc): used
+// instead of GeneratorInfo::fn when set.
+using GeneratorClosure = std::function<LocalDag(const CollectiveSpec& spec, uint32_t image)>;
+
 struct GeneratorInfo {
   CollKind kind;
   std::string name;
@@ -31,13 +38,24 @@ struct GeneratorInfo {
   bool segmented = false;       // honours spec.segment_bytes
   std::string summary;          // one line for `carflow info`
   unsigned params = 0;          // kUses* bits
+  GeneratorClosure closure = {};  // registered at run time (a plug-in); fn is then null
+  bool plugin = false;          // checked as a whole team before it first runs (engine/start.cc)
 };
 
+// Generators are only ever added, never removed or changed: an entry's
+// address stays valid for the process's life, and readers need no lock
+// (an entry is complete before the count that shows it is published).
+// Writers are serialized by their caller: static initializers run one at
+// a time, and run-time registration (api/generator.cc) holds a lock.
 class GeneratorRegistry {
  public:
+  static constexpr uint32_t kCapacity = 1024;
   static GeneratorRegistry& instance();
-  // Registration happens from static initializers in graph/generators/*.cc.
+  // Registration from static initializers in graph/generators/*.cc.
   bool add(GeneratorInfo info);
+  // Run-time registration: false with *error for a name the kind has
+  // already, or a full registry.
+  bool add_checked(GeneratorInfo info, std::string* error);
   const GeneratorInfo* find(CollKind kind, std::string_view name) const;  // no allocation
   std::vector<const GeneratorInfo*> list(CollKind kind) const;
   std::vector<const GeneratorInfo*> all() const;
@@ -45,7 +63,8 @@ class GeneratorRegistry {
   std::string names(CollKind kind) const;
 
  private:
-  std::vector<GeneratorInfo> generators_;
+  std::array<std::unique_ptr<const GeneratorInfo>, kCapacity> generators_;
+  std::atomic<uint32_t> count_{0};
 };
 
 // Registers a generator at static-initialization time:

@@ -454,6 +454,7 @@ bool match_messages(const GlobalDag& dag, std::vector<MessageEdge>* edges, std::
 }
 
 bool validate_local(const LocalDag& dag, uint32_t images, std::string* error, uint32_t elem_size) {
+  if (!dag.error.empty()) return fail(error, dag.error);
   const std::string image = "image " + std::to_string(dag.image);
   if (images == 0) return fail(error, image + ": the team size must be at least 1");
   if (dag.image >= images) {

@@ -1,0 +1,139 @@
+/* carflow/generator.h: writing collective algorithms ("generators") from
+   outside carflow, in C.
+
+   A generator builds ONE image's DAG of CARs for one collective call shape
+   (kind, team size P, root, sizes): it adds SENDs, RECVs, reductions,
+   copies and joins with the cf_dag_* calls below, each naming the CARs it
+   waits for. carflow runs the generator once per shape and image, checks
+   the result, caches it, and runs it like a built-in algorithm.
+
+   Message tags are assigned by the builder: the k-th cf_dag_send from image
+   i to image j matches the k-th receive (cf_dag_recv or cf_dag_recv_reduce)
+   that image j adds from image i. A generator never numbers tags.
+
+   Buffers (cf_buf_t): CF_SPACE_SRC and CF_SPACE_DST are the image's user
+   source and destination as the collective's kind lays them out (per image
+   bytes for broadcast and the vector reductions, P blocks of nbytes for
+   the source of scatter and exchange and the destination of gather,
+   gather_all and exchange; see api/README.md); CF_SPACE_TEMP is a slot of
+   cf_dag_temp. `slot` is used for CF_SPACE_TEMP only.
+
+   Errors: a call with a bad argument (a peer outside [0, P) or the image
+   itself, a dependency that is not an earlier CAR of this DAG, a buffer
+   past the end of its space, an unknown temp slot, a reduction on a kind
+   that does not reduce, unequal operand lengths) returns CF_CAR_NONE and
+   marks the DAG failed; carflow then refuses the collective with
+   CF_ERR_BAD_ARG naming the generator, the image, the builder call and the
+   argument. Later calls on a failed DAG also return CF_CAR_NONE.
+
+   Checks before a registered generator first runs (per team size P, root
+   and sizes; cached): the DAG of every image is built and checked together
+   when P <= CF_GEN_CHECK_IMAGES (256): acyclic, buffers in range, every
+   send matched by a receive of the same length, no deadlock whether sends
+   complete eagerly or at the receive. A failure is CF_ERR_BAD_ARG on every
+   image alike, naming the defect ("image 3 sends 8 bytes to image 5, which
+   posts no receive from 3"); nothing starts. It costs P generator runs on
+   each image the first time (about a microsecond per CAR). Above that P
+   only the image's own DAG is checked: run `carflow check` for the rest.
+
+   Thread safety: cf_generator_register may be called from any thread,
+   before or after cf_init, but before the first collective of that kind
+   that should see it; a generator function may run on any image thread
+   and several at once: keep it a pure function of the spec. */
+#ifndef CARFLOW_GENERATOR_H
+#define CARFLOW_GENERATOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "carflow/carflow.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cf_dag cf_dag_t;    /* one image's DAG, being built */
+typedef uint32_t cf_car_t;         /* a CAR of that DAG: 0, 1, 2, ... in order of addition */
+#define CF_CAR_NONE ((cf_car_t)-1) /* returned on a bad argument */
+enum { CF_SPACE_SRC = 1, CF_SPACE_DST = 2, CF_SPACE_TEMP = 3 };
+typedef struct {
+  int space;       /* CF_SPACE_* */
+  uint32_t slot;   /* CF_SPACE_TEMP: the slot cf_dag_temp returned */
+  uint64_t offset; /* bytes into the space */
+  uint64_t length; /* bytes */
+} cf_buf_t;
+
+/* What the generator builds for. */
+typedef struct {
+  int kind;                /* CF_KIND_* */
+  const char *algorithm;   /* the name it was registered under */
+  uint32_t images;         /* team size P */
+  uint32_t image;          /* whose DAG is being built (team rank) */
+  uint32_t root;           /* rooted kinds: team rank of the root */
+  uint64_t nbytes;         /* bytes per image, or per block (see above) */
+  uint32_t elem_size;      /* reductions: bytes per element */
+  uint64_t segment_bytes;  /* CF_GEN_SEGMENTED generators: cut messages this size; 0 = unsegmented */
+  int flags;               /* CF_COLL_EXCLUSIVE for an exclusive scan; else 0 */
+  const uint64_t *counts;  /* v forms: bytes per block (NULL, 0 when packed) */
+  size_t ncounts;
+  const uint64_t *displs;
+  size_t ndispls;
+  const uint32_t *perm;    /* permute: P entries, else NULL */
+  uint32_t images_per_node; /* team ranks [k*K, (k+1)*K) share a node; 0 = unknown */
+  uint32_t radix;          /* CF_TREE_RADIX, for generators that want a tree radix */
+} cf_gen_spec_t;
+
+/* A SEND of `src` to team rank `peer`, after `deps` (ndeps CARs of this DAG). */
+cf_car_t cf_dag_send(cf_dag_t *dag, uint32_t peer, cf_buf_t src, const cf_car_t *deps, size_t ndeps);
+/* A RECV from `peer` into `dst`. */
+cf_car_t cf_dag_recv(cf_dag_t *dag, uint32_t peer, cf_buf_t dst, const cf_car_t *deps, size_t ndeps);
+/* dst = dst op incoming, element-wise with the call's op (reducing kinds only). */
+cf_car_t cf_dag_recv_reduce(cf_dag_t *dag, uint32_t peer, cf_buf_t dst, const cf_car_t *deps, size_t ndeps);
+/* dst = incoming op dst: the incoming operand on the left, for an order-
+   preserving algorithm (the sender's data comes from lower ranks). */
+cf_car_t cf_dag_recv_reduce_left(cf_dag_t *dag, uint32_t peer, cf_buf_t dst, const cf_car_t *deps,
+                                 size_t ndeps);
+/* dst = left op right, element-wise (reducing kinds only; equal lengths). */
+cf_car_t cf_dag_reduce(cf_dag_t *dag, cf_buf_t dst, cf_buf_t left, cf_buf_t right, const cf_car_t *deps,
+                       size_t ndeps);
+/* dst = src (equal lengths). */
+cf_car_t cf_dag_copy(cf_dag_t *dag, cf_buf_t dst, cf_buf_t src, const cf_car_t *deps, size_t ndeps);
+/* No data: done when its deps are. */
+cf_car_t cf_dag_join(cf_dag_t *dag, const cf_car_t *deps, size_t ndeps);
+/* A temporary slot of `bytes` for CF_SPACE_TEMP buffers; its index, or
+   (uint32_t)-1 on a failed DAG. */
+uint32_t cf_dag_temp(cf_dag_t *dag, uint64_t bytes);
+/* Bytes of this image's user source / destination for the spec. */
+uint64_t cf_dag_src_bytes(const cf_dag_t *dag);
+uint64_t cf_dag_dst_bytes(const cf_dag_t *dag);
+
+/* A generator: fills `dag` for spec->image; CF_OK, or an error status
+   (CF_ERR_BAD_ARG: this shape is not supported; the collective is then
+   refused). `arg` is cf_generator_register's. */
+typedef int (*cf_generator_fn)(const cf_gen_spec_t *spec, cf_dag_t *dag, void *arg);
+#define CF_GEN_PRESERVES_ORDER (1 << 0) /* reductions combine in rank order: safe for CF_COLL_NONCOMM */
+#define CF_GEN_SEGMENTED (1 << 1)       /* honours segment_bytes */
+#define CF_GEN_CHECK_IMAGES 256         /* the whole-team check above runs up to this P */
+
+/* Registers `fn` as algorithm `name` of `kind` (a CF_KIND_*). The name is
+   then valid for CF_ALGO_<KIND>, cf_coll_set_algorithm and `carflow --algo`.
+   summary: one line for `carflow info` (may be NULL).
+   Errors (CF_ERR_BAD_ARG, nothing registered): fn NULL, name NULL, empty,
+   longer than 64 bytes or not of [A-Za-z0-9_.-], a name the kind already
+   has (built-in or registered), kind not a CF_KIND_*, unknown gen_flags. */
+int cf_generator_register(int kind, const char *name, cf_generator_fn fn, void *arg, int gen_flags,
+                          const char *summary);
+
+/* A plug-in is a shared library exporting
+     int cf_plugin_init(void);
+   which registers its generators and returns CF_OK. CF_PLUGINS=a.so:b.so
+   makes cf_init load each (dlopen) and call it; a library that does not
+   load, lacks cf_plugin_init, or whose cf_plugin_init fails makes cf_init
+   fail with CF_ERR_BAD_ARG naming the path and the reason. */
+typedef int (*cf_plugin_init_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CARFLOW_GENERATOR_H */

@@ -1,0 +1,183 @@
+/* Plug-in generators through the public API: the example plug-in
+   (api/examples/example_plugin.c, loaded by CF_PLUGINS from tests/BUILD)
+   runs its broadcast, allreduce and gather_all on 1 to 13 images as
+   threads, each destination checked against a sequential reference; wrong
+   generators registered here are refused with CF_ERR_BAD_ARG on every
+   image, naming the generator and the defect, and change nothing; bad
+   registrations are refused. Under cfrun (tests/plugin_mp_test.sh) every
+   process loads the plug-in and the same checks run across processes.
+   With the argument `bad-plugin PATH` it checks instead that cf_init fails
+   naming PATH when CF_PLUGINS names a library that does not load. */
+#include <carflow/generator.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define kFlags (CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_LOCAL | CF_COLL_ALL_THREADS)
+#define kMaxImages 13
+
+static int g_failures, g_checks;
+
+static void expect(int ok, const char *what, unsigned images, unsigned image, const char *detail) {
+  __atomic_add_fetch(&g_checks, 1, __ATOMIC_RELAXED);
+  if (!ok && __atomic_add_fetch(&g_failures, 1, __ATOMIC_RELAXED) <= 20) {
+    printf("FAIL P=%u image %u: %s: %s\n", images, image, what, detail);
+  }
+}
+
+/* Wrong generators. */
+static int bad_peer(const cf_gen_spec_t *s, cf_dag_t *dag, void *arg) {
+  (void)arg;
+  cf_buf_t b = {CF_SPACE_DST, 0, 0, s->nbytes};
+  if (s->image == 0) cf_dag_send(dag, s->images, b, 0, 0); /* no such rank */
+  return CF_OK;
+}
+static int unmatched(const cf_gen_spec_t *s, cf_dag_t *dag, void *arg) {
+  (void)arg;
+  cf_buf_t b = {CF_SPACE_DST, 0, 0, s->nbytes};
+  if (s->image == 0 && s->images > 1) cf_dag_send(dag, 1, b, 0, 0); /* image 1 posts no receive */
+  return CF_OK;
+}
+static int past_end(const cf_gen_spec_t *s, cf_dag_t *dag, void *arg) {
+  (void)arg;
+  cf_buf_t b = {CF_SPACE_DST, 0, 1, s->nbytes}; /* one byte too far */
+  cf_car_t j = cf_dag_join(dag, 0, 0);
+  cf_dag_copy(dag, b, b, &j, 1);
+  return CF_OK;
+}
+static int refuses(const cf_gen_spec_t *s, cf_dag_t *dag, void *arg) {
+  (void)s, (void)dag, (void)arg;
+  return CF_ERR_BAD_ARG;
+}
+
+static uint64_t value(unsigned image, unsigned k) { return image * 1000003ull + k * 7ull + 1; }
+
+static void body(cf_image_t me, void *arg) {
+  const unsigned P = cf_images();
+  char detail[512];
+  (void)arg;
+  /* broadcast of 1000 bytes from the last image */
+  {
+    unsigned char src[1000], dst[1000];
+    for (int k = 0; k < 1000; ++k) src[k] = (unsigned char)(me * 31 + k);
+    memset(dst, 0, sizeof dst);
+    int rc = cf_coll_set_algorithm(CF_KIND_BROADCAST, "example_binomial");
+    if (rc == CF_OK) rc = cf_coll_broadcast(CF_TEAM_ALL, dst, P - 1, src, sizeof src, kFlags);
+    int ok = rc == CF_OK;
+    for (int k = 0; ok && k < 1000; ++k) ok = dst[k] == (unsigned char)((P - 1) * 31 + k);
+    snprintf(detail, sizeof detail, "status %d: %s", rc, rc ? cf_last_error() : "wrong data");
+    expect(ok, "example_binomial broadcast", P, me, detail);
+  }
+  /* allreduce of 37 uint64 sums */
+  {
+    uint64_t src[37], dst[37];
+    for (unsigned k = 0; k < 37; ++k) src[k] = value(me, k);
+    int rc = cf_coll_set_algorithm(CF_KIND_ALLREDUCE, "example_reduce_bcast");
+    if (rc == CF_OK) rc = cf_coll_allreduce(CF_TEAM_ALL, dst, src, 8, 37, CF_BUILTIN(CF_OP_SUM, CF_DT_UINT64), 0, kFlags);
+    int ok = rc == CF_OK;
+    for (unsigned k = 0; ok && k < 37; ++k) {
+      uint64_t want = 0;
+      for (unsigned i = 0; i < P; ++i) want += value(i, k);
+      ok = dst[k] == want;
+    }
+    snprintf(detail, sizeof detail, "status %d: %s", rc, rc ? cf_last_error() : "wrong sum");
+    expect(ok, "example_reduce_bcast allreduce", P, me, detail);
+  }
+  /* gather_all of 24-byte blocks */
+  {
+    uint64_t src[3], dst[3 * kMaxImages];
+    for (unsigned k = 0; k < 3; ++k) src[k] = value(me, k);
+    int rc = cf_coll_set_algorithm(CF_KIND_GATHER_ALL, "example_ring");
+    if (rc == CF_OK) rc = cf_coll_gather_all(CF_TEAM_ALL, dst, src, sizeof src, kFlags);
+    int ok = rc == CF_OK;
+    for (unsigned i = 0; ok && i < P; ++i) {
+      for (unsigned k = 0; ok && k < 3; ++k) ok = dst[i * 3 + k] == value(i, k);
+    }
+    snprintf(detail, sizeof detail, "status %d: %s", rc, rc ? cf_last_error() : "wrong block");
+    expect(ok, "example_ring gather_all", P, me, detail);
+  }
+  /* Wrong generators: refused on every image, naming what is wrong. */
+  {
+    struct { const char *name, *says; unsigned min_images; } bad[] = {
+        {"test_bad_peer", "cf_dag_send: peer", 2},
+        {"test_unmatched", "whole-team check", 2},
+        {"test_past_end", "cf_dag_copy", 1},
+        {"test_refuses", "returned CF_ERR_BAD_ARG", 1},
+    };
+    unsigned char src[8] = {1}, dst[8];
+    for (unsigned b = 0; b < sizeof bad / sizeof bad[0]; ++b) {
+      if (P < bad[b].min_images) continue;
+      int rc = cf_coll_set_algorithm(CF_KIND_BROADCAST, bad[b].name);
+      if (rc == CF_OK) rc = cf_coll_broadcast(CF_TEAM_ALL, dst, 0, src, sizeof src, kFlags);
+      const char *msg = cf_last_error();
+      snprintf(detail, sizeof detail, "status %d: %s", rc, msg);
+      expect(rc == CF_ERR_BAD_ARG && strstr(msg, bad[b].name) != NULL && strstr(msg, bad[b].says) != NULL,
+             bad[b].name, P, me, detail);
+    }
+  }
+  /* Nothing changed: a built-in broadcast after the refusals. */
+  {
+    unsigned char src[8], dst[8] = {0};
+    for (int k = 0; k < 8; ++k) src[k] = (unsigned char)(me + k);
+    int rc = cf_coll_set_algorithm(CF_KIND_BROADCAST, NULL);
+    if (rc == CF_OK) rc = cf_coll_broadcast(CF_TEAM_ALL, dst, 0, src, sizeof src, kFlags);
+    int ok = rc == CF_OK;
+    for (int k = 0; ok && k < 8; ++k) ok = dst[k] == (unsigned char)k;
+    snprintf(detail, sizeof detail, "status %d: %s", rc, rc ? cf_last_error() : "wrong data");
+    expect(ok, "built-in broadcast after the refusals", P, me, detail);
+  }
+}
+
+static void registration_errors(void) {
+  struct { int kind; const char *name; cf_generator_fn fn; int flags; const char *says; } cases[] = {
+      {CF_KIND_BROADCAST, "binomial", bad_peer, 0, "already has an algorithm 'binomial'"},
+      {CF_KIND_BROADCAST, "example_binomial", bad_peer, 0, "already has an algorithm 'example_binomial'"},
+      {CF_KIND_BROADCAST, "x", NULL, 0, "fn: NULL"},
+      {CF_KIND_BROADCAST, "", bad_peer, 0, "name: must be 1 to 64 bytes"},
+      {CF_KIND_BROADCAST, NULL, bad_peer, 0, "name: NULL"},
+      {CF_KIND_BROADCAST, "two words", bad_peer, 0, "outside [A-Za-z0-9_.-]"},
+      {99, "x", bad_peer, 0, "kind: expected a CF_KIND_*"},
+      {CF_KIND_BROADCAST, "x", bad_peer, 1 << 7, "gen_flags: only"},
+  };
+  for (unsigned c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+    const int rc = cf_generator_register(cases[c].kind, cases[c].name, cases[c].fn, NULL, cases[c].flags, NULL);
+    expect(rc == CF_ERR_BAD_ARG && strstr(cf_last_error(), cases[c].says) != NULL, "cf_generator_register refuses",
+           0, 0, cf_last_error());
+  }
+}
+
+int main(int argc, char **argv) {
+  cf_set_error_mode(CF_ERRORS_RETURN);
+  if (argc == 3 && strcmp(argv[1], "bad-plugin") == 0) {
+    setenv("CF_PLUGINS", argv[2], 1);
+    const int rc = cf_init(&argc, &argv);
+    const int ok = rc == CF_ERR_BAD_ARG && strstr(cf_last_error(), argv[2]) != NULL;
+    printf("%s: cf_init returned %d: %s\n", ok ? "PASS" : "FAIL", rc, cf_last_error());
+    return ok ? 0 : 1;
+  }
+  if (cf_init(&argc, &argv) != CF_OK) {
+    printf("FAIL cf_init: %s\n", cf_last_error());
+    return 1;
+  }
+  registration_errors();
+  cf_generator_register(CF_KIND_BROADCAST, "test_bad_peer", bad_peer, NULL, 0, "sends to a rank past the team");
+  cf_generator_register(CF_KIND_BROADCAST, "test_unmatched", unmatched, NULL, 0, "a send nobody receives");
+  cf_generator_register(CF_KIND_BROADCAST, "test_past_end", past_end, NULL, 0, "copies past dst");
+  cf_generator_register(CF_KIND_BROADCAST, "test_refuses", refuses, NULL, 0, "builds nothing");
+  /* Under cfrun (CF_IMAGES set) every node runs its images once; alone,
+     1 to kMaxImages images in turn. */
+  const char *launched = getenv("CF_IMAGES");
+  const cf_image_t first = launched != NULL ? (cf_image_t)atoi(launched) : 1;
+  const cf_image_t last = launched != NULL ? first : kMaxImages;
+  for (cf_image_t P = first; P <= last; ++P) {
+    if (cf_run_images(P, NULL, 0, body, NULL) != CF_OK) {
+      printf("FAIL cf_run_images(%u): %s\n", P, cf_last_error());
+      g_failures++;
+    }
+  }
+  const int fin = cf_finalize();
+  printf("plugin_test: %d checks, %d failures, cf_finalize %d\n", g_checks, g_failures, fin);
+  return g_failures == 0 && fin == CF_OK ? 0 : 1;
+}
