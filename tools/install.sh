@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
-# tools/install.sh PREFIX: installs include/carflow/carflow.h, lib/libcarflow.so,
-# lib/libcarflow.a and lib/pkgconfig/carflow.pc, so that a C program builds with
+# tools/install.sh PREFIX: installs include/carflow/{carflow,generator}.h,
+# lib/libcarflow.so, lib/libcarflow.a, lib/pkgconfig/carflow.pc, bin/carflow
+# (the CLI), bin/cfrun (the launcher) and the example plug-in with a
+# Makefile under share/carflow/examples, so that a C program builds with
 #   cc prog.c $(pkg-config --cflags --libs carflow)
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: tools/install.sh PREFIX" >&2; exit 2; }
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PREFIX="$(mkdir -p "$1" && cd "$1" && pwd)"
 cd "$ROOT"
-bazel build //api:libcarflow_shared.so //api:libcarflow_static >&2
-mkdir -p "$PREFIX/include/carflow" "$PREFIX/lib/pkgconfig"
-install -m 644 api/include/carflow/carflow.h "$PREFIX/include/carflow/"
+bazel build //api:libcarflow_shared.so //api:libcarflow_static //tools:carflow_cli //tools:cfrun_bin >&2
+mkdir -p "$PREFIX/include/carflow" "$PREFIX/lib/pkgconfig" "$PREFIX/bin" "$PREFIX/share/carflow/examples"
+install -m 644 api/include/carflow/carflow.h api/include/carflow/generator.h "$PREFIX/include/carflow/"
+install -m 755 bazel-bin/tools/carflow_cli "$PREFIX/bin/carflow"
+install -m 755 bazel-bin/tools/cfrun_bin "$PREFIX/bin/cfrun"
+install -m 644 api/examples/example_plugin.c "$PREFIX/share/carflow/examples/"
+cat > "$PREFIX/share/carflow/examples/Makefile" <<'MK'
+# The example generator plug-in, built against the installed carflow:
+#   make && CF_PLUGINS=./libexample_plugin.so CF_ALGO_BROADCAST=example_binomial ./your_program
+libexample_plugin.so: example_plugin.c
+	$(CC) -shared -fPIC -O2 $< $$(pkg-config --cflags carflow) -o $@
+MK
 install -m 755 bazel-bin/api/libcarflow_shared.so "$PREFIX/lib/libcarflow.so"
 install -m 644 bazel-bin/api/libcarflow_all.a "$PREFIX/lib/libcarflow.a"
 cat > "$PREFIX/lib/pkgconfig/carflow.pc" <<PC
