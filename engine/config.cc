@@ -126,6 +126,21 @@ Knob seconds_knob(const char* name, uint64_t Config::*member_ms, const char* doc
   return k;
 }
 
+// Free text into a string member; `unset` shows an empty one.
+Knob string_knob(const char* name, const char* range, std::string Config::*member, const char* unset,
+                 const char* doc) {
+  Knob k;
+  k.name = name;
+  k.range = range;
+  k.doc = doc;
+  k.parse = [member](const char* text, Config* c, std::string*) {
+    c->*member = text;
+    return true;
+  };
+  k.show = [member, unset](const Config& c) { return (c.*member).empty() ? std::string(unset) : c.*member; };
+  return k;
+}
+
 // CF_ALGO_<KIND>: a registered algorithm of the kind.
 Knob algo_knob(CollKind kind) {
   const int index = static_cast<int>(kind);
@@ -227,30 +242,10 @@ std::vector<Knob> make_knobs() {
           &C::progress,
           "`poll` (waiters poll, yield, block), `thread` (plus a progress thread while collectives are live), "
           "`block` (waiters block at once)"),
-      [] {
-        Knob k;
-        k.name = "CF_OFI_PROVIDER";
-        k.range = "a libfabric provider";
-        k.doc = "libfabric provider between processes; unset: `shm` on one host, else `tcp;ofi_rxm`";
-        k.parse = [](const char* text, Config* c, std::string*) {
-          c->ofi_provider = text;
-          return true;
-        };
-        k.show = [](const Config& c) { return c.ofi_provider.empty() ? std::string("(auto)") : c.ofi_provider; };
-        return k;
-      }(),
-      [] {
-        Knob k;
-        k.name = "CF_PLUGINS";
-        k.range = "paths separated by `:`";
-        k.doc = "generator plug-ins `cf_init` loads (each exports `cf_plugin_init`; carflow/generator.h)";
-        k.parse = [](const char* text, Config* c, std::string*) {
-          c->plugins = text;
-          return true;
-        };
-        k.show = [](const Config& c) { return c.plugins.empty() ? std::string("(none)") : c.plugins; };
-        return k;
-      }(),
+      string_knob("CF_OFI_PROVIDER", "a libfabric provider", &C::ofi_provider, "(auto)",
+                  "libfabric provider between processes; unset: `shm` on one host, else `tcp;ofi_rxm`"),
+      string_knob("CF_PLUGINS", "paths separated by `:`", &C::plugins, "(none)",
+                  "generator plug-ins `cf_init` loads (each exports `cf_plugin_init`; carflow/generator.h)"),
       uint_knob("CF_EAGER_BYTES", 0, k2p20, &C::eager_bytes,
                 "between processes via libfabric: eager up to this size, rendezvous (receiver reads) above"),
       uint_knob("CF_OFI_CREDITS", 1, 4096, &C::ofi_credits,

@@ -108,7 +108,7 @@ def launched_test(name, programs, data = [], timeout = None):
         name = name,
         size = "large",
         timeout = timeout,
-        srcs = [name + ".cc"],
+        srcs = [name + ".cc", "shell_run.h"],
         args = ["$(rootpath //tools:cfrun_bin)"] + ["$(rootpath %s)" % p for p in programs],
         data = sorted(programs) + data + ["//tools:cfrun_bin"],
         tags = ["exclusive"],

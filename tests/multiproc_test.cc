@@ -14,6 +14,8 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include "tests/shell_run.h"
+
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -26,27 +28,9 @@ namespace {
 
 std::string g_cfrun, g_program;
 
-struct Run {
-  int status = -1;     // cfrun's exit status
-  std::string output;  // stdout and stderr, interleaved
-};
-
-// Runs a shell command, stdout and stderr together.
-Run capture(const std::string& command) {
-  Run r;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return r;
-}
-
 // Runs mp_collectives (in args) under cfrun with a time limit.
 Run run(const std::string& env, const std::string& args, int timeout_s = 200) {
-  return capture(env + " " + g_cfrun + " --timeout " + std::to_string(timeout_s) + " " + args + " 2>&1");
+  return capture(env + " " + g_cfrun + " --timeout " + std::to_string(timeout_s) + " " + args);
 }
 
 // The summary lines of mp_collectives, one per process.
@@ -357,14 +341,14 @@ std::string openmpi_run(int np) {
 
 TEST_CASE("under Open MPI's mpirun, cf_init joins the job through PMIx (no carflow launcher)") {
   if (!have_openmpi()) return;
-  const Run r = capture("CF_IMAGES=2 timeout 200 " + openmpi_run(3) + g_program + " 2>&1");
+  const Run r = capture("CF_IMAGES=2 timeout 200 " + openmpi_run(3) + g_program);
   expect_all_verified(r, 3, 150);
   for (const auto& m : summaries(r.output)) CHECK(m[kNodes].str() == "3");  // one job of 3 nodes
 }
 
 TEST_CASE("under mpirun, a CF_IMAGES that is not a number is an error naming it") {
   if (!have_openmpi()) return;
-  const Run r = capture("CF_IMAGES=abc timeout 200 " + openmpi_run(2) + g_program + " 2>&1");
+  const Run r = capture("CF_IMAGES=abc timeout 200 " + openmpi_run(2) + g_program);
   INFO(r.output);
   CHECK(r.status != 0);
   CHECK(r.output.find("CF_IMAGES='abc': expected an integer in [1, 65536]") != std::string::npos);
@@ -379,7 +363,7 @@ TEST_CASE("under Slurm's srun --mpi=pmix, cf_init joins the job through PMIx (no
     return;
   }
   // -O: three tasks on fewer CPUs; --export: CF_IMAGES reaches the tasks.
-  const Run r = capture("timeout 200 srun --mpi=pmix -O -n 3 --export=ALL,CF_IMAGES=2 " + g_program + " 2>&1");
+  const Run r = capture("timeout 200 srun --mpi=pmix -O -n 3 --export=ALL,CF_IMAGES=2 " + g_program);
   expect_all_verified(r, 3, 150);
   for (const auto& m : summaries(r.output)) CHECK(m[kNodes].str() == "3");  // one job of 3 nodes
 }
@@ -389,7 +373,7 @@ TEST_CASE("under a PMI-1 launcher (MPICH's mpirun) cf_init refuses with a clear 
     MESSAGE("skipped: mpirun.mpich is not installed");
     return;
   }
-  const Run r = capture("timeout 100 mpirun.mpich -np 2 " + g_program + " 2>&1");
+  const Run r = capture("timeout 100 mpirun.mpich -np 2 " + g_program);
   INFO(r.output);
   CHECK(r.status != 0);
   CHECK(r.output.find("PMI-1/2 launcher") != std::string::npos);

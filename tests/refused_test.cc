@@ -8,6 +8,8 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include "tests/shell_run.h"
+
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -17,23 +19,6 @@
 namespace {
 
 std::string g_cfrun, g_static, g_shared;
-
-struct Run {
-  int status = -1;
-  std::string output;
-};
-
-Run run(const std::string& command) {
-  Run r;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return r;
-}
 
 // Every node prints its summary with every class run, checks made, and no
 // failure (cf_finalize's status included).
@@ -64,7 +49,7 @@ TEST_CASE("every refused call leaves the next collectives of every kind correct 
         CAPTURE(progress);
         CAPTURE(nodes);
         CAPTURE(images);
-        const Run r = run(std::string("CF_PROGRESS=") + progress + " " + g_cfrun + " --timeout 120 -n " +
+        const Run r = capture(std::string("CF_PROGRESS=") + progress + " " + g_cfrun + " --timeout 120 -n " +
                           std::to_string(nodes) + " --images " + std::to_string(images) + " " + *program);
         expect_clean(r, nodes, images);
       }
