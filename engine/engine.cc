@@ -82,9 +82,8 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
   const uint32_t on_host = std::max(host_images, local_);
   // Image threads outnumber cores: poll briefly, then yield. Across
   // processes not at all: a peer process moves its data only while it
-  // runs (in one process a sender matches for a descheduled receiver), and
-  // spinning first made a 4-process barrier on 2 cores 8-11 us instead of
-  // 4.2 (Open MPI: 4.1).
+  // runs (in one process a sender matches for a descheduled receiver), so
+  // spinning only keeps that peer off the core.
   spin_count_ = !shares_cores(on_host) ? config.spin_count : remote_ != nullptr ? 0 : config.spin_count / 64;
   copy_routing_ = on_host > cores    ? CopyRouting::FlowGraph
                   : on_host == cores ? CopyRouting::ImageThread
@@ -93,9 +92,8 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
       uint64_t{config.yield_count} * (remote_ != nullptr ? 50 : 1), UINT32_MAX));
   // Rings pay off when every image has a core to drain its own on; when
   // image threads outnumber cores, senders matching for descheduled
-  // receivers (the mailbox path) keeps work moving and is faster (README,
-  // Performance). A node of one image has no local peer: off, so its
-  // polls skip them (about 9% of a 2-process 8-byte broadcast receiver).
+  // receivers (the mailbox path) keeps work moving. A node of one image
+  // has no local peer: off, so its polls skip them.
   const bool rings = config.inproc_rings == RingsMode::On || (config.inproc_rings == RingsMode::Auto && on_host <= cores);
   const uint64_t ring_bytes = rings && local_ > 1 ? config.inproc_fastbox_bytes : 0;
   auto inproc = std::make_unique<InprocTransport>(local_, config.inproc_eager_bytes, ring_bytes, this, base_);

@@ -314,9 +314,8 @@ class ImageContext {
 
   // Touched by other threads (wake(), parking a REDUCE): on line pairs of
   // their own (transports/line_pair.h), apart from the fields above that
-  // this image's thread writes on every call. A shared line cost the
-  // 2-image 8-byte allreduce 0.5 us (0.5 -> 1.0 us) when sync_scratch
-  // landed next to `sleepers`.
+  // this image's thread writes on every call: a line shared with those
+  // would cross between the cores on every call.
   alignas(kLinePair) std::atomic<int> sleepers{0};
   // The thread that last called for this image in the representative mode:
   // a sender that leaves a message for this image (inproc rings) wakes it
@@ -631,22 +630,16 @@ class Engine final : public TransportHooks {
   uint32_t spin_count_ = 0;
   // Yields before sleeping: CF_YIELD_COUNT, times 50 when there are other
   // processes. A waiter that sleeps then blocks on the libfabric wait
-  // object, and waking from it costs more than the yields save. Measured
-  // on 2 processes (2026-11-25): 4 MiB gather_all 1877 -> 1050 us,
-  // allreduce 2146 -> 1220 us, reduce_vec 1566 -> 934 us with 10000 yields
-  // instead of 200; with 4 processes on 2 cores (times 25 then) a sleeping
-  // process missed its turn: 8-byte allreduce 97 -> 34 us.
+  // object, and waking from it costs more than the yields save (a process
+  // that shares its core and sleeps misses its turn).
   uint32_t yield_count_ = 0;
   // Who runs a deferred copy into an image (deferred_work), by how the
   // host's image threads compare with its cores:
   //  - more threads than cores: the flow graph (waiters are often
-  //    descheduled; leaving copies to them made the 1 MiB binary broadcast
-  //    on 8 images 187 -> 765 us);
+  //    descheduled, so a copy left to one waits for its next turn);
   //  - as many: the image's own thread, at its next carflow call (a oneTBB
-  //    worker has no core of its own: stack traces of the 4 MiB allreduce
-  //    on 2 images at 9-15% of memcpy bandwidth, against about 55%, showed
-  //    a worker running one image's 2 MiB reduction while that image's
-  //    thread yielded beside it);
+  //    worker has no core of its own: running an image's reduction, it
+  //    takes the core of that image's thread);
   //  - fewer: the image's thread while it waits or starts a call
   //    (ImageContext::waiting), the flow graph otherwise.
   enum class CopyRouting { FlowGraph, ImageThread, WaiterOrFlowGraph };

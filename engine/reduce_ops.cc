@@ -56,9 +56,9 @@ struct Loc {
 // the right one, or neither: buffers are identical or disjoint), so the
 // compiler vectorizes them (this file is built with -O3, engine/BUILD).
 // Each loop also has an AVX2 clone beside the baseline (x86-64-v2, SSE4.2
-// vectors), chosen once at load time by the CPU (an ifunc): a 2 MiB float
-// sum, each image's share of the 4 MiB allreduce on 2 images, takes 66 us
-// instead of 74 here. Not under ThreadSanitizer: an ifunc resolver runs
+// vectors), chosen once at load time by the CPU (an ifunc): wider vectors
+// for the large combines of bandwidth-bound allreduces where the CPU has
+// them. Not under ThreadSanitizer: an ifunc resolver runs
 // before its runtime is up, and the instrumented resolver crashes.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define CF_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))

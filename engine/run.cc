@@ -326,9 +326,9 @@ void Engine::execute(CarState* cs) {
 // A long local copy on a node that may be streaming a large message out
 // (a broadcast or scatter root's own block beside its send, which the
 // generators emit first): slices, the outbound streams topped up between
-// them. A stream's sender otherwise waits for its receiver to copy chunks
-// out about 40% of the time (4 MiB, this 2-core VM); the copy fills those
-// gaps instead of running before the stream starts.
+// them. A stream's sender otherwise sits idle while its receiver copies
+// chunks out; the copy fills those gaps instead of running before the
+// stream starts.
 void Engine::pumped_copy(char* to, const char* from, uint64_t n) {
   if (to == from) return;
   for (uint64_t at = 0; at < n; at += kPumpSliceBytes) {

@@ -348,8 +348,8 @@ int Runtime::finalize(std::string* error) {
 namespace {
 
 // Per pair (local image, any image) the engine keeps a VC with its flow-graph
-// node and queues: about 1.3 KB measured (1000 images in one process: 1.29
-// GB resident), rounded up.
+// node and queues: their measured size (bench/PERFORMANCE_LOG.md), rounded
+// up.
 constexpr double kBytesPerImagePair = 1400;
 
 // Whether the engine for `counts` fits this machine's memory; else the

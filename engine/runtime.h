@@ -23,7 +23,7 @@ class Runtime {
   // Never destroyed: a process that calls exit() (or whose peer's loss
   // ends it) runs static destructors while image threads, the bootstrap's
   // reader and the liveness thread may still use the runtime; destroying it
-  // then crashed in the transports. The operating system reclaims it at
+  // then would pull the transports from under them. The OS reclaims it at
   // exit; cf_finalize is what tears things down in order. Inline: every
   // API call asks for it, and once it exists that is one load.
   static Runtime& get() {

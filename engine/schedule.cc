@@ -184,9 +184,8 @@ CopySegment Schedule::segment(const Car& copy) const {
 
 // CARs made ready together run in list order, local work (COPY, REDUCE)
 // inline in the thread that readies it: messages go first, so peers can
-// start on them while this image copies or computes (a root's 4 MiB
-// own-copy ahead of its SENDs kept the receiver of a 2-image broadcast
-// idle for the whole copy).
+// start on them while this image copies or computes (a root's own copy
+// ahead of its SENDs would leave its receivers idle for the whole copy).
 std::vector<uint32_t> Schedule::posting_first(std::vector<uint32_t> ids) const {
   std::stable_partition(ids.begin(), ids.end(), [&](uint32_t id) {
     const CarKind kind = dag_.cars[id].kind;

@@ -49,10 +49,7 @@ const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint
   const bool threads_oversubscribed = std::min(images, local_images_) > cores_;
   // Processes outnumber the cores: a message moves only while its receiver
   // has a core, so every dependent round waits for the peer's next turn, and
-  // one round of P-1 messages beats log2 P rounds for small blocks. Measured
-  // (4 processes on 2 cores, median of 5): 8-byte exchange 4.07 us pairwise
-  // against 4.80 bruck, 64-byte gather_all 4.72 direct against 6.87
-  // recursive doubling.
+  // one round of P-1 messages beats log2 P rounds for small blocks.
   const bool processes_oversubscribed = oversubscribed && !threads_oversubscribed;
   const bool power_of_two = (images & (images - 1)) == 0;
   switch (kind) {
@@ -60,25 +57,22 @@ const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint
       // Large: every receiver copies straight from the root's buffer
       // (single-copy), so the flat tree moves the data once, in parallel.
       if (images <= 2 || nbytes >= config_.broadcast_large_bytes) return get(kind, "flat");
-      // Measured on 8 image threads over 2 cores (README, Algorithm
-      // selection; mean of 41 rounds): binary 2.11 us, knomial 2.44 us.
       // A thread sharing its core serves its children one by one, so the
-      // smallest fan-out wins.
+      // smallest fan-out wins when image threads outnumber the cores.
       return threads_oversubscribed ? get(kind, "binary") : get(kind, "knomial");
     case CollKind::Barrier:
-      // Processes outnumbering the cores: one round (4 processes on 2
-      // cores, median of 7: 3.96 us direct against 5.31 kary, 4.46
-      // dissemination); image threads sharing cores: the fewest messages.
+      // Processes outnumbering the cores: one round; image threads sharing
+      // cores: the fewest messages.
       if (processes_oversubscribed) return get(kind, "direct");
       return oversubscribed ? get(kind, "kary") : get(kind, "dissemination");
     case CollKind::Allreduce:
-      // Measured (README, Performance): binomial reduce + pipelined binomial
-      // broadcast beats ring and Rabenseifner on this class of machine for
-      // large vectors when images share cores, and every algorithm at
-      // 64-128 KiB (2(P-1) messages); recursive doubling wins small vectors
-      // otherwise. With a core per image, Rabenseifner's split of the
-      // reduction wins from 256 KiB (2 images: 21.8 vs 26-31 us at 256 KiB,
-      // 141 vs 391 us at 4 MiB). All three keep operand order.
+      // Binomial reduce + pipelined binomial broadcast sends the fewest
+      // messages (2(P-1)): it takes large vectors when images share cores
+      // (fewer messages count for more there than ring's or Rabenseifner's
+      // bandwidth) and mid-size ones otherwise; recursive doubling's few
+      // rounds take small vectors. With a core per image, Rabenseifner's
+      // split of the reduction puts every core to work on large vectors.
+      // All three keep operand order.
       if (!oversubscribed && nbytes >= config_.allreduce_split_bytes) return get(kind, "rabenseifner");
       if (processes_oversubscribed && nbytes < config_.allreduce_direct_bytes) return get(kind, "direct");
       return nbytes >= config_.allreduce_ring_bytes || threads_oversubscribed
@@ -86,19 +80,18 @@ const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint
                  : get(kind, "recursive_doubling");
     case CollKind::Scatter:
       // Processes outnumbering the cores: the root's sends need no other
-      // process to run first (4 processes on 2 cores, median of 7: 1 KiB
-      // 0.71 us flat against 1.16 binomial, 8 B 0.50 against 0.55).
+      // process to run first.
       if (processes_oversubscribed) return get(kind, "flat");
       return nbytes < config_.rooted_tree_bytes ? get(kind, "binomial") : get(kind, "flat");
     case CollKind::Gather:
-      // Gather keeps its tree oversubscribed too (8 B: 1.82 us against 5.31
-      // flat, whose root waits on three processes sharing two cores).
+      // Gather keeps its tree oversubscribed too: flat's root would wait on
+      // every sender, and they share the cores.
       return nbytes < config_.rooted_tree_bytes ? get(kind, "binomial") : get(kind, "flat");
     case CollKind::GatherAll:
       if (nbytes >= config_.gather_all_small_bytes || processes_oversubscribed) return get(kind, "direct");
       // Threads sharing cores: gather to one image and a binomial release
       // (the node-aware generator on one node) sends 2(P-1) messages to
-      // recursive doubling's P log2 P; 11.1 us against 12.4 us on 8 images.
+      // recursive doubling's P log2 P.
       if (threads_oversubscribed) return get(kind, "hierarchical");
       return power_of_two ? get(kind, "recursive_doubling") : get(kind, "bruck");
     case CollKind::Exchange:
@@ -109,8 +102,9 @@ const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint
     case CollKind::Permute:
       return get(kind, "direct");
     case CollKind::ReduceVec:
-      // Measured: the two-sided binomial tree (P-1 messages per segment,
-      // pipelined) beats Rabenseifner up to 1 MiB on 8 images here.
+      // The two-sided binomial tree: P-1 messages per segment, pipelined,
+      // so segments stream through it with fewer messages than
+      // Rabenseifner's halving and gather.
       return get(kind, "binomial");
     case CollKind::Scan:
       // The chain sends P-1 messages: best when images share cores, and for
@@ -121,11 +115,8 @@ const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint
       // Two images: the ring's one step (SEND, own block, RECV_REDUCE) is
       // recursive halving's exchange without its packing copies.
       if (images <= 2) return order_safe(get(kind, "ring"), commutative, "direct");
-      // Processes outnumbering the cores: one round, as for allreduce
-      // (4 processes on 2 cores, medians of 60 and 20 runs: 8 B 5.66 us
-      // against 8.24 for recursive_halving, 1 KiB 7.31 against 10.4,
-      // 16 KiB 28.3 against 36.3 for ring, 512 KiB 712 against 773; ring
-      // wins from 1 MiB, 1685 against 1955).
+      // Processes outnumbering the cores: one round, as for allreduce, up
+      // to the block size from which the ring's bandwidth wins.
       if (processes_oversubscribed && nbytes < config_.reduce_scatter_direct_bytes) return get(kind, "direct");
       // nbytes is one block: the whole vector is P blocks.
       return order_safe(nbytes * images >= config_.reduce_large_bytes ? get(kind, "ring")

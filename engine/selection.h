@@ -17,10 +17,8 @@ class SelectionTable {
   // images outnumber them (oversubscribed: fewer messages beat fewer
   // rounds). For allreduce only image threads of one process count (any
   // thread moves any image's messages there); when processes outnumber the
-  // cores each message waits for its receiver's turn on a core and fewer
-  // rounds still win (measured: 4 processes on 2 cores, 8-byte allreduce
-  // 15-24 us by recursive doubling, 35-65 us by reduce_bcast; since session
-  // 12, 3.8 us by direct, one round, against 5.8 by recursive doubling).
+  // cores each message waits for its receiver's turn on a core, so fewer
+  // rounds still win (direct: one round).
   // `local_images`: image threads of this process. `host_images`: images of
   // every process on this host (a team's images beyond them run on other
   // hosts' cores).

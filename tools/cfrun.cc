@@ -9,12 +9,12 @@
 // Binding (--bind auto, the default): when the processes are no more than
 // the CPUs cfrun may run on, each process is bound to its own share of
 // them (contiguous, disjoint, sizes differing by at most one), as Open MPI
-// binds to cores for small jobs. Unbound, two processes that hand messages
-// back and forth were now and then put on one CPU by the kernel (a waking
-// process goes where its waker ran) and stayed there for a whole run: every
-// hand-over became a context switch, 8-byte gathers took 1.0-1.2 us instead
-// of 0.16-0.24 us. More processes than CPUs are left unbound. All processes
-// run on this machine (network namespaces included), so they share its CPUs.
+// binds to cores for small jobs. Unbound, the kernel may put two processes
+// that hand messages back and forth on one CPU (a waking process goes where
+// its waker ran) and keep them there for a whole run: every hand-over then
+// becomes a context switch. More processes than CPUs are left unbound.
+// All processes run on this machine (network namespaces included), so they
+// share its CPUs.
 //
 // One thread, one poll(2) over: the store's listening socket, one socket per
 // process, each process's stdout and stderr pipe, and a signalfd for

@@ -10,8 +10,7 @@ LocalDag flat_broadcast(const CollectiveSpec& spec, uint32_t image) {
   const bool is_root = image == spec.root;
   DagBuilder b(image, is_root ? spec.nbytes : 0, spec.nbytes);
   // Segments interleave the root's messages to its receivers; with one
-  // receiver they only add a handshake each (2 processes, 4 MiB through a
-  // host stream: 458 us whole against 627 us in 256 KiB segments).
+  // receiver they only add a handshake each.
   const auto segments = split_segments(spec.nbytes, spec.images > 2 ? spec.segment_bytes : 0, 1);
   if (is_root) {
     // Sends first: the root's own copy then runs while they are under way.

@@ -40,8 +40,7 @@ int cmd_compare(const Args& args) {
       std::string default_algo;
       for (uint64_t round = 0; round < rounds; ++round) {
         // Each round starts one algorithm later: whichever runs first in a
-        // round runs slower (measured: the default, always first, 1.4-1.8x
-        // its own algorithm measured later in the same round).
+        // round runs slower, so no algorithm may always be first.
         for (size_t step = 0; step < algos.size(); ++step) {
           const size_t a = (step + round) % algos.size();
           carflow_bench::LatencyOptions opt;

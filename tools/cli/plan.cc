@@ -60,7 +60,7 @@ int cmd_plan(const Args& args) {
   if (!carflow::check_layout(spec, &error)) return fail(as_options(error));
   carflow::GlobalDag dag;
   // Image by image, refused once it could not be saved (before it takes
-  // gigabytes: exchange pairwise on 1024 images did).
+  // gigabytes, as a pairwise exchange on 1024 images would).
   if (!carflow::generate_global_bounded(spec, &dag, &error)) return fail(as_options(error));
   if (!carflow::validate_global(dag, &error)) return fail("invalid DAG: " + error);
   const carflow::DagStats stats = carflow::dag_stats(dag);

@@ -113,8 +113,8 @@ bool HostRings::attach(const std::vector<std::string>& names, std::string* error
     segments_[n] = map_segment(names[n], segment_bytes(nodes_), false, error);
     if (segments_[n] == nullptr) return false;
     // Map now the pages this process writes as the ring's producer (about
-    // 70 of them): faulted in one by one on the first lap, they cost the
-    // first 1000 calls of a 2-process 8-byte broadcast ~0.1 us each.
+    // 70 of them): faulted in one by one on the first lap, they would slow
+    // the first calls of every small collective.
     // Best effort: kernels before 5.14 fault them in on first use.
     populate(ring(segments_[n], node_), kSlots * sizeof(Slot), MADV_POPULATE_WRITE);
     populate(control(n), sizeof(Control) + size_t{nodes_} * sizeof(Tail), MADV_POPULATE_READ);

@@ -17,9 +17,8 @@
 // once its receive is matched, the receiver grants the stream (CTS, one
 // transfer at a time per node pair), the sender copies the bytes in chunk
 // by chunk and the receiver copies them out as they come: two copies that
-// overlap, instead of a kernel-assisted single copy (process_vm_readv runs
-// at about a quarter of memcpy's speed on hosts like the 2-core VM this was
-// measured on: 400 us against 100 us for 4 MiB).
+// overlap, instead of a kernel-assisted single copy (process_vm_readv can
+// run at a fraction of memcpy's speed).
 //
 // Split copies (messages of CF_HOST_SPLIT_BYTES, default 1 MiB, and more,
 // OfiTransport::want_split): both processes copy, each its share,
@@ -46,10 +45,10 @@ namespace carflow {
 
 class HostRings {
  public:
-  // 256 slots absorb a root that runs ahead of its receivers (64 did not:
-  // the overflow to libfabric cost 2-6 us a message); 1 KiB payloads cover
-  // the small-message range (a slot is 17 cache lines, only those holding
-  // data are touched).
+  // 256 slots absorb a root that runs ahead of its receivers, where a
+  // smaller ring would fill and hold the root back (its sends wait in the
+  // backlog); 1 KiB payloads cover the small-message range (a slot is 17
+  // cache lines, only those holding data are touched).
   static constexpr uint32_t kSlots = 256;
   static constexpr uint32_t kPayload = 1024;  // bytes of data per slot
   static constexpr uint32_t kInline = 16;     // data bytes that fit a slot's header line
@@ -58,9 +57,8 @@ class HostRings {
   static constexpr uint32_t kMaxChunks = 16;
   static constexpr uint32_t kMaxBytes = kPayload * kMaxChunks;
 
-  // Streams: 8 chunks of 32 KiB per node pair (a 256 KiB window; 4 and 16
-  // chunks of 32 KiB and 8 of 64 KiB measured alike for 256 KiB and 4 MiB
-  // broadcasts on 2 processes, and every pair of a host's processes has one
+  // Streams: 8 chunks of 32 KiB per node pair (a 256 KiB window: a larger
+  // one streams no faster, and every pair of a host's processes has one
   // in /dev/shm).
   static constexpr uint32_t kStreamSlots = 8;
   static constexpr uint32_t kStreamChunk = 32 << 10;
@@ -176,8 +174,8 @@ class HostRings {
   // rings the doorbell for local news; a wait that finds it readable does
   // not sleep. (A waker that came between the engine's last look and this
   // thread's announcing itself here saw no sleeper and rang nothing: the
-  // eventfd is what tells; without it that wake-up was lost and the thread
-  // slept the whole timeout, 1 ms per 1000 calls in 8-byte scatters.)
+  // eventfd is what tells; without it that wake-up would be lost and the
+  // thread would sleep the whole timeout.)
   void wait(int timeout_ms, int wake_fd = -1);
   // Rings this node's doorbell (local news for a sleeping image thread).
   void wake() { ring_doorbell(node_); }

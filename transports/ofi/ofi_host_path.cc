@@ -325,9 +325,7 @@ void OfiTransport::pump_sends() {
     // No split pieces here: the receiver reads on from the front while
     // this copy runs, and the sender takes the rest from the back once
     // it is done (advance_out). Written between the copy's slices they
-    // stretched it past the receiver's reads (4 MiB broadcast 550 us
-    // against 475, 1 MiB 114 against 96; the sender wrote 46% of the
-    // message against 35-38%).
+    // would stretch that copy past the receiver's reads.
     // advance_out's first step without its endings: a send that is all in,
     // or lost, stays active for the next progress call to complete.
     if (MsgOp* op = next_granted(out) ? out.active : nullptr;
@@ -344,17 +342,14 @@ void OfiTransport::pump_sends() {
 // A direct read pays when this node is also sending to `node` (an
 // exchange): each side then copies once, out of the other's buffer, where
 // a stream has each copy in and out. One direction alone streams: the
-// sender's copy-in and the receiver's copy-out overlap, which beat a read
-// here (4 MiB broadcast 335 us against 400 us through libfabric's CMA).
-// When the host's images outnumber its cores, a receive while no other
-// node streams to this one reads as well: the stream's two copies then
-// compete for the same cores, while the read leaves the sender's core to
-// others (4 processes on 2 cores: 4 MiB broadcast 982 us against 1298, 256
-// KiB scatter 54 against 72). Several at once (a gather's root) stream:
-// the senders' copy-ins then share the root's work, and a read costs its
-// reader more than a copy out of shared memory (4 MiB gather 2515 us
-// reading against 1919 streaming). Plain copies only: a combine keeps the
-// stream's chunkwise path.
+// sender's copy-in and the receiver's copy-out overlap, which beats a
+// kernel-assisted read. When the host's images outnumber its cores, a
+// receive while no other node streams to this one reads as well: the
+// stream's two copies then compete for the same cores, while the read
+// leaves the sender's core to others. Several at once (a gather's root)
+// stream: the senders' copy-ins then share the root's work, and a read
+// costs its reader more than a copy out of shared memory. Plain copies
+// only: a combine keeps the stream's chunkwise path.
 bool OfiTransport::streams_from_others(uint32_t node) const {
   for (uint32_t n = 0; n < nodes_; ++n) {
     if (n != node && n != node_ && streams_in_[n].accepted.load(std::memory_order_relaxed) != 0) return true;
@@ -388,13 +383,10 @@ bool OfiTransport::want_direct(uint32_t node, const MsgOp& op, uint64_t addr) {
 // One direction, with a core for each process, a message of at least
 // CF_HOST_SPLIT_BYTES (1 MiB): a split copy, each process copying its
 // share straight between the user buffers, instead of a stream's two
-// copies (the sender's in, the receiver's out). 2 processes, medians of
-// 5 and of 10 interleaved runs: scatter of 4 MiB blocks 672-722 ->
-// 540-555 us; the others even to 10% faster (gather 4 MiB 915 -> 774 and
-// 662 -> 652, 1 MiB 135 -> 122 and even; broadcast 1 MiB 99 -> 95, 4 MiB
-// even). Below 1 MiB the grant and the few pieces cost more than they
-// save (512 KiB scatter 55 -> 61, broadcast 49 -> 61). When the processes
-// outnumber the cores, want_direct's rule holds.
+// copies (the sender's in, the receiver's out): each byte is copied once,
+// by whichever side has less else to do. Below 1 MiB the grant and the
+// few pieces cost more than they save. When the processes outnumber the
+// cores, want_direct's rule holds.
 bool OfiTransport::want_split(uint32_t node, const MsgOp& op, uint64_t addr) {
   return options_.split_bytes != 0 && op.nbytes >= options_.split_bytes && !cores_shared_ &&
          can_read(node, op, addr);
@@ -628,9 +620,8 @@ bool OfiTransport::poll_rings() {
   // Up to 16 messages and 4 KiB, the ones ring_message_wanted lets it take:
   // a message nobody waits for yet (a sender running ahead) stays in the
   // ring, where its receive finds it, instead of costing two more copies
-  // through a pooled block. Taking them made a receiver that fell behind
-  // slower per message, so it stayed behind: 2 processes, 16 KiB broadcast
-  // 8.7-9 us per call against 2.6 us, 1 KiB gather 1.95 against 0.3 us.
+  // through a pooled block: taking them would make a receiver that fell
+  // behind slower per message, so it would stay behind.
   bool held = false;
   const uint32_t n = rings_->poll(messages, 16, 4096, &OfiTransport::ring_message_wanted, this, &held);
   // Written only when it changes: every waiting thread polls, and a store
@@ -698,12 +689,10 @@ bool OfiTransport::ring_message_wanted(void* ctx, uint32_t src, uint32_t dst, co
   // for room that only this can make: a program whose receives come later
   // than its peers' sends, past the ring's 256 messages).
   // Otherwise a message nobody waits for stays where its receive will find
-  // it. Taking one per poll regardless let a receiver waiting on one
-  // sender drain another that ran ahead, without bound: every message of
-  // that sender then cost two copies through a pooled block, and its
-  // run-ahead took the core from the senders the receiver waited for (4
-  // processes on 2 cores, 8-byte gather: 0.7-2.3 us per call at the root
-  // against 0.24-0.60).
+  // it. Taking one per poll regardless would let a receiver waiting on one
+  // sender drain another that runs ahead, without bound: every message of
+  // that sender would cost two copies through a pooled block, and its
+  // run-ahead would take the core from the senders the receiver waits for.
   const uint32_t from_node = t->posted_from_[t->map_.node_of(src)].load(std::memory_order_relaxed);
   if (head && (stuck || from_node != 0 || t->streams_busy_.load(std::memory_order_acquire) != 0)) return true;
   // No receive from its node, or no more receives posted at dst than

@@ -263,8 +263,7 @@ class OfiTransport final : public Transport {
   // order. They wait here, their SENDs not complete, until progress pushes
   // them as the receiver frees slots: a full ring means the receiver is
   // behind, and sending through libfabric instead (slower for it to take)
-  // kept it behind for good (2 processes, 16 KiB broadcast: 2.6 us per call,
-  // or 9-10 us once spills began; 8-byte exchange 0.6 or 6-16 us).
+  // would keep it behind for good.
   struct alignas(64) RingBacklog {
     SpinLock lock;
     MsgOp* head = nullptr;  // linked through MsgOp::next
@@ -334,9 +333,8 @@ class OfiTransport final : public Transport {
   // A combine of more than one slot taken from a ring lands in this
   // thread's operand buffer first, so that the combine runs with no ring
   // locked (one slot is combined in place). Up to kCombineBytes (the
-  // poll's batch limit): at 16 KiB the extra pass over the operand cost
-  // more than the posted path (2 processes: allreduce 3.6 against 3.4 us,
-  // reduce_scatter 4.3 against 3.4).
+  // poll's batch limit): for larger messages the extra pass over the
+  // operand costs more than the posted path.
   static constexpr uint64_t kCombineBytes = 4096;
   static char* combine_operand();
   // Completes a receive taken from a ring (take_next's sized and status):
