@@ -81,7 +81,9 @@ TEST_CASE("saving then loading gives an equal DAG, and saving that again the sam
       {"one_message", test_dags::one_message()},
       {"three_image_mix", test_dags::three_image_mix()},
       {"extreme_values", extreme_values_dag()}};
-  for (const auto& [name, dag] : dags) {
+  for (const auto& entry : dags) {
+    const char* name = entry.first;
+    const GlobalDag& dag = entry.second;
     CAPTURE(name);
     const std::string text = dag_to_json(dag);
     GlobalDag loaded;

@@ -44,7 +44,8 @@ void expect_clean(const Run& r, int nodes, int images) {
 TEST_CASE("every refused call leaves the next collectives of every kind correct across processes") {
   for (const std::string* program : {&g_shared, &g_static}) {
     for (const std::string progress : {"poll", "thread", "block"}) {
-      for (const auto& [nodes, images] : {std::pair{2, 1}, std::pair{3, 2}}) {
+      for (const auto& shape : {std::pair{2, 1}, std::pair{3, 2}}) {
+        const int nodes = shape.first, images = shape.second;
         CAPTURE(*program);
         CAPTURE(progress);
         CAPTURE(nodes);
