@@ -129,7 +129,10 @@ int cf_generator_register(int kind, const char *name, cf_generator_fn fn, void *
    which registers its generators and returns CF_OK. CF_PLUGINS=a.so:b.so
    makes cf_init load each (dlopen) and call it; a library that does not
    load, lacks cf_plugin_init, or whose cf_plugin_init fails makes cf_init
-   fail with CF_ERR_BAD_ARG naming the path and the reason. */
+   fail with CF_ERR_BAD_ARG naming the path and the reason. A plug-in binds
+   to the cf_* functions of the process: a program linked with libcarflow.so
+   has them; one linked with libcarflow.a must export them (-rdynamic), or
+   cf_init reports the plug-in's undefined symbol. */
 typedef int (*cf_plugin_init_fn)(void);
 
 #ifdef __cplusplus
