@@ -14,7 +14,6 @@
 #include "api/api_internal.h"
 #include "engine/runtime.h"
 #include "engine/status.h"
-#include "transports/ofi/ofi_transport.h"
 
 using carflow::CallMemo;
 using carflow::CollectiveCall;

@@ -2,19 +2,12 @@
 // algorithm, asking which one runs, statistics.
 #include "carflow/carflow.h"
 
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "api/api_internal.h"
 #include "engine/runtime.h"
-#include "engine/status.h"
 #include "transports/ofi/ofi_transport.h"
 
-using carflow::CallMemo;
 using carflow::CollectiveCall;
 using carflow::CollKind;
 using carflow::Engine;

@@ -3,23 +3,12 @@
 #include "carflow/carflow.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "api/api_internal.h"
-#include "engine/runtime.h"
-#include "engine/status.h"
-#include "transports/ofi/ofi_transport.h"
 
-using carflow::CallMemo;
-using carflow::CollectiveCall;
-using carflow::CollKind;
-using carflow::Engine;
 using carflow::ImageContext;
-using carflow::Runtime;
 
 using namespace carflow::api;
 
