@@ -104,7 +104,7 @@ Runtime::~Runtime() = default;
 // CF_PLUGINS: each library is loaded once per process (a later cf_init
 // after cf_finalize finds its generators registered already) and its
 // cf_plugin_init registers them (carflow/generator.h).
-bool Runtime::load_plugins(const std::string& list, std::string* error) {
+bool Runtime::load_plugins(const std::string& list, const std::string& origin, std::string* error) {
   size_t at = 0;
   while (at <= list.size() && !list.empty()) {
     size_t end = list.find(':', at);
@@ -115,19 +115,19 @@ bool Runtime::load_plugins(const std::string& list, std::string* error) {
     void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) {
       const char* why = ::dlerror();
-      *error = "cf_init: CF_PLUGINS: " + path + ": " + (why != nullptr ? why : "cannot be loaded");
+      *error = origin + ": " + path + ": " + (why != nullptr ? why : "cannot be loaded");
       return false;
     }
     using InitFn = int (*)();
     auto init = reinterpret_cast<InitFn>(::dlsym(lib, "cf_plugin_init"));
     if (init == nullptr) {
-      *error = "cf_init: CF_PLUGINS: " + path + ": exports no cf_plugin_init";
+      *error = origin + ": " + path + ": exports no cf_plugin_init";
       ::dlclose(lib);
       return false;
     }
     const int status = init();
     if (status != kOk) {
-      *error = "cf_init: CF_PLUGINS: " + path + ": cf_plugin_init returned " + std::to_string(status);
+      *error = origin + ": " + path + ": cf_plugin_init returned " + std::to_string(status);
       return false;  // its generators may be registered already: the library stays
     }
     plugins_.push_back(path);  // never unloaded: the registry points into it
@@ -147,7 +147,7 @@ int Runtime::init(std::string* error) {
   }
   // Plug-ins first: CF_ALGO_* may name their generators.
   const char* plugins = std::getenv("CF_PLUGINS");
-  if (plugins != nullptr && !load_plugins(plugins, error)) return kErrBadArg;
+  if (plugins != nullptr && !load_plugins(plugins, "cf_init: CF_PLUGINS", error)) return kErrBadArg;
   if (!Config::from_env(&config_, error)) return kErrBadArg;
   boot_ = Bootstrap::from_env(error);
   if (boot_ == nullptr && error->empty()) boot_ = PmixStore::from_env(error);

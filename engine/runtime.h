@@ -67,10 +67,16 @@ class Runtime {
   void end_run();
   Engine* engine() { return engine_.get(); }
   uint32_t images() const { return images_.load(std::memory_order_acquire); }
+  // Loads plug-in libraries (a ':' list) not loaded yet, as CF_PLUGINS does
+  // in init: the CLI's --plugin. Errors start with `origin`.
+  bool add_plugins(const std::string& list, const std::string& origin, std::string* error) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return load_plugins(list, origin, error);
+  }
 
  private:
   // Loads the CF_PLUGINS libraries not loaded yet; false with *error.
-  bool load_plugins(const std::string& list, std::string* error);
+  bool load_plugins(const std::string& list, const std::string& origin, std::string* error);
   Runtime();  // out of line: the members' types are complete only there
   int connect_nodes(std::string* error);  // under mutex_
   bool start_liveness(bool one_host, std::string* error);  // under mutex_

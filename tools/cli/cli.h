@@ -54,6 +54,15 @@ bool algo_known(carflow::CollKind kind, const std::string& name, std::string* er
 // A layout error names the spec's fields ("dst_blksz, dst_offset: ..."):
 // say them as the options that set them.
 std::string as_options(const std::string& error);
+// The collective that --coll, --images, --bytes, --algo, --root,
+// --elem-size, the layout and sync options describe, with the parameters
+// the engine would give its generator (default algorithm: the selection
+// table's). --images up to max_images (0 when absent and !need_images);
+// false with *error naming the option.
+bool spec_from_args(const Args& args, const carflow::Config& config, uint64_t max_images, bool need_images,
+                    carflow::CollectiveSpec* out, std::string* error);
+// Sets the team size and what depends on it (permute's shift).
+void set_images(carflow::CollectiveSpec* spec, uint32_t images);
 // bench's and demo's table.
 void print_table_header();
 void print_row(const carflow_bench::LatencyResult& r);

@@ -1,6 +1,7 @@
 // The `carflow` command line: demo, plan, dot, bench, compare, info.
 // `tools/carflow` (the shell entry) installs what is missing, builds this
 // binary and forwards its arguments here.
+#include "engine/runtime.h"
 #include "tools/cli/cli.h"
 
 namespace {
@@ -45,6 +46,14 @@ int main(int argc, char** argv) {
   Args args;
   std::string error;
   if (!parse_args(cmd, *spec, argc, argv, 2, &args, &error)) return fail(error);
+  // Plug-ins before anything reads the registry: --plugin, then CF_PLUGINS
+  // (which cf_init would load too; a library loads once).
+  const char* env_plugins = std::getenv("CF_PLUGINS");
+  if ((args.count("plugin") &&
+       !carflow::Runtime::get().add_plugins(args.at("plugin"), "--plugin", &error)) ||
+      (env_plugins != nullptr && !carflow::Runtime::get().add_plugins(env_plugins, "CF_PLUGINS", &error))) {
+    return fail(error);
+  }
   if (cmd == "plan") return cmd_plan(args);
   if (cmd == "dot") return cmd_dot(args);
   if (cmd == "info") return cmd_info();

@@ -5,16 +5,17 @@ namespace carflow::cli {
 
 const CommandSpec* command_spec(const std::string& cmd) {
   static const std::map<std::string, CommandSpec> kSpecs = {
-      {"demo", {{"images", "out"}, {}, 0}},
+      {"demo", {{"images", "out", "plugin"}, {}, 0}},
       {"plan",
        {{"coll", "images", "bytes", "algo", "root", "elem-size", "src-blksz", "src-offset", "dst-blksz",
-         "dst-offset", "images-per-node", "out"},
+         "dst-offset", "images-per-node", "out", "plugin"},
         {"in-allsync", "out-allsync", "exclusive"},
         0}},
-      {"dot", {{}, {}, 1}},
-      {"bench", {{"coll", "images", "sizes", "iters", "algo", "sync", "calls", "aggregate", "rounds"}, {"json"}, 0}},
-      {"compare", {{"coll", "images", "sizes", "iters", "rounds"}, {}, 0}},
-      {"info", {{}, {}, 0}},
+      {"dot", {{"plugin"}, {}, 1}},
+      {"bench",
+       {{"coll", "images", "sizes", "iters", "algo", "sync", "calls", "aggregate", "rounds", "plugin"}, {"json"}, 0}},
+      {"compare", {{"coll", "images", "sizes", "iters", "rounds", "plugin"}, {}, 0}},
+      {"info", {{"plugin"}, {}, 0}},
   };
   auto it = kSpecs.find(cmd);
   return it == kSpecs.end() ? nullptr : &it->second;
