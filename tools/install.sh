@@ -15,11 +15,15 @@ install -m 644 api/include/carflow/carflow.h api/include/carflow/generator.h "$P
 install -m 755 bazel-bin/tools/carflow_cli "$PREFIX/bin/carflow"
 install -m 755 bazel-bin/tools/cfrun_bin "$PREFIX/bin/cfrun"
 install -m 644 api/examples/example_plugin.c "$PREFIX/share/carflow/examples/"
-cat > "$PREFIX/share/carflow/examples/Makefile" <<'MK'
+cat > "$PREFIX/share/carflow/examples/Makefile" <<MK
 # The example generator plug-in, built against the installed carflow:
 #   make && CF_PLUGINS=./libexample_plugin.so CF_ALGO_BROADCAST=example_binomial ./your_program
+# PREFIX is the install this file came from (make PREFIX=DIR for another);
+# pkg-config looks there first, so carflow.pc need not be on PKG_CONFIG_PATH.
+PREFIX = $PREFIX
+export PKG_CONFIG_PATH := \$(PREFIX)/lib/pkgconfig\$(if \$(PKG_CONFIG_PATH),:\$(PKG_CONFIG_PATH))
 libexample_plugin.so: example_plugin.c
-	$(CC) -shared -fPIC -O2 $< $$(pkg-config --cflags carflow) -o $@
+	\$(CC) -shared -fPIC -O2 \$< \$\$(pkg-config --cflags carflow) -o \$@
 MK
 install -m 755 bazel-bin/api/libcarflow_shared.so "$PREFIX/lib/libcarflow.so"
 install -m 644 bazel-bin/api/libcarflow_all.a "$PREFIX/lib/libcarflow.a"
