@@ -1,7 +1,6 @@
-// The public generator builder (carflow/generator.h) over graph/'s
-// DagBuilder, and run-time registration. The builder checks every argument
-// against the spec as it goes, so a wrong generator is refused with the
-// builder call that went wrong, before any message is sent.
+// The C face of the generator builder (carflow/generator.h): each cf_dag_*
+// call is graph/gen_builder.h's GenBuilder, which the built-in generators
+// use too; and run-time registration.
 #include "carflow/generator.h"
 
 #include <mutex>
@@ -9,142 +8,53 @@
 #include <vector>
 
 #include "api/api_internal.h"
-#include "graph/builder.h"
+#include "graph/gen_builder.h"
 #include "graph/layout.h"
 #include "graph/registry.h"
 #include "graph/transforms.h"
 
 using carflow::BufferRef;
+using carflow::BufferSpace;
 using carflow::CarId;
 using carflow::CollectiveSpec;
 using carflow::CollKind;
-using carflow::DagBuilder;
-using carflow::Dep;
+using carflow::GenBuilder;
 using carflow::LocalDag;
 
 struct cf_dag {
-  cf_dag(const std::string& name, const CollectiveSpec& spec, uint32_t image)
-      : builder(image, carflow::src_extent(spec, image), carflow::dst_extent(spec, image)),
-        generator(name),
-        image(image),
-        images(spec.images),
-        reduces(carflow::is_computational(spec.kind)),
-        src_bytes(carflow::src_extent(spec, image)),
-        dst_bytes(carflow::dst_extent(spec, image)),
-        sends_to(spec.images, 0),
-        receives_from(spec.images, 0) {}
-
-  DagBuilder builder;
-  const std::string& generator;
-  uint32_t image, images;
-  bool reduces;
-  uint64_t src_bytes, dst_bytes;
-  std::vector<uint64_t> temps;
-  // Per peer: messages so far, so the k-th send to j gets the tag the k-th
-  // receive at j from this image gets (tag k + 1; tags from
-  // kTransformTagBase up belong to the sync transforms).
-  std::vector<uint32_t> sends_to, receives_from;
-  uint32_t cars = 0;
-  std::string error;  // the first bad call; the DAG is refused with it
-
-  cf_car_t refuse(const char* call, const std::string& what) {
-    if (error.empty()) {
-      error = "generator '" + generator + "', image " + std::to_string(image) + ": " + call + ": " + what;
-    }
-    return CF_CAR_NONE;
-  }
+  cf_dag(const std::string& name, const CollectiveSpec& spec, uint32_t image) : b(name, spec, image) {}
+  GenBuilder b;
 };
 
 namespace {
 
 std::mutex g_register_mutex;  // serializes run-time registrations (graph/registry.h)
 
-const char* space_name(int space) {
-  return space == CF_SPACE_SRC ? "CF_SPACE_SRC" : space == CF_SPACE_DST ? "CF_SPACE_DST" : "CF_SPACE_TEMP";
+static_assert(sizeof(cf_car_t) == sizeof(CarId) && CF_CAR_NONE == carflow::kNoCar);
+static_assert(CF_DEP_BUFFER(0) == carflow::kBufferDepBit);
+
+// `buf` as a BufferRef; a space outside CF_SPACE_* refuses the DAG (the
+// builder checks the range).
+BufferRef ref(cf_dag_t* dag, const char* call, const char* arg, cf_buf_t buf) {
+  BufferSpace space;
+  switch (buf.space) {
+    case CF_SPACE_SRC: space = BufferSpace::UserSrc; break;
+    case CF_SPACE_DST: space = BufferSpace::UserDst; break;
+    case CF_SPACE_TEMP: space = BufferSpace::Temp; break;
+    default:
+      dag->b.refuse(call, std::string(arg) + ": space " + std::to_string(buf.space) +
+                              " is not CF_SPACE_SRC, CF_SPACE_DST or CF_SPACE_TEMP");
+      return BufferRef{};
+  }
+  return BufferRef{space, buf.slot, buf.offset, buf.length};
 }
 
-// `buf` as a BufferRef, or false after dag->refuse naming `arg`.
-bool to_ref(cf_dag_t* dag, const char* call, const char* arg, cf_buf_t buf, BufferRef* out) {
-  uint64_t size = 0;
-  carflow::BufferSpace space;
-  if (buf.space == CF_SPACE_SRC) {
-    space = carflow::BufferSpace::UserSrc;
-    size = dag->src_bytes;
-  } else if (buf.space == CF_SPACE_DST) {
-    space = carflow::BufferSpace::UserDst;
-    size = dag->dst_bytes;
-  } else if (buf.space == CF_SPACE_TEMP) {
-    space = carflow::BufferSpace::Temp;
-    if (buf.slot >= dag->temps.size()) {
-      dag->refuse(call, std::string(arg) + ": temp slot " + std::to_string(buf.slot) + " was not made (" +
-                            std::to_string(dag->temps.size()) + " slots)");
-      return false;
-    }
-    size = dag->temps[buf.slot];
-  } else {
-    dag->refuse(call, std::string(arg) + ": space " + std::to_string(buf.space) +
-                          " is not CF_SPACE_SRC, CF_SPACE_DST or CF_SPACE_TEMP");
-    return false;
-  }
-  if (buf.offset > size || buf.length > size - buf.offset) {
-    dag->refuse(call, std::string(arg) + ": bytes [" + std::to_string(buf.offset) + ", " +
-                          std::to_string(buf.offset + buf.length) + ") of " + space_name(buf.space) + " (" +
-                          std::to_string(size) + " bytes on this image)");
-    return false;
-  }
-  *out = BufferRef{space, buf.space == CF_SPACE_TEMP ? buf.slot : 0, buf.offset, buf.length};
-  return true;
+// An optional operand: space 0 is "none".
+BufferRef optional_ref(cf_dag_t* dag, const char* call, const char* arg, cf_buf_t buf) {
+  return buf.space == 0 && buf.offset == 0 && buf.length == 0 ? BufferRef{} : ref(dag, call, arg, buf);
 }
 
-// The deps as progress dependencies, or false after dag->refuse.
-bool to_deps(cf_dag_t* dag, const char* call, const cf_car_t* deps, size_t ndeps, DagBuilder::Deps* out) {
-  if (ndeps > 0 && deps == nullptr) {
-    dag->refuse(call, "deps: NULL with ndeps " + std::to_string(ndeps));
-    return false;
-  }
-  for (size_t i = 0; i < ndeps; ++i) {
-    if (deps[i] >= dag->cars) {
-      dag->refuse(call, "deps[" + std::to_string(i) + "]: " +
-                            (deps[i] == CF_CAR_NONE ? std::string("CF_CAR_NONE")
-                                                    : "CAR " + std::to_string(deps[i])) +
-                            " is not a CAR added before (" + std::to_string(dag->cars) + " so far)");
-      return false;
-    }
-    out->push_back(carflow::after(deps[i]));
-  }
-  return true;
-}
-
-bool peer_ok(cf_dag_t* dag, const char* call, uint32_t peer) {
-  if (peer >= dag->images || peer == dag->image) {
-    dag->refuse(call, "peer: " + std::to_string(peer) +
-                          (peer == dag->image ? " is the image itself" : " is not a team rank (P = " +
-                                                                              std::to_string(dag->images) + ")"));
-    return false;
-  }
-  return true;
-}
-
-cf_car_t added(cf_dag_t* dag, CarId id) {
-  ++dag->cars;
-  return static_cast<cf_car_t>(id);
-}
-
-// A receive, plain or reducing; the tag is the next one from `peer`.
-cf_car_t receive(cf_dag_t* dag, const char* call, uint32_t peer, cf_buf_t dst, const cf_car_t* deps, size_t ndeps,
-                 int reduce_side) {
-  if (dag == nullptr || !dag->error.empty()) return CF_CAR_NONE;
-  BufferRef d;
-  DagBuilder::Deps dd;
-  if (!peer_ok(dag, call, peer) || !to_ref(dag, call, "dst", dst, &d) || !to_deps(dag, call, deps, ndeps, &dd)) {
-    return CF_CAR_NONE;
-  }
-  if (reduce_side != 0 && !dag->reduces) return dag->refuse(call, "the collective's kind does not reduce");
-  if (dag->receives_from[peer] + 1 >= carflow::kTransformTagBase) return dag->refuse(call, "too many messages");
-  const uint32_t tag = ++dag->receives_from[peer];
-  if (reduce_side == 0) return added(dag, dag->builder.recv(peer, tag, d, std::move(dd)));
-  return added(dag, dag->builder.recv_reduce(peer, tag, d, reduce_side < 0, std::move(dd)));
-}
+bool usable(const cf_dag_t* dag) { return dag != nullptr && !dag->b.failed(); }
 
 // The C spec a generator sees, pointing into `spec`.
 cf_gen_spec_t c_spec(const CollectiveSpec& spec, uint32_t image) {
@@ -185,80 +95,82 @@ bool name_ok(const char* name, std::string* error) {
 extern "C" {
 
 cf_car_t cf_dag_send(cf_dag_t* dag, uint32_t peer, cf_buf_t src, const cf_car_t* deps, size_t ndeps) {
-  if (dag == nullptr || !dag->error.empty()) return CF_CAR_NONE;
-  const char* call = "cf_dag_send";
-  BufferRef s;
-  DagBuilder::Deps dd;
-  if (!peer_ok(dag, call, peer) || !to_ref(dag, call, "src", src, &s) || !to_deps(dag, call, deps, ndeps, &dd)) {
-    return CF_CAR_NONE;
-  }
-  if (dag->sends_to[peer] + 1 >= carflow::kTransformTagBase) return dag->refuse(call, "too many messages");
-  const uint32_t tag = ++dag->sends_to[peer];
-  return added(dag, dag->builder.send(peer, tag, s, std::move(dd)));
+  if (!usable(dag)) return CF_CAR_NONE;
+  const BufferRef s = ref(dag, "cf_dag_send", "src", src);
+  return usable(dag) ? dag->b.send(peer, s, deps, ndeps) : CF_CAR_NONE;
 }
 
 cf_car_t cf_dag_recv(cf_dag_t* dag, uint32_t peer, cf_buf_t dst, const cf_car_t* deps, size_t ndeps) {
-  return receive(dag, "cf_dag_recv", peer, dst, deps, ndeps, 0);
+  if (!usable(dag)) return CF_CAR_NONE;
+  const BufferRef d = ref(dag, "cf_dag_recv", "dst", dst);
+  return usable(dag) ? dag->b.recv(peer, d, deps, ndeps) : CF_CAR_NONE;
 }
 
 cf_car_t cf_dag_recv_reduce(cf_dag_t* dag, uint32_t peer, cf_buf_t dst, const cf_car_t* deps, size_t ndeps) {
-  return receive(dag, "cf_dag_recv_reduce", peer, dst, deps, ndeps, 1);
+  if (!usable(dag)) return CF_CAR_NONE;
+  const char* call = "cf_dag_recv_reduce";
+  const BufferRef d = ref(dag, call, "dst", dst);
+  return usable(dag) ? dag->b.recv_reduce(call, peer, d, BufferRef{}, false, deps, ndeps) : CF_CAR_NONE;
 }
 
 cf_car_t cf_dag_recv_reduce_left(cf_dag_t* dag, uint32_t peer, cf_buf_t dst, const cf_car_t* deps,
                                  size_t ndeps) {
-  return receive(dag, "cf_dag_recv_reduce_left", peer, dst, deps, ndeps, -1);
+  if (!usable(dag)) return CF_CAR_NONE;
+  const char* call = "cf_dag_recv_reduce_left";
+  const BufferRef d = ref(dag, call, "dst", dst);
+  return usable(dag) ? dag->b.recv_reduce(call, peer, d, BufferRef{}, true, deps, ndeps) : CF_CAR_NONE;
+}
+
+cf_car_t cf_dag_recv_reduce_into(cf_dag_t* dag, uint32_t peer, cf_buf_t dst, cf_buf_t local, int incoming_left,
+                                 const cf_car_t* deps, size_t ndeps) {
+  if (!usable(dag)) return CF_CAR_NONE;
+  const char* call = "cf_dag_recv_reduce_into";
+  const BufferRef d = ref(dag, call, "dst", dst);
+  const BufferRef l = ref(dag, call, "local", local);
+  return usable(dag) ? dag->b.recv_reduce(call, peer, d, l, incoming_left != 0, deps, ndeps) : CF_CAR_NONE;
 }
 
 cf_car_t cf_dag_reduce(cf_dag_t* dag, cf_buf_t dst, cf_buf_t left, cf_buf_t right, const cf_car_t* deps,
                        size_t ndeps) {
-  if (dag == nullptr || !dag->error.empty()) return CF_CAR_NONE;
+  if (!usable(dag)) return CF_CAR_NONE;
   const char* call = "cf_dag_reduce";
-  BufferRef d, l, r;
-  DagBuilder::Deps dd;
-  if (!to_ref(dag, call, "dst", dst, &d) || !to_ref(dag, call, "left", left, &l) ||
-      !to_ref(dag, call, "right", right, &r) || !to_deps(dag, call, deps, ndeps, &dd)) {
-    return CF_CAR_NONE;
-  }
-  if (!dag->reduces) return dag->refuse(call, "the collective's kind does not reduce");
-  if (dst.length != left.length || dst.length != right.length) {
-    return dag->refuse(call, "dst, left, right: lengths differ");
-  }
-  return added(dag, dag->builder.reduce(d, l, r, std::move(dd)));
+  const BufferRef d = ref(dag, call, "dst", dst), l = ref(dag, call, "left", left),
+                  r = ref(dag, call, "right", right);
+  return usable(dag) ? dag->b.reduce(d, l, r, deps, ndeps) : CF_CAR_NONE;
+}
+
+cf_car_t cf_dag_fold(cf_dag_t* dag, cf_buf_t dst, cf_buf_t src, cf_buf_t carry, uint64_t first_elems,
+                     uint64_t chunk_elems, const cf_car_t* deps, size_t ndeps) {
+  if (!usable(dag)) return CF_CAR_NONE;
+  const char* call = "cf_dag_fold";
+  const BufferRef d = ref(dag, call, "dst", dst), s = ref(dag, call, "src", src),
+                  c = optional_ref(dag, call, "carry", carry);
+  return usable(dag) ? dag->b.fold(d, s, c, first_elems, chunk_elems, deps, ndeps) : CF_CAR_NONE;
+}
+
+cf_car_t cf_dag_prefix(cf_dag_t* dag, cf_buf_t dst, cf_buf_t src, cf_buf_t carry, uint64_t first_elems,
+                       uint64_t chunk_elems, const cf_car_t* deps, size_t ndeps) {
+  if (!usable(dag)) return CF_CAR_NONE;
+  const char* call = "cf_dag_prefix";
+  const BufferRef d = ref(dag, call, "dst", dst), s = ref(dag, call, "src", src),
+                  c = optional_ref(dag, call, "carry", carry);
+  return usable(dag) ? dag->b.prefix(d, s, c, first_elems, chunk_elems, deps, ndeps) : CF_CAR_NONE;
 }
 
 cf_car_t cf_dag_copy(cf_dag_t* dag, cf_buf_t dst, cf_buf_t src, const cf_car_t* deps, size_t ndeps) {
-  if (dag == nullptr || !dag->error.empty()) return CF_CAR_NONE;
-  const char* call = "cf_dag_copy";
-  BufferRef d, s;
-  DagBuilder::Deps dd;
-  if (!to_ref(dag, call, "dst", dst, &d) || !to_ref(dag, call, "src", src, &s) ||
-      !to_deps(dag, call, deps, ndeps, &dd)) {
-    return CF_CAR_NONE;
-  }
-  if (dst.length != src.length) return dag->refuse(call, "dst, src: lengths differ");
-  return added(dag, dag->builder.copy(d, s, std::move(dd)));
+  if (!usable(dag)) return CF_CAR_NONE;
+  const BufferRef d = ref(dag, "cf_dag_copy", "dst", dst), s = ref(dag, "cf_dag_copy", "src", src);
+  return usable(dag) ? dag->b.copy(d, s, deps, ndeps) : CF_CAR_NONE;
 }
 
 cf_car_t cf_dag_join(cf_dag_t* dag, const cf_car_t* deps, size_t ndeps) {
-  if (dag == nullptr || !dag->error.empty()) return CF_CAR_NONE;
-  DagBuilder::Deps dd;
-  if (!to_deps(dag, "cf_dag_join", deps, ndeps, &dd)) return CF_CAR_NONE;
-  return added(dag, dag->builder.join(std::move(dd)));
+  return usable(dag) ? dag->b.join(deps, ndeps) : CF_CAR_NONE;
 }
 
-uint32_t cf_dag_temp(cf_dag_t* dag, uint64_t bytes) {
-  if (dag == nullptr || !dag->error.empty()) return UINT32_MAX;
-  if (bytes >= (uint64_t{1} << 48)) {
-    dag->refuse("cf_dag_temp", "bytes: " + std::to_string(bytes) + " (2^48 or more)");
-    return UINT32_MAX;
-  }
-  dag->temps.push_back(bytes);
-  return dag->builder.temp_slot(bytes);
-}
+uint32_t cf_dag_temp(cf_dag_t* dag, uint64_t bytes) { return dag == nullptr ? UINT32_MAX : dag->b.temp(bytes); }
 
-uint64_t cf_dag_src_bytes(const cf_dag_t* dag) { return dag == nullptr ? 0 : dag->src_bytes; }
-uint64_t cf_dag_dst_bytes(const cf_dag_t* dag) { return dag == nullptr ? 0 : dag->dst_bytes; }
+uint64_t cf_dag_src_bytes(const cf_dag_t* dag) { return dag == nullptr ? 0 : dag->b.src_bytes(); }
+uint64_t cf_dag_dst_bytes(const cf_dag_t* dag) { return dag == nullptr ? 0 : dag->b.dst_bytes(); }
 
 int cf_generator_register(int kind, const char* name, cf_generator_fn fn, void* arg, int gen_flags,
                           const char* summary) {
@@ -287,10 +199,8 @@ int cf_generator_register(int kind, const char* name, cf_generator_fn fn, void* 
     cf_dag dag(registered, spec, image);
     const cf_gen_spec_t c = c_spec(spec, image);
     const int rc = fn(&c, &dag, arg);
-    LocalDag out = dag.builder.finish();
-    if (!dag.error.empty()) {
-      out.error = dag.error;
-    } else if (rc != CF_OK) {
+    LocalDag out = dag.b.finish();
+    if (out.error.empty() && rc != CF_OK) {
       out.error = "generator '" + registered + "', image " + std::to_string(image) + ": returned " +
                   cf_strerror(rc) + " (it does not build this call)";
     }

@@ -109,6 +109,9 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   if (!check_layout(spec, error)) return nullptr;
   if (gen->plugin && spec.images <= kPluginCheckImages && !check_plugin(spec, error)) return nullptr;
   LocalDag dag = generate_local(*gen, spec, team.rank);
+  if (gen->plugin && dag.error.empty() && !check_hazards(dag, &dag.error)) {
+    dag.error = "generator '" + gen->name + "': " + dag.error;
+  }
   if (call.in_place) dag = apply_in_place(std::move(dag));
   img.generator_runs.fetch_add(1, std::memory_order_relaxed);
   if (!validate_local(dag, team.size(), error, spec.elem_size)) {
@@ -162,7 +165,9 @@ bool Engine::check_plugin(const CollectiveSpec& spec, std::string* error) {
   }
   GlobalDag global;
   std::string problem;
-  if (!generate_global(spec, &global, &problem) || !validate_global(global, &problem)) {
+  bool ok = generate_global(spec, &global, &problem) && validate_global(global, &problem);
+  for (uint32_t i = 0; ok && i < global.images.size(); ++i) ok = check_hazards(global.images[i], &problem);
+  if (!ok) {
     problem = "generator '" + spec.algorithm + "' (P = " + std::to_string(spec.images) +
               ") failed its whole-team check: " + problem;
   } else {

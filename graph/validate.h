@@ -26,6 +26,15 @@ bool validate_local(const LocalDag& dag, uint32_t images, std::string* error,
                     uint32_t elem_size = 1);
 bool validate_global(const GlobalDag& dag, std::string* error);
 
+// Data hazards: two CARs of the image that touch the same bytes, one of
+// them writing, must be ordered by the image's own dependencies (directly
+// or not), and nothing writes the user source. Costs C^2/64 words for C
+// CARs: run for plug-in generators' DAGs and `carflow check`, not on every
+// built-in schedule (their tests check them). Above kHazardCheckCars CARs
+// per image it is skipped (returns true).
+inline constexpr size_t kHazardCheckCars = 1u << 14;
+bool check_hazards(const LocalDag& dag, std::string* error);
+
 // Matches SENDs to receives by (sender, receiver, tag). Returns false with
 // *error on an unmatched or doubly matched message or a byte-count mismatch.
 bool match_messages(const GlobalDag& dag, std::vector<MessageEdge>* edges, std::string* error);

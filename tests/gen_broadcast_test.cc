@@ -31,7 +31,9 @@ uint64_t messages(const GlobalDag& dag) { return dag_stats(dag).messages; }
 
 // The tree of a tree broadcast, read back from its DAG in team ranks: each
 // image's parent is the peer of its first receive, its children the peers of
-// its segment-0 sends in CAR order (the send order). Root: parent -1.
+// its segment-0 sends in CAR order (the send order): the first message on
+// each link, tag 1 (the builder numbers a link's messages from 1). Root:
+// parent -1.
 struct DagTree {
   std::vector<int64_t> parent;
   std::vector<std::vector<uint32_t>> children;
@@ -42,8 +44,8 @@ DagTree tree_of(const GlobalDag& dag) {
   DagTree t{std::vector<int64_t>(P, -1), std::vector<std::vector<uint32_t>>(P)};
   for (uint32_t i = 0; i < P; ++i) {
     for (const Car& car : dag.images[i].cars) {
-      if (car.kind == CarKind::Recv && car.tag == 0 && t.parent[i] < 0) t.parent[i] = car.peer;
-      if (car.kind == CarKind::Send && car.tag == 0) t.children[i].push_back(car.peer);
+      if (car.kind == CarKind::Recv && car.tag == 1 && t.parent[i] < 0) t.parent[i] = car.peer;
+      if (car.kind == CarKind::Send && car.tag == 1) t.children[i].push_back(car.peer);
     }
   }
   return t;

@@ -6,25 +6,26 @@
 // end, so the core runs on P' "new ranks". The lower rank's partial is always
 // the left operand, so operand order is preserved (non-commutative ops are
 // safe) and the evaluation order is fixed run to run.
-#include "graph/builder.h"
+#include "graph/gen_builder.h"
 #include "graph/generators/patterns.h"
 #include "graph/registry.h"
 
 namespace carflow {
 namespace {
 
-// Tags: 0 = fold, 1 + k = core round k, 1 + rounds = unfold.
+// Written on the checked builder of carflow/generator.h
+// (graph/gen_builder.h), as a plug-in would be: tags follow message order.
 LocalDag recursive_doubling_allreduce(const CollectiveSpec& spec, uint32_t image) {
   const uint32_t P = spec.images;
   const uint64_t n = spec.nbytes;
-  DagBuilder b(image, n, n);
+  GenBuilder b(spec.algorithm, spec, image);
   const patterns::Fold fold(P);
   const uint32_t rounds = fold.rounds;
 
   if (fold.folded_away(image)) {
     // Folded away: hand my vector to r+1, then receive the result.
-    b.send(image + 1, 0, user_src(0, n));
-    b.recv(image + 1, 1 + rounds, user_dst(0, n));
+    b.send(image + 1, user_src(0, n));
+    b.recv(image + 1, user_dst(0, n));
     return b.finish();
   }
 
@@ -32,42 +33,41 @@ LocalDag recursive_doubling_allreduce(const CollectiveSpec& spec, uint32_t image
   BufferRef cur = user_src(0, n);
   CarId cur_car = kNoCar;
   auto deps_on_cur = [&]() {
-    DagBuilder::Deps d;
-    if (cur_car != kNoCar) d.push_back(after_buffer(cur_car));
+    std::vector<CarId> d;
+    if (cur_car != kNoCar) d.push_back(buffer_dep(cur_car));
     return d;
   };
   const uint32_t newrank = fold.newrank(image);
   if (fold.paired(image)) {  // odd: absorb the even neighbour's vector (it is left)
-    uint32_t slot = b.temp_slot(n);
-    CarId got = b.recv(image - 1, 0, temp(slot, 0, n));
-    cur_car = b.reduce(user_dst(0, n), temp(slot, 0, n), cur, {after_buffer(got)});
+    const uint32_t slot = b.temp(n);
+    const CarId got = b.recv(image - 1, temp(slot, 0, n));
+    cur_car = b.reduce(user_dst(0, n), temp(slot, 0, n), cur, {buffer_dep(got)});
     cur = user_dst(0, n);
   }
   for (uint32_t k = 0; k < rounds; ++k) {
     const uint32_t partner_new = newrank ^ (1u << k);
     const uint32_t partner = fold.real(partner_new);
     const bool theirs_left = partner_new < newrank;
-    CarId sent = b.send(partner, 1 + k, cur, deps_on_cur());
+    const CarId sent = b.send(partner, cur, deps_on_cur());
     if (cur.space == BufferSpace::UserSrc) {
       // The first round from the user's source: the partner's vector is
       // combined as it arrives, straight into the destination (which no
       // SEND reads yet), with the source as the local operand.
-      cur_car = b.recv_reduce(partner, 1 + k, user_dst(0, n), theirs_left, {}, cur);
+      cur_car = b.recv_reduce(partner, user_dst(0, n), cur, theirs_left);
       cur = user_dst(0, n);
       continue;
     }
-    uint32_t slot = b.temp_slot(n);
-    CarId got = b.recv(partner, 1 + k, temp(slot, 0, n));
-    DagBuilder::Deps deps = deps_on_cur();
-    deps.push_back(after_buffer(got));
-    deps.push_back(after_buffer(sent));  // the result overwrites what was sent
-    BufferRef theirs = temp(slot, 0, n);
-    cur_car = b.reduce(user_dst(0, n), theirs_left ? theirs : cur, theirs_left ? cur : theirs,
-                       deps);
+    const uint32_t slot = b.temp(n);
+    const CarId got = b.recv(partner, temp(slot, 0, n));
+    std::vector<CarId> deps = deps_on_cur();
+    deps.push_back(buffer_dep(got));
+    deps.push_back(buffer_dep(sent));  // the result overwrites what was sent
+    const BufferRef theirs = temp(slot, 0, n);
+    cur_car = b.reduce(user_dst(0, n), theirs_left ? theirs : cur, theirs_left ? cur : theirs, deps);
     cur = user_dst(0, n);
   }
   if (cur_car == kNoCar) cur_car = b.copy(user_dst(0, n), user_src(0, n));  // P == 1
-  if (fold.paired(image)) b.send(image - 1, 1 + rounds, user_dst(0, n), {after_buffer(cur_car)});
+  if (fold.paired(image)) b.send(image - 1, user_dst(0, n), {buffer_dep(cur_car)});
   return b.finish();
 }
 

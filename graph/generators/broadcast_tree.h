@@ -3,10 +3,11 @@
 // parent straight into its destination and forwards it to its children, in
 // the node's child order, as soon as s has arrived. The root sends from its
 // source while its own COPY into its destination runs alongside.
-// Exactly P-1 messages per segment; tag = segment index.
+// Exactly P-1 messages per segment. Written on the checked builder of
+// carflow/generator.h (graph/gen_builder.h), as a plug-in would be.
 #pragma once
 
-#include "graph/builder.h"
+#include "graph/gen_builder.h"
 #include "graph/car.h"
 #include "graph/generators/patterns.h"
 #include "graph/generators/trees.h"
@@ -17,20 +18,14 @@ inline LocalDag tree_broadcast(const CollectiveSpec& spec, uint32_t image,
                                const patterns::TreeNode& node, uint64_t segment_bytes) {
   const uint32_t P = spec.images;
   const bool is_root = image == spec.root;
-  DagBuilder b(image, is_root ? spec.nbytes : 0, spec.nbytes);
+  GenBuilder b(spec.algorithm, spec, image);
   const auto segments = split_segments(spec.nbytes, segment_bytes, 1);
   if (is_root) b.copy(user_dst(0, spec.nbytes), user_src(0, spec.nbytes));
-  for (uint32_t s = 0; s < segments.size(); ++s) {
-    const Segment& seg = segments[s];
-    BufferRef data = is_root ? user_src(seg.offset, seg.length) : user_dst(seg.offset, seg.length);
-    DagBuilder::Deps deps;
-    if (node.has_parent) {
-      CarId got = b.recv(patterns::real_rank(node.parent, spec.root, P), s, data);
-      deps.push_back(after_buffer(got));
-    }
-    for (uint32_t child : node.children) {
-      b.send(patterns::real_rank(child, spec.root, P), s, data, deps);
-    }
+  for (const Segment& seg : segments) {
+    const BufferRef data = is_root ? user_src(seg.offset, seg.length) : user_dst(seg.offset, seg.length);
+    std::vector<CarId> deps;
+    if (node.has_parent) deps.push_back(buffer_dep(b.recv(patterns::real_rank(node.parent, spec.root, P), data)));
+    for (uint32_t child : node.children) b.send(patterns::real_rank(child, spec.root, P), data, deps);
   }
   return b.finish();
 }

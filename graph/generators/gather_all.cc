@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "graph/builder.h"
+#include "graph/gen_builder.h"
 #include "graph/generators/block_ranges.h"
 #include "graph/generators/patterns.h"
 #include "graph/layout.h"
@@ -62,20 +63,22 @@ LocalDag direct_gather_all(const CollectiveSpec& spec, uint32_t image) {
 
 // Step s: send block (r - s), received in step s-1 (step 0: from user_src),
 // receive block (r - s - 1). Every block lands where it belongs in user_dst.
+// Written on the checked builder of carflow/generator.h
+// (graph/gen_builder.h), as a plug-in would be.
 LocalDag ring_gather_all(const CollectiveSpec& spec, uint32_t image) {
   const uint32_t P = spec.images;
   const BlockLayout L(spec);
-  DagBuilder b = start(L, image);
+  GenBuilder b(spec.algorithm, spec, image);
   b.copy(dst_block(L, image), own_block(L, image));
   const uint32_t right = (image + 1) % P, left = minus(image, 1, P);
   CarId got = kNoCar;
   for (uint32_t s = 0; s + 1 < P; ++s) {
     if (s == 0) {
-      b.send(right, s, or_none(own_block(L, image)));
+      b.send(right, own_block(L, image));
     } else {
-      b.send(right, s, or_none(dst_block(L, minus(image, s, P))), {after_buffer(got)});
+      b.send(right, dst_block(L, minus(image, s, P)), {buffer_dep(got)});
     }
-    got = b.recv(left, s, or_none(dst_block(L, minus(image, uint64_t{s} + 1, P))));
+    got = b.recv(left, dst_block(L, minus(image, uint64_t{s} + 1, P)));
   }
   return b.finish();
 }

@@ -55,6 +55,10 @@ extern "C" {
 typedef struct cf_dag cf_dag_t;    /* one image's DAG, being built */
 typedef uint32_t cf_car_t;         /* a CAR of that DAG: 0, 1, 2, ... in order of addition */
 #define CF_CAR_NONE ((cf_car_t)-1) /* returned on a bad argument */
+/* In a deps array: a dependency that guards data (the CAR touches bytes the
+   other writes or reads) rather than an ordering. carflow waits for both
+   alike; the graph JSON and its pictures tell them apart. */
+#define CF_DEP_BUFFER(car) ((cf_car_t)(car) | (cf_car_t)0x80000000u)
 enum { CF_SPACE_SRC = 1, CF_SPACE_DST = 2, CF_SPACE_TEMP = 3 };
 typedef struct {
   int space;       /* CF_SPACE_* */
@@ -93,9 +97,24 @@ cf_car_t cf_dag_recv_reduce(cf_dag_t *dag, uint32_t peer, cf_buf_t dst, const cf
    preserving algorithm (the sender's data comes from lower ranks). */
 cf_car_t cf_dag_recv_reduce_left(cf_dag_t *dag, uint32_t peer, cf_buf_t dst, const cf_car_t *deps,
                                  size_t ndeps);
+/* dst = local op incoming (incoming op local when incoming_left): the
+   local operand is read from `local`, which saves a copy into dst first. */
+cf_car_t cf_dag_recv_reduce_into(cf_dag_t *dag, uint32_t peer, cf_buf_t dst, cf_buf_t local, int incoming_left,
+                                 const cf_car_t *deps, size_t ndeps);
 /* dst = left op right, element-wise (reducing kinds only; equal lengths). */
 cf_car_t cf_dag_reduce(cf_dag_t *dag, cf_buf_t dst, cf_buf_t left, cf_buf_t right, const cf_car_t *deps,
                        size_t ndeps);
+/* Fold: src cut into chunks of elements (the first first_elems long, then
+   chunk_elems each, the last may be shorter; chunk_elems 0 = one chunk,
+   first_elems 0 = as long as chunk_elems); dst gets one element per chunk,
+   the chunk combined left to right, with carry's element for that chunk
+   (if carry is not {0}) as the left-most operand. Reducing kinds only. */
+cf_car_t cf_dag_fold(cf_dag_t *dag, cf_buf_t dst, cf_buf_t src, cf_buf_t carry, uint64_t first_elems,
+                     uint64_t chunk_elems, const cf_car_t *deps, size_t ndeps);
+/* Prefix: dst as long as src; within each chunk (as for fold) dst[j] =
+   src[first] op ... op src[j], with carry's element on the left. */
+cf_car_t cf_dag_prefix(cf_dag_t *dag, cf_buf_t dst, cf_buf_t src, cf_buf_t carry, uint64_t first_elems,
+                       uint64_t chunk_elems, const cf_car_t *deps, size_t ndeps);
 /* dst = src (equal lengths). */
 cf_car_t cf_dag_copy(cf_dag_t *dag, cf_buf_t dst, cf_buf_t src, const cf_car_t *deps, size_t ndeps);
 /* No data: done when its deps are. */
