@@ -1,5 +1,5 @@
 // The `carflow` command line (tools/carflow runs it): what its commands
-// share. One file per command: plan.cc, dot.cc, bench.cc, compare.cc,
+// share. One file per command: plan.cc, dot.cc, view.cc, bench.cc, compare.cc,
 // demo.cc, info.cc; options.cc parses the command line, main.cc dispatches.
 #pragma once
 
@@ -69,6 +69,7 @@ void print_row(const carflow_bench::LatencyResult& r);
 
 int cmd_plan(const Args& args);
 int cmd_dot(const Args& args);
+int cmd_view(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_compare(const Args& args);
 int cmd_demo(const Args& args);

@@ -1,4 +1,4 @@
-// The `carflow` command line: demo, plan, dot, bench, compare, info.
+// The `carflow` command line: demo, plan, dot, view, bench, compare, info.
 // `tools/carflow` (the shell entry) installs what is missing, builds this
 // binary and forwards its arguments here.
 #include "engine/runtime.h"
@@ -15,6 +15,9 @@ const char kUsage[] =
     "        --dst-blksz B --dst-offset O] [--images-per-node K] --out F.json\n"
     "                                      build and validate a global DAG\n"
     "  dot   F.json                        Graphviz rendering of a graph file, to stdout\n"
+    "  view  F.json [-o F.html] [--collapse-above 64]\n"
+    "                                      one self-contained HTML page drawing the DAG\n"
+    "                                      (or a Chrome trace-event file as a timeline)\n"
     "  bench --coll C --images P --sizes LIST [--iters N] [--algo A] [--sync IN,OUT] [--json]\n"
     "        [--calls K | --aggregate K [--rounds R]]  K calls per iteration, separate or\n"
     "                                      aggregated (R interleaved rounds of one call,\n"
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
   }
   if (cmd == "plan") return cmd_plan(args);
   if (cmd == "dot") return cmd_dot(args);
+  if (cmd == "view") return cmd_view(args);
   if (cmd == "info") return cmd_info();
   if (cf_init(&argc, &argv) != CF_OK) return 2;  // prints the reason (fatal mode)
   cf_set_error_mode(CF_ERRORS_RETURN);

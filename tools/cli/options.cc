@@ -12,6 +12,7 @@ const CommandSpec* command_spec(const std::string& cmd) {
         {"in-allsync", "out-allsync", "exclusive"},
         0}},
       {"dot", {{"plugin"}, {}, 1}},
+      {"view", {{"o", "collapse-above", "plugin"}, {}, 1}},
       {"bench",
        {{"coll", "images", "sizes", "iters", "algo", "sync", "calls", "aggregate", "rounds", "plugin"}, {"json"}, 0}},
       {"compare", {{"coll", "images", "sizes", "iters", "rounds", "plugin"}, {}, 0}},
@@ -31,6 +32,7 @@ bool parse_args(const std::string& cmd, const CommandSpec& spec, int argc, char*
   size_t positional = 0;
   for (int i = first; i < argc; ++i) {
     std::string key = argv[i];
+    if (key.size() == 2 && key[0] == '-' && key[1] != '-') key = "-" + key;  // -o is --o
     if (key.rfind("--", 0) != 0) {
       if (positional == spec.positional) {
         *error = "'" + key + "': unexpected argument (carflow " + cmd + " takes " +
@@ -55,7 +57,7 @@ bool parse_args(const std::string& cmd, const CommandSpec& spec, int argc, char*
       (*out)[key] = argv[++i];
     } else {
       std::string known;
-      for (const auto& k : spec.valued) known += (known.empty() ? "--" : ", --") + k;
+      for (const auto& k : spec.valued) known += std::string(known.empty() ? "" : ", ") + (k.size() == 1 ? "-" : "--") + k;
       for (const auto& k : spec.flags) known += (known.empty() ? "--" : ", --") + k;
       *error = "--" + key + ": not an option of carflow " + cmd +
                (known.empty() ? " (it takes none)" : " (its options: " + known + ")");
