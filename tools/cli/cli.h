@@ -20,6 +20,7 @@
 #include "engine/selection.h"
 #include "graph/json.h"
 #include "graph/layout.h"
+#include "graph/model/loggp.h"
 #include "graph/registry.h"
 #include "graph/transforms.h"
 #include "graph/validate.h"
@@ -74,5 +75,9 @@ int cmd_bench(const Args& args);
 int cmd_compare(const Args& args);
 int cmd_demo(const Args& args);
 int cmd_info();
+int cmd_simulate(const Args& args);
+// The LogGP model of --model-file and --model (graph/model/loggp.h);
+// false with *error naming the option and the key.
+bool model_from_args(const Args& args, carflow::LogGPModel* model, std::string* error);
 
 }  // namespace carflow::cli

@@ -1,4 +1,4 @@
-// The `carflow` command line: demo, plan, dot, view, bench, compare, info.
+// The `carflow` command line: demo, plan, simulate, dot, view, bench, compare, info.
 // `tools/carflow` (the shell entry) installs what is missing, builds this
 // binary and forwards its arguments here.
 #include "engine/runtime.h"
@@ -14,6 +14,12 @@ const char kUsage[] =
     "        [--in-allsync] [--out-allsync] [--exclusive] [--src-blksz B --src-offset O\n"
     "        --dst-blksz B --dst-offset O] [--images-per-node K] --out F.json\n"
     "                                      build and validate a global DAG\n"
+    "        [--format json|goal [--model M]]  goal: LogGOPSim's GOAL schedule (stdout\n"
+    "                                      when --out is absent)\n"
+    "  simulate --coll C --images P --bytes N [--algo A|all] [--root R] [--images-per-node K]\n"
+    "        [--model L=500,o=150,...] [--model-file F.json] [--json]\n"
+    "                                      predicted time under LogGP (graph/README.md, \"Cost\n"
+    "                                      model\"), P up to 2^20; all: every algorithm, ranked\n"
     "  dot   F.json                        Graphviz rendering of a graph file, to stdout\n"
     "  view  F.json [-o F.html] [--collapse-above 64]\n"
     "                                      one self-contained HTML page drawing the DAG\n"
@@ -59,6 +65,7 @@ int main(int argc, char** argv) {
   }
   if (cmd == "plan") return cmd_plan(args);
   if (cmd == "dot") return cmd_dot(args);
+  if (cmd == "simulate") return cmd_simulate(args);
   if (cmd == "view") return cmd_view(args);
   if (cmd == "info") return cmd_info();
   if (cf_init(&argc, &argv) != CF_OK) return 2;  // prints the reason (fatal mode)

@@ -1,4 +1,9 @@
-// carflow plan: build, validate and save a collective's global DAG.
+// carflow plan: build, validate and save a collective's global DAG, as
+// graph JSON or as a GOAL schedule (graph/model/goal.h).
+#include <fstream>
+#include <iostream>
+
+#include "graph/model/goal.h"
 #include "tools/cli/cli.h"
 
 namespace carflow::cli {
@@ -19,8 +24,22 @@ int cmd_plan(const Args& args) {
   if (!carflow::validate_global(dag, &error)) return fail("invalid DAG: " + error);
   const carflow::DagStats stats = carflow::dag_stats(dag);
   auto out = args.find("out");
-  if (out == args.end()) return fail("--out: required (the JSON file to write)");
-  if (!carflow::save_dag_file(dag, out->second, &error)) return fail(error);
+  const std::string format = args.count("format") ? args.at("format") : "json";
+  if (format != "json" && format != "goal") return fail("--format: expected json or goal");
+  if (format == "goal") {
+    carflow::LogGPModel model;  // REDUCE and COPY costs become calc times
+    if (!model_from_args(args, &model, &error)) return fail(error);
+    if (out == args.end()) {
+      carflow::write_goal(dag, model.inter, std::cout);
+      return std::cout.flush() ? 0 : fail("stdout: write failed");
+    }
+    std::ofstream file(out->second);
+    carflow::write_goal(dag, model.inter, file);
+    if (!file.flush()) return fail(out->second + ": cannot write");
+  } else {
+    if (out == args.end()) return fail("--out: required (the JSON file to write)");
+    if (!carflow::save_dag_file(dag, out->second, &error)) return fail(error);
+  }
   std::printf("%s %s on %u images, %llu bytes: %llu CARs, %llu messages (%llu bytes), "
               "critical path %llu CARs; valid; wrote %s\n",
               spec.algorithm.c_str(), coll->second.c_str(), spec.images,

@@ -1,0 +1,249 @@
+#include "graph/model/flat_dag.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace carflow {
+namespace {
+
+bool fail(std::string* error, std::string message) {
+  *error = std::move(message);
+  return false;
+}
+
+// Bytes a CAR's cost counts (graph/model/loggp.h).
+uint64_t cost_bytes(const Car& car) {
+  switch (car.kind) {
+    case CarKind::Send: return car.src.length;
+    case CarKind::Recv:
+    case CarKind::RecvReduce: return car.dst.length;
+    case CarKind::Reduce: return car.src.length;
+    case CarKind::Copy: return car.dst.length;
+    case CarKind::Join: return 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string FlatDag::label(uint32_t car) const {
+  return "image " + std::to_string(image[car]) + " CAR " + std::to_string(local(car)) + " (" +
+         car_kind_name(kind[car]) + ")";
+}
+
+FlatDagBuilder::FlatDagBuilder(uint32_t images, uint64_t max_cars)
+    : max_cars_(std::min(max_cars, kMaxFlatCars)) {
+  dag_.images = images;
+  dag_.image_base.reserve(uint64_t{images} + 1);
+  dag_.image_base.push_back(0);
+  dag_.succ_begin.push_back(0);
+}
+
+void FlatDagBuilder::reserve(uint64_t cars) {
+  cars = std::min(cars, max_cars_);
+  dag_.kind.reserve(cars);
+  dag_.bytes.reserve(cars);
+  dag_.image.reserve(cars);
+  dag_.deps.reserve(cars);
+  dag_.succ_begin.reserve(cars + 1);
+  dag_.succ.reserve(cars + cars / 2);
+  peer_.reserve(cars);
+  tag_.reserve(cars);
+}
+
+bool FlatDagBuilder::add(const LocalDag& local, std::string* error) {
+  const uint32_t image = static_cast<uint32_t>(dag_.image_base.size() - 1);
+  const std::string where = "image " + std::to_string(image);
+  if (!local.error.empty()) return fail(error, local.error);
+  if (image >= dag_.images || local.image != image) {
+    return fail(error, where + ": expected DAGs in rank order, got image " + std::to_string(local.image));
+  }
+  const uint64_t base = dag_.kind.size(), n = local.cars.size();
+  if (base + n > max_cars_) {
+    return fail(error, "--images: the DAG passes " + std::to_string(max_cars_) +
+                           " CARs at image " + std::to_string(image) + " (the simulator's limit)");
+  }
+  // Successor lists: count, then place, in this image's slice of succ.
+  std::vector<uint32_t> count(n + 1, 0);
+  for (uint64_t c = 0; c < n; ++c) {
+    for (const Dep& d : local.cars[c].deps) {
+      if (d.car >= n || d.car == c) {
+        return fail(error, where + " CAR " + std::to_string(c) + ": dependency on CAR " +
+                               std::to_string(d.car) + ", which is not another CAR of the image");
+      }
+      ++count[d.car];
+    }
+  }
+  const uint64_t edges = dag_.succ.size();
+  uint64_t at = edges;
+  for (uint64_t c = 0; c < n; ++c) {
+    const uint64_t k = count[c];
+    count[c] = static_cast<uint32_t>(at - edges);
+    at += k;
+    dag_.succ_begin.push_back(static_cast<uint32_t>(at));
+  }
+  if (at >= UINT32_MAX) return fail(error, where + ": over 2^32 dependencies in all");
+  dag_.succ.resize(at);
+  for (uint64_t c = 0; c < n; ++c) {
+    const Car& car = local.cars[c];
+    for (const Dep& d : car.deps) dag_.succ[edges + count[d.car]++] = static_cast<uint32_t>(base + c);
+    if (car.is_message() && (car.peer >= dag_.images || car.peer == image)) {
+      return fail(error, where + " CAR " + std::to_string(c) + ": peer " + std::to_string(car.peer) +
+                             " is not another team rank (P = " + std::to_string(dag_.images) + ")");
+    }
+    dag_.kind.push_back(car.kind);
+    dag_.bytes.push_back(cost_bytes(car));
+    dag_.image.push_back(image);
+    dag_.deps.push_back(static_cast<uint32_t>(car.deps.size()));
+    peer_.push_back(car.peer);
+    tag_.push_back(car.tag);
+    if (car.member != 0 && !any_member_) {
+      any_member_ = true;
+      member_.assign(base + c, 0);
+    }
+    if (any_member_) member_.push_back(car.member);
+  }
+  dag_.image_base.push_back(static_cast<uint32_t>(base + n));
+  return true;
+}
+
+}  // namespace carflow
+
+namespace carflow {
+namespace {
+
+// One end of a message as its receiver's bucket sees it.
+struct MessageEnd {
+  uint32_t sender, member, tag, car;
+  auto key() const { return std::tie(sender, member, tag); }
+  auto order() const { return std::tie(sender, member, tag, car); }
+};
+
+std::string key_text(uint32_t sender, uint32_t receiver, const MessageEnd& e) {
+  return "(sender " + std::to_string(sender) + ", receiver " + std::to_string(receiver) +
+         (e.member != 0 ? ", member " + std::to_string(e.member) : "") + ", tag " +
+         std::to_string(e.tag) + ")";
+}
+
+bool sort_unique(const FlatDag& dag, uint32_t receiver, std::vector<MessageEnd>* ends,
+                 std::string* error) {
+  std::sort(ends->begin(), ends->end(),
+            [](const MessageEnd& a, const MessageEnd& b) { return a.order() < b.order(); });
+  for (size_t i = 1; i < ends->size(); ++i) {
+    if ((*ends)[i - 1].key() == (*ends)[i].key()) {
+      const MessageEnd& e = (*ends)[i];
+      return fail(error, dag.label(e.car) + ": duplicate message " + key_text(e.sender, receiver, e) +
+                             "; " + dag.label((*ends)[i - 1].car) + " uses the same tag");
+    }
+  }
+  return true;
+}
+
+bool unmatched(const FlatDag& dag, uint32_t receiver, const MessageEnd& e, bool is_send,
+               std::string* error) {
+  const std::string other = is_send ? "receive on image " + std::to_string(receiver)
+                                    : "SEND on image " + std::to_string(e.sender);
+  return fail(error, dag.label(e.car) + ": no " + other + " matches " + key_text(e.sender, receiver, e));
+}
+
+}  // namespace
+
+bool FlatDagBuilder::finish(FlatDag* out, std::string* error) {
+  const uint64_t added = dag_.image_base.size() - 1;
+  if (added != dag_.images) {
+    return fail(error, "only " + std::to_string(added) + " of " + std::to_string(dag_.images) +
+                           " images were added");
+  }
+  const uint32_t P = dag_.images;
+  const uint64_t n = dag_.kind.size();
+  dag_.match.assign(n, kNoFlatCar);
+  // SENDs bucketed by receiver (a counting sort), so each receiver's
+  // messages pair up in a small sort of their own.
+  std::vector<uint32_t> start(uint64_t{P} + 1, 0);
+  for (uint64_t c = 0; c < n; ++c) {
+    if (dag_.kind[c] == CarKind::Send) ++start[peer_[c] + 1];
+  }
+  for (uint32_t j = 0; j < P; ++j) start[j + 1] += start[j];
+  std::vector<uint32_t> by_receiver(start[P]);
+  {
+    std::vector<uint32_t> at(start.begin(), start.end() - 1);
+    for (uint64_t c = 0; c < n; ++c) {
+      if (dag_.kind[c] == CarKind::Send) by_receiver[at[peer_[c]]++] = static_cast<uint32_t>(c);
+    }
+  }
+  auto member = [&](uint32_t c) { return any_member_ ? member_[c] : 0u; };
+  std::vector<MessageEnd> sends, recvs;
+  for (uint32_t j = 0; j < P; ++j) {
+    sends.clear();
+    recvs.clear();
+    for (uint32_t k = start[j]; k < start[j + 1]; ++k) {
+      const uint32_t s = by_receiver[k];
+      sends.push_back({dag_.image[s], member(s), tag_[s], s});
+    }
+    for (uint32_t c = dag_.image_base[j]; c < dag_.image_base[j + 1]; ++c) {
+      if (dag_.kind[c] == CarKind::Recv || dag_.kind[c] == CarKind::RecvReduce) {
+        recvs.push_back({peer_[c], member(c), tag_[c], c});
+      }
+    }
+    if (!sort_unique(dag_, j, &sends, error) || !sort_unique(dag_, j, &recvs, error)) return false;
+    size_t r = 0;
+    for (const MessageEnd& s : sends) {
+      if (r < recvs.size() && recvs[r].key() < s.key()) return unmatched(dag_, j, recvs[r], false, error);
+      if (r == recvs.size() || recvs[r].key() != s.key()) return unmatched(dag_, j, s, true, error);
+      const MessageEnd& m = recvs[r++];
+      if (dag_.bytes[s.car] != dag_.bytes[m.car]) {
+        return fail(error, dag_.label(m.car) + ": receives " + std::to_string(dag_.bytes[m.car]) +
+                               " bytes but its SEND " + dag_.label(s.car) + " sends " +
+                               std::to_string(dag_.bytes[s.car]));
+      }
+      dag_.match[s.car] = m.car;
+      dag_.match[m.car] = s.car;
+      ++dag_.messages;
+      dag_.message_bytes += dag_.bytes[s.car];
+    }
+    if (r < recvs.size()) return unmatched(dag_, j, recvs[r], false, error);
+  }
+  peer_ = {};
+  tag_ = {};
+  member_ = {};
+  *out = std::move(dag_);
+  dag_ = FlatDag{};
+  return true;
+}
+
+bool build_flat_dag(const GeneratorInfo& gen, const CollectiveSpec& spec, FlatDag* out,
+                    std::string* error, uint64_t max_cars) {
+  const uint32_t P = spec.images;
+  if (P == 0) return fail(error, "--images: must be at least 1");
+  max_cars = std::min(max_cars, kMaxFlatCars);
+  // An all-to-all algorithm shows itself in any image other than the root:
+  // refuse before building anything when P such images would not fit.
+  const uint32_t sample = (spec.root + 1) % P;
+  LocalDag probe = generate_local(gen, spec, sample);
+  const uint64_t estimate = static_cast<uint64_t>(probe.cars.size()) * P;
+  if (estimate > max_cars) {
+    return fail(error, "--images: " + gen.name + " on " + std::to_string(P) + " images needs about " +
+                           std::to_string(estimate) + " CARs (image " + std::to_string(sample) +
+                           " alone has " + std::to_string(probe.cars.size()) +
+                           "), over the simulator's limit of " + std::to_string(max_cars) + " CARs");
+  }
+  FlatDagBuilder builder(P, max_cars);
+  builder.reserve(estimate);
+  for (uint32_t i = 0; i < P; ++i) {
+    LocalDag local = i == sample ? std::move(probe) : generate_local(gen, spec, i);
+    if (!builder.add(local, error)) return false;
+  }
+  return builder.finish(out, error);
+}
+
+bool flat_dag_from_global(const GlobalDag& global, FlatDag* out, std::string* error) {
+  const uint32_t P = static_cast<uint32_t>(global.images.size());
+  if (P == 0) return fail(error, "the DAG has no images");
+  FlatDagBuilder builder(P);
+  for (const LocalDag& local : global.images) {
+    if (!builder.add(local, error)) return false;
+  }
+  return builder.finish(out, error);
+}
+
+}  // namespace carflow
