@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -126,6 +127,21 @@ inline void byte_sum(void* dst, const void* left, const void* right, size_t byte
   for (size_t k = 0; k < bytes; ++k) {
     static_cast<uint8_t*>(dst)[k] =
         static_cast<uint8_t>(static_cast<const uint8_t*>(left)[k] + static_cast<const uint8_t*>(right)[k]);
+  }
+}
+
+// A non-commutative operator that never forgets an operand: 16-byte
+// elements (h, p) of two uint64, (h1, p1) op (h2, p2) = (h1 * q2 + h2, q1 * q2)
+// with q = p | 1, a polynomial hash of the operand sequence (associative; q
+// odd, so products never vanish mod 2^64, as a product of 2x2 matrices mod
+// 2^32 can, after which it no longer sees an operand out of order).
+inline void sequence_hash(void* dst, const void* left, const void* right, size_t bytes) {
+  for (size_t off = 0; off + 16 <= bytes; off += 16) {
+    uint64_t a[2], b[2];
+    std::memcpy(a, static_cast<const char*>(left) + off, 16);
+    std::memcpy(b, static_cast<const char*>(right) + off, 16);
+    const uint64_t c[2] = {a[0] * (b[1] | 1) + b[0], (a[1] | 1) * (b[1] | 1)};
+    std::memcpy(static_cast<char*>(dst) + off, c, 16);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/json.h"
 #include "graph/registry.h"
 #include "graph/validate.h"
 #include "tests/test_util.h"
@@ -93,6 +94,24 @@ TEST_CASE("the plug-in copies of three built-ins build the built-ins' DAGs CAR b
       same_dags(s, "ring", "ring_copy");
     }
   }
+}
+
+TEST_CASE("a plug-in's DAG dumps and loads as JSON while its name is registered") {
+  REQUIRE(copies_registered());
+  CollectiveSpec s = spec_of(CollKind::Allreduce, "recursive_doubling_copy", 6, 0, 64);
+  carflow::GlobalDag dag, back;
+  std::string error;
+  REQUIRE(carflow::generate_global(s, &dag, &error));
+  const std::string text = carflow::dag_to_json(dag);
+  CHECK(contains(text, "\"recursive_doubling_copy\""));
+  REQUIRE(carflow::dag_from_json(text, &back, &error));
+  CHECK(back.spec == dag.spec);
+  CHECK(carflow::dag_to_json(back) == text);
+  // A name nobody registered is refused, naming it.
+  std::string other = text;
+  other.replace(other.find("recursive_doubling_copy"), 23, "recursive_doubling_cop_");
+  CHECK_FALSE(carflow::dag_from_json(other, &back, &error));
+  CHECK(contains(error, "recursive_doubling_cop_"));
 }
 
 TEST_CASE("the plug-in copies run through the engine with the built-ins' results") {

@@ -15,7 +15,8 @@
 
 namespace {
 
-std::string g_cli;  // absolute path of carflow_cli
+std::string g_cli;     // absolute path of carflow_cli
+std::string g_plugin;  // absolute path of libbroken_plugin.so
 
 struct Run {
   int status = -1;
@@ -54,11 +55,41 @@ void expect_error(const std::string& args, const std::string& message) {
 
 }  // namespace
 
+TEST_CASE("check passes a built-in at every P of a range, and fails a broken DAG at the smallest P") {
+  const Run ok = cli("check --coll allreduce --algo recursive_doubling --images 1:6 --bytes 16,160");
+  INFO(ok.output);
+  CHECK(ok.status == 0);
+  for (int P = 1; P <= 6; ++P) CHECK(ok.output.find("P=" + std::to_string(P) + " ") != std::string::npos);
+  CHECK(ok.output.find("non-commutative operator") != std::string::npos);
+  CHECK(ok.output.find("FAIL") == std::string::npos);
+  const Run roots = cli("check --coll broadcast --algo binomial --images 4 --roots all");
+  INFO(roots.output);
+  CHECK(roots.status == 0);
+  CHECK(roots.output.find("P=4     PASS (24 DAGs)") != std::string::npos);  // 4 roots x 3 sizes x 2 segmentings
+  const std::string dir = scratch("check");
+  const Run broken = cli("check --plugin '" + g_plugin + "' --coll broadcast --algo off_by_one --images 1:8", dir);
+  INFO(broken.output);
+  CHECK(broken.status == 1);
+  CHECK(broken.output.find("P=2     PASS") != std::string::npos);
+  CHECK(broken.output.find("P=3     FAIL root 0, 8 bytes: image 2's destination differs from the reference at byte 0") !=
+        std::string::npos);
+  CHECK(broken.output.find("P=4") == std::string::npos);  // stops at the first failure
+  CHECK(std::filesystem::exists(dir + "/carflow-check-failure.json"));
+  CHECK(cli("dot " + dir + "/carflow-check-failure.json --plugin '" + g_plugin + "'").status == 0);
+}
+
 TEST_CASE("an option a command does not take is an error naming it") {
   expect_error("bench --coll allreduce --images 2 --size 1M",
                "--size: not an option of carflow bench (its options: --coll, --images, --sizes, --iters, "
-               "--algo, --sync, --calls, --aggregate, --rounds, --json)");
-  expect_error("info --bogus", "--bogus: not an option of carflow info (it takes none)");
+               "--algo, --sync, --calls, --aggregate, --rounds, --plugin, --json)");
+  expect_error("info --bogus", "--bogus: not an option of carflow info (its options: --plugin)");
+  expect_error("info --plugin /nonexistent/libx.so",
+               "--plugin: /nonexistent/libx.so: /nonexistent/libx.so: cannot open shared object file: No such file or "
+               "directory");
+  expect_error("check --coll broadcast", "--algo: required (the algorithm to check; `carflow info` lists them)");
+  expect_error("check --coll broadcast --algo binomial --images 5:3", "--images: LO:HI needs LO <= HI (got '5:3')");
+  expect_error("check --coll broadcast --algo binomial --roots some",
+               "--roots: expected 'all' or 'ends' (0, P/2 and P-1; the default)");
   expect_error("plan --coll scan --images 5 stray --out s.json",
                "'stray': unexpected argument (carflow plan takes only --options)");
   expect_error("dot a.json b.json", "'b.json': unexpected argument (carflow dot takes one file)");
@@ -128,13 +159,13 @@ TEST_CASE("relative paths are the caller's: plan writes and dot reads in its dir
 }
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argv[1][0] == '-') {
-    std::fprintf(stderr, "usage: %s CARFLOW_CLI [doctest options]\n", argv[0]);
+  if (argc < 3 || argv[1][0] == '-' || argv[2][0] == '-') {
+    std::fprintf(stderr, "usage: %s CARFLOW_CLI BROKEN_PLUGIN [doctest options]\n", argv[0]);
     return 2;
   }
-  g_cli = argv[1];
-  if (g_cli[0] != '/') g_cli = std::filesystem::absolute(g_cli).string();
+  g_cli = std::filesystem::absolute(argv[1]).string();
+  g_plugin = std::filesystem::absolute(argv[2]).string();
   doctest::Context context;
-  context.applyCommandLine(argc - 1, argv + 1);
+  context.applyCommandLine(argc - 2, argv + 2);
   return context.run();
 }

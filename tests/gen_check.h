@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph/car.h"
+#include "graph/check.h"
 #include "graph/registry.h"
 #include "graph/simulate.h"
 #include "graph/transforms.h"
@@ -60,75 +61,24 @@ inline void mat2_mul(void* dst, const void* left, const void* right, size_t byte
     std::memcpy(static_cast<char*>(dst) + off, c, 16);
   }
 }
-// A non-commutative operator that never forgets an operand: 16-byte
-// elements (h, p) of two uint64, (h1, p1) op (h2, p2) = (h1 * q2 + h2, q1 * q2)
-// with q = p | 1, a polynomial hash of the operand sequence (associative; q
-// odd, so products never vanish mod 2^64). mat2_mul does vanish: a product
-// of some 40 pattern matrices is the zero matrix mod 2^32, after which it
-// cannot see an operand out of order.
-inline void sequence_hash(void* dst, const void* left, const void* right, size_t bytes) {
-  for (size_t off = 0; off + 16 <= bytes; off += 16) {
-    uint64_t a[2], b[2];
-    std::memcpy(a, static_cast<const char*>(left) + off, 16);
-    std::memcpy(b, static_cast<const char*>(right) + off, 16);
-    const uint64_t c[2] = {a[0] * (b[1] | 1) + b[0], (a[1] | 1) * (b[1] | 1)};
-    std::memcpy(static_cast<char*>(dst) + off, c, 16);
-  }
-}
-
 // The operator a test of `spec` uses: the non-commutative sequence hash
 // where the generator preserves order and elements are 16 bytes.
-inline Combine default_op(const CollectiveSpec& spec) {
-  const GeneratorInfo* gen = GeneratorRegistry::instance().find(spec.kind, spec.algorithm);
-  if (gen != nullptr && gen->preserves_order && spec.elem_size == 16) return &sequence_hash;
-  return &byte_sum;
-}
+inline Combine default_op(const CollectiveSpec& spec) { return check_operator(spec); }
 
-// Runs the whole check; reports failures through doctest with the spec in
-// the message. `seeds` random orders are tried. Computational kinds combine
-// with `op` (default_op when empty) and are checked against
-// expected_reduction.
+// Runs the whole check (graph/check.h: generation, validation, hazards,
+// `seeds` random orders against the reference); reports a failure through
+// doctest with the spec in the message. Computational kinds combine with
+// `op` (default_op when empty).
 inline GenOutcome check_generator(const CollectiveSpec& spec, int seeds = 3, Combine op = nullptr) {
   GenOutcome out;
-  std::string error;
   INFO(std::string(coll_kind_name(spec.kind)), " ", spec.algorithm, " P=", spec.images, " root=", spec.root,
        " nbytes=", spec.nbytes, " counts=", spec.counts.size(), " segment=", spec.segment_bytes,
        " radix=", spec.radix, " window=", spec.window, " elem_size=", spec.elem_size, " flags=", spec.flags,
        " src_layout=", spec.src_blksz, "/", spec.src_offset, " dst_layout=", spec.dst_blksz, "/", spec.dst_offset);
-  if (!generate_global(spec, &out.dag, &error)) {
-    FAIL_CHECK("generate: ", error);
+  std::string failure;
+  if (!carflow::check_generator(spec, seeds, &out.dag, &failure, &out.messages, op)) {
+    FAIL_CHECK(failure);
     return out;
-  }
-  if (!validate_global(out.dag, &error)) {
-    FAIL_CHECK("validate: ", error);
-    return out;
-  }
-  const std::vector<Bytes> src = inputs(spec);
-  const bool computes = is_computational(spec.kind);
-  if (computes && !op) op = default_op(spec);
-  const std::vector<Bytes> want = computes ? expected_reduction(spec, src, op) : expected(spec, src);
-  for (int seed = 0; seed < seeds; ++seed) {
-    std::vector<Bytes> s = src, d = blank_outputs(spec);
-    SimResult r;
-    if (!simulate(out.dag, &s, &d, computes ? SimReduceFn(op) : SimReduceFn(), static_cast<uint64_t>(seed),
-                  &r, &error)) {
-      FAIL_CHECK("simulate (seed ", seed, "): ", error);
-      return out;
-    }
-    for (uint32_t i = 0; i < spec.images; ++i) {
-      if (d[i] != want[i]) {
-        uint64_t k = 0;
-        while (k < d[i].size() && k < want[i].size() && d[i][k] == want[i][k]) ++k;
-        FAIL_CHECK("image ", i, " destination differs from the reference at byte ", k,
-                   " (seed ", seed, ")");
-        return out;
-      }
-      if (s[i] != src[i]) {
-        FAIL_CHECK("image ", i, " source buffer was modified (seed ", seed, ")");
-        return out;
-      }
-    }
-    out.messages = r.messages;
   }
   out.ok = true;
   return out;

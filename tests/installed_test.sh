@@ -149,6 +149,18 @@ examples_makefile() {
   lists_example_algorithms "$dir/libexample_plugin.so"
 }
 
+# carflow check on the installed copies of three built-ins: every P of a
+# range passes on the sequential executor.
+cli_check() {
+  local dir="$PREFIX/share/carflow/examples" out a coll algo
+  for a in "broadcast binomial_copy" "allreduce recursive_doubling_copy" "gather_all ring_copy"; do
+    read -r coll algo <<<"$a"
+    out=$(cd "$WORK" && timeout 120 "$PREFIX/bin/carflow" check --plugin "$dir/libbuiltin_copies.so" \
+      --coll "$coll" --algo "$algo" --images 1:9) || { echo "$out"; fail "carflow check $algo failed"; return 1; }
+    [ "$(grep -c '^P=.* PASS' <<<"$out")" -eq 9 ] || { echo "$out"; fail "carflow check $algo: not 9 PASS lines"; return 1; }
+  done
+}
+
 step install install_prefix || finish
 step build_plugin build_plugin || finish
 step build_check build_check || finish
@@ -158,4 +170,5 @@ step cli_info lists_example_algorithms "$PLUGIN"
 step cli_plan cli_plan
 step bad_plugins bad_plugins
 step examples_makefile examples_makefile
+step cli_check cli_check
 finish

@@ -7,7 +7,10 @@
    registrations are refused. Under cfrun (tests/plugin_mp_test.sh) every
    process loads the plug-in and the same checks run across processes.
    With the argument `bad-plugin PATH` it checks instead that cf_init fails
-   naming PATH when CF_PLUGINS names a library that does not load. */
+   naming PATH when CF_PLUGINS names a library that does not load. With
+   `disagree` (under cfrun and CF_CHECK=1) only node 0 registers a
+   generator and asks for it: every image must get CF_ERR_MISMATCH naming
+   the algorithm, not hang. */
 #include <carflow/generator.h>
 
 #include <stdint.h>
@@ -148,8 +151,52 @@ static void registration_errors(void) {
   }
 }
 
+/* Node 0 uses "only_on_node0"; the other nodes do not have it, so they keep
+   the default broadcast. */
+static int only_here(const cf_gen_spec_t *s, cf_dag_t *dag, void *arg) {
+  (void)arg;
+  cf_buf_t d = {CF_SPACE_DST, 0, 0, s->nbytes}, src = {CF_SPACE_SRC, 0, 0, s->nbytes};
+  if (s->image == s->root) {
+    cf_car_t c = cf_dag_copy(dag, d, src, 0, 0);
+    for (uint32_t i = 0; i < s->images; ++i) {
+      if (i != s->root) cf_dag_send(dag, i, src, &c, 0);
+    }
+  } else {
+    cf_dag_recv(dag, s->root, d, 0, 0);
+  }
+  return CF_OK;
+}
+
+static void disagree_body(cf_image_t me, void *arg) {
+  char detail[512];
+  (void)arg;
+  const int chose = cf_coll_set_algorithm(CF_KIND_BROADCAST, "only_on_node0");
+  expect((chose == CF_OK) == (cf_mynode() == 0), "only node 0 knows the algorithm", cf_images(), me, cf_last_error());
+  unsigned char src[8] = {1, 2, 3, 4, 5, 6, 7, 8}, dst[8] = {0};
+  const int rc = cf_coll_broadcast(CF_TEAM_ALL, dst, 0, src, sizeof src, kFlags);
+  snprintf(detail, sizeof detail, "status %d: %s", rc, cf_last_error());
+  expect(rc == CF_ERR_MISMATCH && strstr(cf_last_error(), "algorithm") != NULL,
+         "images that chose different algorithms get CF_ERR_MISMATCH", cf_images(), me, detail);
+  cf_coll_set_algorithm(CF_KIND_BROADCAST, NULL);
+}
+
 int main(int argc, char **argv) {
   cf_set_error_mode(CF_ERRORS_RETURN);
+  if (argc == 2 && strcmp(argv[1], "disagree") == 0) {
+    if (cf_init(&argc, &argv) != CF_OK) {
+      printf("FAIL cf_init: %s\n", cf_last_error());
+      return 1;
+    }
+    if (cf_mynode() == 0) cf_generator_register(CF_KIND_BROADCAST, "only_on_node0", only_here, NULL, 0, NULL);
+    const char *launched = getenv("CF_IMAGES");
+    if (cf_run_images(launched != NULL ? (cf_image_t)atoi(launched) : 1, NULL, 0, disagree_body, NULL) != CF_OK) {
+      printf("FAIL cf_run_images: %s\n", cf_last_error());
+      g_failures++;
+    }
+    const int fin = cf_finalize();
+    printf("plugin_test: %d checks, %d failures, cf_finalize %d\n", g_checks, g_failures, fin);
+    return g_failures == 0 && fin == CF_OK ? 0 : 1;
+  }
   if (argc == 3 && strcmp(argv[1], "bad-plugin") == 0) {
     setenv("CF_PLUGINS", argv[2], 1);
     const int rc = cf_init(&argc, &argv);

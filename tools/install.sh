@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/install.sh PREFIX: installs include/carflow/{carflow,generator}.h,
 # lib/libcarflow.so, lib/libcarflow.a, lib/pkgconfig/carflow.pc, bin/carflow
-# (the CLI), bin/cfrun (the launcher) and the example plug-in with a
+# (the CLI), bin/cfrun (the launcher) and the example plug-ins with a
 # Makefile under share/carflow/examples, so that a C program builds with
 #   cc prog.c $(pkg-config --cflags --libs carflow)
 set -euo pipefail
@@ -14,15 +14,17 @@ mkdir -p "$PREFIX/include/carflow" "$PREFIX/lib/pkgconfig" "$PREFIX/bin" "$PREFI
 install -m 644 api/include/carflow/carflow.h api/include/carflow/generator.h "$PREFIX/include/carflow/"
 install -m 755 bazel-bin/tools/carflow_cli "$PREFIX/bin/carflow"
 install -m 755 bazel-bin/tools/cfrun_bin "$PREFIX/bin/cfrun"
-install -m 644 api/examples/example_plugin.c "$PREFIX/share/carflow/examples/"
+install -m 644 api/examples/example_plugin.c api/examples/builtin_copies.c "$PREFIX/share/carflow/examples/"
 cat > "$PREFIX/share/carflow/examples/Makefile" <<MK
-# The example generator plug-in, built against the installed carflow:
+# The example generator plug-ins, built against the installed carflow:
 #   make && CF_PLUGINS=./libexample_plugin.so CF_ALGO_BROADCAST=example_binomial ./your_program
+# (libbuiltin_copies.so: three of carflow's built-ins written as a plug-in).
 # PREFIX is the install this file came from (make PREFIX=DIR for another);
 # pkg-config looks there first, so carflow.pc need not be on PKG_CONFIG_PATH.
 PREFIX = $PREFIX
 export PKG_CONFIG_PATH := \$(PREFIX)/lib/pkgconfig\$(if \$(PKG_CONFIG_PATH),:\$(PKG_CONFIG_PATH))
-libexample_plugin.so: example_plugin.c
+all: libexample_plugin.so libbuiltin_copies.so
+lib%.so: %.c
 	\$(CC) -shared -fPIC -O2 \$< \$\$(pkg-config --cflags carflow) -o \$@
 MK
 install -m 755 bazel-bin/api/libcarflow_shared.so "$PREFIX/lib/libcarflow.so"

@@ -69,6 +69,9 @@ void print_table_header();
 void print_row(const carflow_bench::LatencyResult& r);
 
 int cmd_plan(const Args& args);
+// check's largest team (its DAGs are built whole, as plan's are).
+inline constexpr uint64_t kCheckImages = 4096;
+int cmd_check(const Args& args);
 int cmd_dot(const Args& args);
 int cmd_view(const Args& args);
 int cmd_bench(const Args& args);

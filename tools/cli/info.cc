@@ -14,11 +14,12 @@ int cmd_info() {
     doc.erase(std::remove(doc.begin(), doc.end(), '`'), doc.end());
     std::printf("  %-30s %-14s %-27s %s\n", row.name.c_str(), row.value.c_str(), row.range.c_str(), doc.c_str());
   }
-  std::printf("\nalgorithms (graph/generators/):\n");
+  std::printf("\nalgorithms (graph/generators/; [plug-in]: registered at run time, CF_PLUGINS or --plugin):\n");
   for (const carflow::GeneratorInfo* g : carflow::GeneratorRegistry::instance().all()) {
-    std::printf("  %-10s %-20s %s%s%s\n", carflow::coll_kind_name(g->kind), g->name.c_str(),
-                g->summary.c_str(), g->preserves_order ? "" : " [commutative ops only]",
-                g->segmented ? " [segmented]" : "");
+    const bool commutative_only = carflow::is_computational(g->kind) && !g->preserves_order;
+    std::printf("  %-10s %-20s %s%s%s%s\n", carflow::coll_kind_name(g->kind), g->name.c_str(), g->summary.c_str(),
+                commutative_only ? " [commutative ops only]" : "", g->segmented ? " [segmented]" : "",
+                g->plugin ? " [plug-in]" : "");
   }
   const auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
   std::printf("\ndefault selection (README, \"Algorithm selection\"); \"threads\": image threads of one\n"

@@ -20,6 +20,12 @@ const char kUsage[] =
     "        [--model L=500,o=150,...] [--model-file F.json] [--json]\n"
     "                                      predicted time under LogGP (graph/README.md, \"Cost\n"
     "                                      model\"), P up to 2^20; all: every algorithm, ranked\n"
+    "  check --algo A --coll C [--images LO:HI] [--bytes LIST] [--roots all|ends | --root R]\n"
+    "        [--elem-size E] [--orders 3] [--plugin LIB.so] [--out F.json]\n"
+    "                                      an algorithm (a plug-in's or built-in) at every P:\n"
+    "                                      validated, run in seeded orders on the sequential\n"
+    "                                      executor, compared with the reference; writes the\n"
+    "                                      first failing DAG to F.json\n"
     "  dot   F.json                        Graphviz rendering of a graph file, to stdout\n"
     "  view  F.json [-o F.html] [--collapse-above 64]\n"
     "                                      one self-contained HTML page drawing the DAG\n"
@@ -64,6 +70,7 @@ int main(int argc, char** argv) {
     return fail(error);
   }
   if (cmd == "plan") return cmd_plan(args);
+  if (cmd == "check") return cmd_check(args);
   if (cmd == "dot") return cmd_dot(args);
   if (cmd == "simulate") return cmd_simulate(args);
   if (cmd == "view") return cmd_view(args);

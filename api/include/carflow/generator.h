@@ -30,11 +30,22 @@
    and sizes; cached): the DAG of every image is built and checked together
    when P <= CF_GEN_CHECK_IMAGES (256): acyclic, buffers in range, every
    send matched by a receive of the same length, no deadlock whether sends
-   complete eagerly or at the receive. A failure is CF_ERR_BAD_ARG on every
-   image alike, naming the defect ("image 3 sends 8 bytes to image 5, which
-   posts no receive from 3"); nothing starts. It costs P generator runs on
-   each image the first time (about a microsecond per CAR). Above that P
-   only the image's own DAG is checked: run `carflow check` for the rest.
+   complete eagerly or at the receive, and no data hazard (two CARs that
+   touch the same bytes, one writing, with neither depending on the other,
+   directly or not; nothing may write CF_SPACE_SRC). A failure is
+   CF_ERR_BAD_ARG on every image alike, naming the defect ("image 3 sends 8
+   bytes to image 5, which posts no receive from 3"); nothing starts. It
+   costs P generator runs the first time per process, about a microsecond
+   per CAR, plus C*C/64 word operations per image of C CARs for the
+   hazards. Above that P only the image's own DAG is checked (range,
+   cycles, hazards): `carflow check --plugin lib.so --coll C --algo A
+   --images LO:HI` checks the rest, and runs the DAGs on a sequential
+   executor against the collective's reference result.
+
+   Images or processes that registered different generators: a call where
+   they chose different algorithms (one has the name, another fell back to
+   the default) is CF_ERR_MISMATCH on every image under CF_CHECK=1, naming
+   the algorithm; without it, such a call may hang.
 
    Thread safety: cf_generator_register may be called from any thread,
    before or after cf_init, but before the first collective of that kind
