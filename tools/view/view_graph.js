@@ -203,8 +203,9 @@ cfView.graph = (function (view) {
       { selector: 'node', style: { 'label': 'data(label)', 'font-size': 9, 'text-wrap': 'wrap',
                                    'text-valign': 'center', 'min-zoomed-font-size': 7 } },
       { selector: 'node.image', style: { 'background-color': '#eceff1', 'border-color': '#90a4ae',
-                                         'border-width': 1, 'text-valign': 'top', 'font-size': 12,
-                                         'padding': 12, 'shape': 'round-rectangle' } },
+                                         'border-width': 1, 'text-valign': 'top', 'font-size': 14,
+                                         'min-zoomed-font-size': 4, 'padding': 12,
+                                         'shape': 'round-rectangle' } },
       { selector: 'node.collapsed', style: { 'shape': 'round-rectangle', 'width': BOX - 20, 'height': BOX - 30,
                                              'background-color': '#cfd8dc', 'border-color': '#546e7a',
                                              'border-width': 1, 'font-size': 10 } },
@@ -445,6 +446,17 @@ cfView.graph = (function (view) {
     view.$('legend').appendChild(view.el('span', {}, 'grey box: collapsed image (click to expand)'));
   }
 
+  // F.html#car=3:5 opens with image 3's CAR 5 selected (links, screenshots).
+  function selectFromAddress() {
+    var m = /^#car=(\d+):(\d+)$/.exec(window.location.hash);
+    if (!m || Number(m[1]) >= model.P || Number(m[2]) >= dag.images[Number(m[1])].cars.length) return;
+    var g = model.offset[Number(m[1])] + Number(m[2]), node = cy.getElementById(nodeOf(g) || '');
+    if (!node.length) return;
+    node.select();
+    state.pinned = true;
+    if (node.hasClass('car')) showCar(g); else showImage(Number(m[1]));
+  }
+
   function start(data, t0) {
     dag = data.dag;
     if (!cytoscape('layout', 'dagre') && window.cytoscapeDagre) cytoscape.use(window.cytoscapeDagre);
@@ -469,6 +481,7 @@ cfView.graph = (function (view) {
     fitAll();
     bindEvents();
     view.setStatus({ build_ms: Math.round(performance.now() - t0) });
+    selectFromAddress();
     cy.one('render', function () {
       view.setStatus({ rendered: 1, render_ms: Math.round(performance.now() - t0) });
     });
