@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 rounds=${1:-8} iters=${2:-2000}
-bazel build -c opt //tools:carflow_cli //tools:cfrun_bin //bench:libbuiltin_copies.so >/dev/null 2>&1
+bazel build //tools:carflow_cli //tools:cfrun_bin //bench:libbuiltin_copies.so >/dev/null 2>&1
 cli=$PWD/bazel-bin/tools/carflow_cli
 cfrun=$PWD/bazel-bin/tools/cfrun_bin
 plugin=$PWD/bazel-bin/bench/libbuiltin_copies.so
@@ -20,9 +20,9 @@ run() {  # MODE COLL ALGO SIZE
   local mode=$1 coll=$2 algo=$3 size=$4
   local cmd=("$cli" bench --coll "$coll" --sizes "$size" --iters "$iters" --algo "$algo" --json)
   if [ "$mode" = threads ]; then
-    CF_PLUGINS=$plugin "${cmd[@]}" --images 2
+    CF_PLUGINS=$plugin "${cmd[@]}" --images 1
   else
-    CF_PLUGINS=$plugin timeout 300 "$cfrun" -n 2 --images 1 "${cmd[@]}" --images 2
+    CF_PLUGINS=$plugin timeout 300 "$cfrun" -n 2 --images 1 "${cmd[@]}" --images 1
   fi | grep avg_us | head -1 | sed "s/^/$mode $coll $algo $size /"
 }
 for r in $(seq "$rounds"); do

@@ -62,6 +62,8 @@ struct Config {
   ProgressMode progress = ProgressMode::Poll;  // CF_PROGRESS
   // Between processes (transports/ofi).
   std::string plugins;                      // CF_PLUGINS: shared libraries cf_init loads, ':'-separated
+  std::string trace_dir;                    // CF_TRACE: write a trace of every CAR there ("" = off)
+  uint64_t trace_events = 100000;           // CF_TRACE_EVENTS: CARs recorded per image
   std::string ofi_provider;                 // CF_OFI_PROVIDER: "" = shm on one host, tcp;ofi_rxm across
   uint64_t eager_bytes = 16384;             // CF_EAGER_BYTES: eager up to, rendezvous above
   uint32_t ofi_credits = 32;                // CF_OFI_CREDITS: messages in flight per peer node
@@ -76,6 +78,10 @@ struct Config {
   // debugging is enabled"): images compare digests of their single-valued
   // arguments on the entry barrier's messages (engine/arg_check.h).
   bool check = false;
+  // libcarflow_mpi (api/mpi) reads these through the environment itself (it
+  // sits on the C API); their rows make cf_init check them and the docs list them.
+  bool mpi_verbose = false;                 // CF_MPI_VERBOSE: say once why the layer steps aside
+  bool mpi_report = false;                  // CF_MPI_REPORT: per-collective counts at MPI_Finalize
 
   // Reads the environment, row by row of knobs(); false with *error naming
   // the variable and rule.

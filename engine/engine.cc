@@ -78,6 +78,11 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
     for (uint32_t i = 0; i < images_; ++i) everyone[i] = i;
     all_images_per_node_ = team_images_per_node(map_, everyone);
   }
+  if (!config_.trace_dir.empty()) {
+    tracing_ = true;
+    trace_run_ = next_trace_run();
+    for (uint32_t i = 0; i < local_; ++i) trace_buffers_.push_back(std::make_unique<TraceBuffer>(config_.trace_events));
+  }
   const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
   const uint32_t on_host = std::max(host_images, local_);
   // Image threads outnumber cores: poll briefly, then yield. Across
@@ -147,6 +152,12 @@ void Engine::progress_loop() {
 }
 
 Engine::~Engine() {
+  if (tracing_) {
+    std::string path, error;
+    if (!write_trace(config_.trace_dir, map_.node, base_, trace_run_, trace_buffers_, &path, &error)) {
+      std::fprintf(stderr, "carflow: %s\n", error.c_str());
+    }
+  }
   if (progress_thread_.joinable()) {
     {
       std::lock_guard<std::mutex> lock(progress_mutex_);

@@ -40,6 +40,7 @@
 #include "engine/schedule.h"
 #include "engine/selection.h"
 #include "engine/status.h"
+#include "engine/trace.h"
 #include "engine/vc_queue.h"
 #include "graph/registry.h"
 #include "transports/inproc/inproc_transport.h"
@@ -619,6 +620,16 @@ class Engine final : public TransportHooks {
     return peer - base_ < local_ ? static_cast<Transport&>(*transport_) : *remote_;
   }
   void wake(ImageContext& img);  // a sleeping image thread: look again
+
+  // CF_TRACE (engine/trace.h): one buffer per local image; tracing_ is the
+  // one branch the hot path pays when it is off.
+  bool tracing_ = false;
+  uint32_t trace_run_ = 0;
+  std::vector<std::unique_ptr<TraceBuffer>> trace_buffers_;
+  void trace_launch(Instance& inst);
+  void trace_done(CarState* cs);
+  static void trace_start(CarState* cs) { cs->instance->times[cs->index].start.store(trace_now(), std::memory_order_relaxed); }
+  static void trace_ready(CarState* cs) { cs->instance->times[cs->index].ready.store(trace_now(), std::memory_order_relaxed); }
 
   const NodeMap map_;
   const uint32_t images_, local_, base_;

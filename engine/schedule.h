@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "engine/reduce_ops.h"
+#include "engine/trace.h"
 #include "graph/car.h"
 #include "transports/transport.h"
 
@@ -176,6 +177,9 @@ struct Instance {
   ReduceOp op_one;
   std::unique_ptr<char*[]> user_many;    // aggregates: 2 per member, then the temp arena
   std::unique_ptr<ReduceOp[]> ops_many;  // aggregates: 1 per member
+  // CF_TRACE: each CAR's ready, start and done times in this call
+  // (engine/trace.h); allocated on the first traced call.
+  std::unique_ptr<CarTimes[]> times;
 
   void bind_buffers(uint32_t member, void* src, void* dst) {
     user[2 * member] = static_cast<char*>(src);

@@ -74,6 +74,7 @@ inline constexpr uint64_t kCheckImages = 4096;
 int cmd_check(const Args& args);
 int cmd_dot(const Args& args);
 int cmd_view(const Args& args);
+int cmd_trace(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_compare(const Args& args);
 int cmd_demo(const Args& args);

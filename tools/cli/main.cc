@@ -30,6 +30,8 @@ const char kUsage[] =
     "  view  F.json [-o F.html] [--collapse-above 64]\n"
     "                                      one self-contained HTML page drawing the DAG\n"
     "                                      (or a Chrome trace-event file as a timeline)\n"
+    "  trace merge DIR -o F.json           the trace files CF_TRACE=DIR wrote, one per process,\n"
+    "                                      joined into one (Perfetto, chrome://tracing, view)\n"
     "  bench --coll C --images P --sizes LIST [--iters N] [--algo A] [--sync IN,OUT] [--json]\n"
     "        [--calls K | --aggregate K [--rounds R]]  K calls per iteration, separate or\n"
     "                                      aggregated (R interleaved rounds of one call,\n"
@@ -74,6 +76,7 @@ int main(int argc, char** argv) {
   if (cmd == "dot") return cmd_dot(args);
   if (cmd == "simulate") return cmd_simulate(args);
   if (cmd == "view") return cmd_view(args);
+  if (cmd == "trace") return cmd_trace(args);
   if (cmd == "info") return cmd_info();
   if (cf_init(&argc, &argv) != CF_OK) return 2;  // prints the reason (fatal mode)
   cf_set_error_mode(CF_ERRORS_RETURN);

@@ -23,6 +23,7 @@ const CommandSpec* command_spec(const std::string& cmd) {
         0}},
       {"dot", {{"plugin"}, {}, 1}},
       {"view", {{"o", "collapse-above", "plugin"}, {}, 1}},
+      {"trace", {{"o"}, {}, 2}},
       {"bench",
        {{"coll", "images", "sizes", "iters", "algo", "sync", "calls", "aggregate", "rounds", "plugin"}, {"json"}, 0}},
       {"compare", {{"coll", "images", "sizes", "iters", "rounds", "plugin"}, {}, 0}},
@@ -46,7 +47,10 @@ bool parse_args(const std::string& cmd, const CommandSpec& spec, int argc, char*
     if (key.rfind("--", 0) != 0) {
       if (positional == spec.positional) {
         *error = "'" + key + "': unexpected argument (carflow " + cmd + " takes " +
-                 (spec.positional == 0 ? std::string("only --options") : "one file") + ")";
+                 (spec.positional == 0   ? std::string("only --options")
+                  : spec.positional == 1 ? std::string("one file")
+                                         : std::to_string(spec.positional) + " arguments") +
+                 ")";
         return false;
       }
       (*out)["_" + std::to_string(positional++)] = key;

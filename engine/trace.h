@@ -1,0 +1,99 @@
+// CF_TRACE: when each CAR became ready, started and finished, per image,
+// written as Chrome trace-event JSON (Perfetto, chrome://tracing, and
+// `carflow view`) when the engine closes (cf_finalize, or the end of
+// cf_run_images).
+//
+// Off (CF_TRACE unset), the engine pays one predictable branch at each
+// step of a CAR. On, each image has a buffer of CF_TRACE_EVENTS records
+// allocated up front; a finished CAR claims the next record with one
+// atomic add (CARs of one image finish on several threads: its own, oneTBB
+// workers, transport callbacks), so nothing locks. A full buffer keeps its
+// first CF_TRACE_EVENTS CARs and counts the rest, which the file's
+// metadata and a line on stderr report.
+//
+// Times are CLOCK_MONOTONIC nanoseconds: one clock for every process of a
+// host, so flows between them are ordered. Across hosts each host's clock
+// is its own (the file names the host; the viewer shows them side by
+// side).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/car.h"
+
+namespace carflow {
+
+class Schedule;
+
+inline uint64_t trace_now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// A CAR's times in one call (Instance::times, allocated when tracing or
+// dumping hangs); 0 = not yet. Written by whichever thread moves the CAR
+// on, read by the hang dump while it runs.
+struct CarTimes {
+  std::atomic<uint64_t> ready{0}, start{0}, done{0};
+};
+
+struct TraceRecord {
+  uint64_t ready = 0, start = 0, done = 0;
+  uint64_t bytes = 0;
+  const Schedule* schedule = nullptr;  // kind, algorithm; alive until the engine closes
+  uint32_t team = 0, seq = 0, tag = 0;
+  uint32_t car = 0;    // index among the schedule's compiled CARs
+  uint32_t image = 0;  // global image numbers
+  uint32_t peer = 0;
+  CarKind kind = CarKind::Join;
+};
+
+class TraceBuffer {
+ public:
+  explicit TraceBuffer(size_t capacity) : records_(new TraceRecord[capacity]), capacity_(capacity) {}
+  void add(const TraceRecord& r) {
+    const size_t i = next_.fetch_add(1, std::memory_order_relaxed);
+    if (i < capacity_) {
+      records_[i] = r;
+    } else {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  // Read once every collective has finished (the engine is closing).
+  size_t size() const { return std::min(next_.load(std::memory_order_acquire), capacity_); }
+  const TraceRecord& operator[](size_t i) const { return records_[i]; }
+  uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+
+ private:
+  std::unique_ptr<TraceRecord[]> records_;
+  size_t capacity_;
+  std::atomic<size_t> next_{0};
+  std::atomic<uint64_t> dropped_{0};
+};
+
+// The flow id that ties a SEND to its receive in the trace: both sides
+// compute it from the run, the message's wire key and its two images.
+uint64_t trace_flow_id(uint32_t run, uint32_t team, uint32_t seq, uint32_t tag, uint32_t sender, uint32_t receiver);
+
+// The number of this process's next traced engine (cf_init's, then one per
+// cf_run_images): every process of a job counts alike, so a message's two
+// sides agree on it.
+uint32_t next_trace_run();
+
+// Writes the trace of this process's images (buffers[i]: image base + i)
+// to DIR/carflow-trace-node<N>-run<R>.json. False with *error when the
+// file cannot be written.
+bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t run,
+                 const std::vector<std::unique_ptr<TraceBuffer>>& buffers, std::string* path, std::string* error);
+
+// `carflow trace merge`: the traceEvents of every carflow-trace-*.json in
+// `dir` in one document, each file checked (a JSON object with a
+// traceEvents array of objects). False with *error naming the file.
+bool merge_traces(const std::string& dir, const std::string& out, size_t* files, size_t* events, std::string* error);
+
+}  // namespace carflow
