@@ -16,6 +16,11 @@
 //   hang-ignore-term  as hang, and the others ignore SIGTERM
 //   sleep             every rank prints READY after the fence and never exits
 //   sleep-pid         the same, printing "READY pid=PID"
+//   late              rank 0 prints "KVS <CF_KVS> SECRET <CF_JOB_SECRET>" (the
+//                     test records a real proof with it); rank 1 connects
+//                     only once a byte arrives on the FIFO named by
+//                     CF_TEST_GO_FIFO; then as kv, printing any LOST notice
+#include <fcntl.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -141,11 +146,33 @@ int lose_rank_one(carflow::Bootstrap& b, const std::string& mode) {
   return b.bye(&error) ? 0 : fail(error);
 }
 
+// A slow rank 1: strangers reach the store before it does.
+bool wait_for_go() {
+  const char* fifo = std::getenv("CF_TEST_GO_FIFO");
+  if (fifo == nullptr) return false;
+  const int fd = ::open(fifo, O_RDONLY | O_CLOEXEC);  // blocks until the test opens it to write
+  char byte;
+  const bool go = fd >= 0 && ::read(fd, &byte, 1) == 1;
+  if (fd >= 0) ::close(fd);
+  return go;
+}
+
 int run(const std::string& mode) {
   std::string error;
+  const char* rank = std::getenv("CF_RANK");
+  if (mode == "late" && rank != nullptr && std::string(rank) == "1" && !wait_for_go()) {
+    return fail("no go on CF_TEST_GO_FIFO");
+  }
   std::unique_ptr<carflow::Bootstrap> b = carflow::Bootstrap::from_env(&error);
   if (!b) return fail(error.empty() ? "not started by cfrun (CF_KVS unset)" : error);
   if (mode == "kv") return exchange_values(*b);
+  if (mode == "late") {
+    if (b->rank() == 0) {
+      say(std::string("KVS ") + std::getenv("CF_KVS") + " SECRET " + std::getenv("CF_JOB_SECRET"));
+    }
+    b->watch([](uint32_t r, const std::string& how) { say("LOST " + std::to_string(r) + " " + how); });
+    return exchange_values(*b);
+  }
   if (mode == "print") return print_lines(*b);
   if (mode == "env") return print_env(*b);
   if (mode == "cpus") return print_cpus(*b);

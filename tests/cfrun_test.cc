@@ -36,6 +36,8 @@
 #include <vector>
 
 #include "transports/bootstrap/bootstrap.h"
+#include "transports/bootstrap/hmac.h"
+#include "transports/bootstrap/job_auth.h"
 
 extern char** environ;
 
@@ -236,17 +238,32 @@ class FakeLauncher {
   }
   ~FakeLauncher() { ::close(fd_); }
   const std::string& address() const { return address_; }
+  static std::string secret() { return std::string(carflow::job_auth::kSecretBytes, '\x42'); }
 
-  // Connects a Bootstrap as `rank` of `nodes` and answers its HELLO.
+  // Connects a Bootstrap as `rank` of `nodes`, takes its proof of the
+  // secret and answers its HELLO.
   std::unique_ptr<Bootstrap> connect(uint32_t rank, uint32_t nodes,
                                      std::unique_ptr<FakeConnection>* conn) {
+    namespace auth = carflow::job_auth;
     std::string error;
     auto pending = std::async(std::launch::async, [&] {
-      return Bootstrap::connect(address_, rank, nodes, 0, &error);
+      return Bootstrap::connect(address_, rank, nodes, 0, secret(), &error);
     });
     pollfd p{fd_, POLLIN, 0};
     REQUIRE(::poll(&p, 1, 5000) == 1);
     *conn = std::make_unique<FakeConnection>(::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC));
+    const std::string auth_line = (*conn)->read_line();
+    std::string client_nonce, client_proof;
+    REQUIRE(auth_line.rfind("AUTH ", 0) == 0);
+    REQUIRE(carflow::hex_decode(auth_line.substr(5), &client_nonce));
+    const std::string store_nonce(auth::kNonceBytes, 's');
+    (*conn)->write_line("AUTH " + carflow::hex_encode(store_nonce) + " " +
+                        carflow::hex_encode(auth::proof(secret(), auth::kStoreRole, "", client_nonce, store_nonce)));
+    const std::string proof_line = (*conn)->read_line();
+    REQUIRE(proof_line.rfind("PROOF ", 0) == 0);
+    REQUIRE(carflow::hex_decode(proof_line.substr(6), &client_proof));
+    CHECK(auth::verify(client_proof, secret(), auth::kClientRole, "", client_nonce, store_nonce));
+    (*conn)->write_line("OK 0");
     const std::string hello = (*conn)->read_line();
     CHECK(hello == "HELLO " + id_of(hello) + " " + std::to_string(rank) + " " + std::to_string(nodes));
     (*conn)->write_line("OK " + id_of(hello));
@@ -580,6 +597,7 @@ TEST_CASE("from_env with an unusable environment names the variable") {
     std::string named;
   };
   const std::string good = fake.address();
+  ScopedEnv secret("CF_JOB_SECRET", std::string(64, 'a').c_str());
   const std::vector<Case> cases = {
       {"2", "2", good.c_str(), "CF_RANK='2'"},
       {"x", "2", good.c_str(), "CF_RANK='x'"},
@@ -598,6 +616,19 @@ TEST_CASE("from_env with an unusable environment names the variable") {
   }
 }
 
+TEST_CASE("from_env without the job secret, or with a malformed one, names CF_JOB_SECRET") {
+  FakeLauncher fake;
+  const std::string good = fake.address();
+  ScopedEnv rank("CF_RANK", "0"), nodes("CF_NODES", "1"), kvs("CF_KVS", good.c_str());
+  for (const char* secret : {static_cast<const char*>(nullptr), "", "abc", "zz"}) {
+    ScopedEnv variable("CF_JOB_SECRET", secret);
+    std::string error;
+    INFO("CF_JOB_SECRET=", secret == nullptr ? "(unset)" : secret);
+    CHECK(Bootstrap::from_env(&error) == nullptr);
+    CHECK(error.find("CF_JOB_SECRET") != std::string::npos);
+  }
+}
+
 TEST_CASE("connecting where no launcher listens fails with a message naming the address") {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);  // take a free port, then free it
   sockaddr_in addr{};
@@ -609,7 +640,7 @@ TEST_CASE("connecting where no launcher listens fails with a message naming the 
   ::close(fd);
   const std::string address = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
   std::string error;
-  CHECK(Bootstrap::connect(address, 0, 1, 0, &error) == nullptr);
+  CHECK(Bootstrap::connect(address, 0, 1, 0, FakeLauncher::secret(), &error) == nullptr);
   CHECK(error.find(address) != std::string::npos);
   CHECK(error.find("cannot connect") != std::string::npos);
 }

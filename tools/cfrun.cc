@@ -30,6 +30,14 @@
 // can no longer be answered, and gives the rest CF_EXIT_TIMEOUT seconds
 // (default 5) before SIGTERM, then SIGKILL 1 s later.
 //
+// Who may join (transports/bootstrap/job_auth.h): cfrun makes a random
+// 256-bit secret per job and gives it to its processes in their environment
+// (CF_JOB_SECRET; 'ip netns exec' passes the environment on), never on a
+// command line. A connection to the store that does not prove it knows the
+// secret within kProofWaitSeconds, or sends a line longer than the proof
+// needs, is closed; the job goes on, and at its end cfrun prints one line
+// with the count of such connections.
+//
 // Exit status: 124 on --timeout; else the first non-zero status among the
 // processes (128+S for a death by signal S); else 1 if a process exited 0
 // without BYE (the job failed although no status says so); else 0.
@@ -64,6 +72,8 @@
 
 #include "tools/store_server.h"
 #include "transports/bootstrap/bootstrap.h"
+#include "transports/bootstrap/hmac.h"
+#include "transports/bootstrap/job_auth.h"
 
 extern char** environ;
 
@@ -71,12 +81,16 @@ namespace carflow {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using bootstrap_protocol::kMaxLineBytes;
 
 constexpr uint32_t kMaxProcesses = 1024;
 constexpr uint32_t kMaxImages = 65536;
 constexpr double kKillAfterTermSeconds = 1.0;
 constexpr size_t kMaxForwardedLine = 64 * 1024;  // longer output lines are cut here
+// A rank proves the secret in one round trip at its start; strangers that
+// hold connections open unproven are closed after this, and beyond
+// kMaxUnproven at once the oldest goes, so they cannot use up descriptors.
+constexpr double kProofWaitSeconds = 10;
+constexpr size_t kMaxUnproven = 64;
 
 const char kUsage[] =
     "usage: cfrun -n N [--images K] [--hosts H1,H2,...] [--kvs-host IP] [--timeout SECONDS]\n"
@@ -289,15 +303,18 @@ struct ExecImage;
 
 struct Connection {
   int fd = -1;
+  std::string peer;                  // "IP:PORT", for the refusal line
+  Clock::time_point prove_by;        // closed if still unproven then
   std::string in, out;
   StoreServer::Session session;  // its rank once HELLO was accepted; refused: close once `out` is sent
 };
 
 class Launcher {
  public:
-  explicit Launcher(LaunchOptions options)
+  Launcher(LaunchOptions options, std::string secret)
       : o_(std::move(options)),
-        store_(o_.nodes, [this](uint32_t rank) { return children_[rank].running; }),
+        secret_hex_(hex_encode(secret)),
+        store_(o_.nodes, std::move(secret), [this](uint32_t rank) { return children_[rank].running; }),
         children_(o_.nodes) {}
   int run();
 
@@ -313,6 +330,7 @@ class Launcher {
   void read_connection(uint64_t serial);
   void flush_connection(uint64_t serial);
   void close_connection(uint64_t serial);
+  void close_unproven(Clock::time_point now);
   void read_signals();
   void forward_output(Child& c, bool is_err, bool closing);
   void child_exited(Child& c, int status);
@@ -325,6 +343,7 @@ class Launcher {
   int exit_status() const;
 
   LaunchOptions o_;
+  const std::string secret_hex_;  // CF_JOB_SECRET for the children
   StoreServer store_;
   std::vector<Child> children_;
   uint32_t running_ = 0;
@@ -333,6 +352,7 @@ class Launcher {
   std::string kvs_address_;
   std::map<uint64_t, Connection> connections_;  // by serial, never reused
   uint64_t next_serial_ = 1;
+  std::string first_refused_;  // the first refused connection's peer
 
   rlimit files_at_start_{RLIM_INFINITY, RLIM_INFINITY};
   std::vector<cpu_set_t> cpus_;  // per rank under --bind auto; empty = unbound
@@ -411,13 +431,14 @@ ExecImage Launcher::exec_image(uint32_t rank) const {
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view v = *e;
     if (!v.starts_with("CF_RANK=") && !v.starts_with("CF_NODES=") && !v.starts_with("CF_KVS=") &&
-        !v.starts_with("CF_IMAGES=")) {
+        !v.starts_with("CF_IMAGES=") && !v.starts_with(std::string(job_auth::kSecretVariable) + "=")) {
       x.env.emplace_back(v);
     }
   }
   x.env.push_back("CF_RANK=" + std::to_string(rank));
   x.env.push_back("CF_NODES=" + std::to_string(o_.nodes));
   x.env.push_back("CF_KVS=" + kvs_address_);
+  x.env.push_back(std::string(job_auth::kSecretVariable) + "=" + secret_hex_);
   if (o_.images != 0) x.env.push_back("CF_IMAGES=" + std::to_string(o_.images));
   for (std::string& a : x.args) x.argv.push_back(a.data());
   for (std::string& e : x.env) x.envp.push_back(e.data());
@@ -523,6 +544,11 @@ int Launcher::run() {
     forward_output(c, false, true);
     forward_output(c, true, true);
   }
+  while (!connections_.empty()) close_connection(connections_.begin()->first);
+  if (store_.refused() > 0) {
+    say("refused " + std::to_string(store_.refused()) + " connection(s) to the store that did not prove the job " +
+        "secret (the first from " + first_refused_ + ")");
+  }
   return exit_status();
 }
 
@@ -536,6 +562,9 @@ int Launcher::poll_timeout_ms() const {
   std::optional<Clock::time_point> next;
   for (const auto& t : {timeout_at_, grace_until_, kill_at_}) {
     if (t && (!next || *t < *next)) next = t;
+  }
+  for (const auto& [serial, c] : connections_) {
+    if (c.session.proof != StoreServer::Session::Proof::kProven && (!next || c.prove_by < *next)) next = c.prove_by;
   }
   if (!next) return -1;
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()).count();
@@ -578,12 +607,34 @@ void Launcher::poll_once() {
 
 void Launcher::accept_connections() {
   for (;;) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;
+    sockaddr_in from{};
+    socklen_t len = sizeof from;
+    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) break;
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    connections_[next_serial_++].fd = fd;
+    Connection& c = connections_[next_serial_++];
+    c.fd = fd;
+    char ip[INET_ADDRSTRLEN] = "?";
+    ::inet_ntop(AF_INET, &from.sin_addr, ip, sizeof ip);
+    c.peer = std::string(ip) + ":" + std::to_string(ntohs(from.sin_port));
+    c.prove_by = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(kProofWaitSeconds));
   }
+  std::vector<uint64_t> unproven;  // oldest first (serials grow)
+  for (const auto& [serial, c] : connections_) {
+    if (c.session.proof != StoreServer::Session::Proof::kProven) unproven.push_back(serial);
+  }
+  for (size_t i = 0; i + kMaxUnproven < unproven.size(); ++i) close_connection(unproven[i]);
+}
+
+// Unproven connections past their time.
+void Launcher::close_unproven(Clock::time_point now) {
+  std::vector<uint64_t> late;
+  for (const auto& [serial, c] : connections_) {
+    if (c.session.proof != StoreServer::Session::Proof::kProven && now >= c.prove_by) late.push_back(serial);
+  }
+  for (uint64_t serial : late) close_connection(serial);
 }
 
 void Launcher::read_connection(uint64_t serial) {
@@ -596,6 +647,8 @@ void Launcher::read_connection(uint64_t serial) {
     const ssize_t n = ::recv(c.fd, chunk, sizeof chunk, 0);
     if (n > 0) {
       c.in.append(chunk, static_cast<size_t>(n));
+      // A sender as fast as this loop must not grow `in` without end.
+      if (c.in.size() > StoreServer::max_line_bytes(c.session) + sizeof chunk) break;
       continue;
     }
     eof = n == 0 || (errno != EAGAIN && errno != EINTR);
@@ -609,7 +662,10 @@ void Launcher::read_connection(uint64_t serial) {
     start = end + 1;
   }
   c.in.erase(0, start);
-  if (c.in.size() > kMaxLineBytes) eof = true;  // not a bootstrap client
+  if (c.in.size() > StoreServer::max_line_bytes(c.session)) {  // not a bootstrap client
+    store_.refuse(c.session);
+    eof = true;
+  }
   if (eof || (c.session.closing && c.out.empty())) close_connection(serial);
 }
 
@@ -648,7 +704,10 @@ void Launcher::flush_connection(uint64_t serial) {
 void Launcher::close_connection(uint64_t serial) {
   auto it = connections_.find(serial);
   if (it == connections_.end()) return;
-  store_.drop(serial, it->second.session);
+  store_.drop(serial, it->second.session);  // counts it if it never proved the secret
+  if (first_refused_.empty() && it->second.session.proof != StoreServer::Session::Proof::kProven) {
+    first_refused_ = it->second.peer;
+  }
   ::close(it->second.fd);
   connections_.erase(it);
 }
@@ -772,6 +831,7 @@ void Launcher::start_grace() {
 
 void Launcher::check_deadlines() {
   const auto now = Clock::now();
+  close_unproven(now);
   if (timeout_at_ && now >= *timeout_at_) {
     timeout_at_.reset();
     timed_out_ = true;
@@ -809,7 +869,12 @@ int launch(int argc, char** argv) {
     write_all(STDOUT_FILENO, kUsage);
     return 0;
   }
-  return Launcher(std::move(options)).run();
+  std::string secret;
+  if (!job_auth::new_secret(&secret, &error)) {
+    write_all(STDERR_FILENO, "cfrun: cannot make the job secret: " + error + "\n");
+    return 1;
+  }
+  return Launcher(std::move(options), std::move(secret)).run();
 }
 
 }  // namespace

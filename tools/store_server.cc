@@ -5,6 +5,8 @@
 #include <cstdlib>
 
 #include "transports/bootstrap/bootstrap.h"
+#include "transports/bootstrap/hmac.h"
+#include "transports/bootstrap/job_auth.h"
 
 namespace carflow {
 
@@ -29,14 +31,17 @@ bool parse_count(const std::string& name, const std::string& text, uint32_t min,
   return true;
 }
 
-StoreServer::StoreServer(uint32_t nodes, std::function<bool(uint32_t)> rank_running)
+StoreServer::StoreServer(uint32_t nodes, std::string secret, std::function<bool(uint32_t)> rank_running)
     : nodes_(nodes),
+      secret_(std::move(secret)),
       store_(nodes),
       rank_running_(std::move(rank_running)),
       rank_connection_(nodes, 0),
       said_bye_(nodes, false) {}
 
 void StoreServer::handle(uint64_t conn, Session& session, std::string_view line, std::vector<Outgoing>* out) {
+  if (session.closing) return;
+  if (session.proof != Session::Proof::kProven) return prove(conn, session, line, out);
   std::string_view rest = line;
   const std::string verb = take_field(&rest);
   std::string id = take_field(&rest);
@@ -93,7 +98,45 @@ void StoreServer::hello(uint64_t conn, Session& session, const std::string& id, 
   out->push_back({conn, "OK " + id});
 }
 
+size_t StoreServer::max_line_bytes(const Session& session) {
+  return session.proof == Session::Proof::kProven ? bootstrap_protocol::kMaxLineBytes
+                                                  : job_auth::kMaxUnprovenLineBytes;
+}
+
+// AUTH <client nonce>, answered with the store's nonce and proof; then
+// PROOF <client proof>. Anything else, or a wrong proof, ends the
+// connection with one reason that tells a stranger nothing more.
+void StoreServer::prove(uint64_t conn, Session& session, std::string_view line, std::vector<Outgoing>* out) {
+  std::string_view rest = line;
+  const std::string verb = take_field(&rest);
+  std::string bytes, error;
+  if (session.proof == Session::Proof::kNone && verb == "AUTH" && rest.size() == 2 * job_auth::kNonceBytes &&
+      hex_decode(rest, &bytes) && random_bytes(job_auth::kNonceBytes, &session.store_nonce, &error)) {
+    session.client_nonce = std::move(bytes);
+    session.proof = Session::Proof::kChallenged;
+    const std::string proof =
+        job_auth::proof(secret_, job_auth::kStoreRole, "", session.client_nonce, session.store_nonce);
+    out->push_back({conn, "AUTH " + hex_encode(session.store_nonce) + " " + hex_encode(proof)});
+    return;
+  }
+  if (session.proof == Session::Proof::kChallenged && verb == "PROOF" && hex_decode(rest, &bytes) &&
+      job_auth::verify(bytes, secret_, job_auth::kClientRole, "", session.client_nonce, session.store_nonce)) {
+    session.proof = Session::Proof::kProven;
+    out->push_back({conn, "OK 0"});
+    return;
+  }
+  refuse(session);
+  out->push_back({conn, "ERR 0 no proof of the job secret"});
+}
+
+void StoreServer::refuse(Session& session) {
+  if (session.closing) return;
+  session.closing = true;
+  ++refused_;
+}
+
 void StoreServer::drop(uint64_t conn, const Session& session) {
+  if (session.proof != Session::Proof::kProven && !session.closing) ++refused_;
   if (session.rank >= 0 && rank_connection_[static_cast<size_t>(session.rank)] == conn) {
     rank_connection_[static_cast<size_t>(session.rank)] = 0;
   }

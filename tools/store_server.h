@@ -1,7 +1,7 @@
 // cfrun's key-value store and its line protocol on the server side, apart
 // from sockets: one request line of a connection in, reply lines out. The
-// protocol (HELLO, PUT, GET, FENCE, BYE; replies OK, VAL, ERR; LOST from
-// cfrun) is documented in transports/bootstrap/bootstrap.h. cfrun serves it
+// protocol (AUTH, PROOF, HELLO, PUT, GET, FENCE, BYE; replies OK, VAL, ERR;
+// LOST from cfrun) is documented in transports/bootstrap/bootstrap.h. cfrun serves it
 // over TCP; tests drive it directly.
 #pragma once
 
@@ -97,23 +97,37 @@ class KeyValueStore {
   std::string lost_;              // "rank R was lost: <how>" once one was
 };
 
-// One request line at a time, per connection: HELLO first (it names the
-// connection's rank), then PUT / GET / FENCE / BYE. Replies and the
+// One request line at a time, per connection: the proof of the job secret
+// first (AUTH, PROOF: transports/bootstrap/job_auth.h), then HELLO (it names
+// the connection's rank), then PUT / GET / FENCE / BYE. Replies and the
 // answers to earlier GETs and FENCEs go to `out`.
 class StoreServer {
  public:
-  // A connection's state: its rank once HELLO was accepted, and whether it
-  // was refused (the caller closes it once its replies are sent).
+  // A connection's state: how far its proof went, its rank once HELLO was
+  // accepted, and whether it was refused (the caller closes it once its
+  // replies are sent).
   struct Session {
+    enum class Proof { kNone, kChallenged, kProven };
+    Proof proof = Proof::kNone;
+    std::string client_nonce, store_nonce;
     int64_t rank = -1;
     bool closing = false;
   };
-  // rank_running(r): whether rank r's process still runs (a HELLO for an
-  // exited rank is refused).
-  StoreServer(uint32_t nodes, std::function<bool(uint32_t)> rank_running);
+  // secret: the job's (job_auth::kSecretBytes). rank_running(r): whether
+  // rank r's process still runs (a HELLO for an exited rank is refused).
+  StoreServer(uint32_t nodes, std::string secret, std::function<bool(uint32_t)> rank_running);
   void handle(uint64_t conn, Session& session, std::string_view line, std::vector<Outgoing>* out);
-  // The connection is gone: its waits are dropped, its rank may HELLO again.
+  // The longest line the connection may send now: short until it proved
+  // the secret, so a stranger cannot make the store hold much.
+  static size_t max_line_bytes(const Session& session);
+  // The caller ends a connection that has not proved the secret (its line
+  // was too long, or it took too long): counted as refused.
+  void refuse(Session& session);
+  // The connection is gone: its waits are dropped, its rank may HELLO
+  // again; one that never proved the secret counts as refused.
   void drop(uint64_t conn, const Session& session);
+  // Connections closed without a valid proof of the secret.
+  uint64_t refused() const { return refused_; }
   // A rank was lost: every wait that can no longer end fails.
   void fail_waiters(const std::string& reason, std::vector<Outgoing>* out) { store_.fail_waiters(reason, out); }
   // Whether rank r said BYE (cf_finalize) before it exited.
@@ -122,8 +136,11 @@ class StoreServer {
  private:
   void hello(uint64_t conn, Session& session, const std::string& id, std::string_view rest,
              std::vector<Outgoing>* out);
+  void prove(uint64_t conn, Session& session, std::string_view line, std::vector<Outgoing>* out);
 
   uint32_t nodes_;
+  std::string secret_;
+  uint64_t refused_ = 0;
   KeyValueStore store_;
   std::function<bool(uint32_t)> rank_running_;
   std::vector<uint64_t> rank_connection_;  // rank -> connection, 0 = none

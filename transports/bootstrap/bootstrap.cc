@@ -15,6 +15,9 @@
 #include <cstring>
 #include <fcntl.h>
 
+#include "transports/bootstrap/hmac.h"
+#include "transports/bootstrap/job_auth.h"
+
 namespace carflow {
 
 namespace bootstrap_protocol {
@@ -206,13 +209,85 @@ std::unique_ptr<Bootstrap> Bootstrap::from_env(std::string* error) {
     return nullptr;
   }
   if (!read_env_uint("CF_IMAGES", 1, 65536, &images, &has_images, error)) return nullptr;
+  const char* secret_hex = std::getenv(job_auth::kSecretVariable);
+  std::string secret;
+  if (secret_hex == nullptr || *secret_hex == '\0') {
+    *error = std::string(job_auth::kSecretVariable) + " is not set but CF_KVS is: cfrun sets both (run under tools/cfrun)";
+    return nullptr;
+  }
+  if (!job_auth::parse_secret(secret_hex, &secret, error)) return nullptr;
   return connect(kvs, static_cast<uint32_t>(rank), static_cast<uint32_t>(nodes),
-                 static_cast<uint32_t>(images), error);
+                 static_cast<uint32_t>(images), secret, error);
 }
+
+namespace {
+
+// One line of at most job_auth::kMaxUnprovenLineBytes, read a byte at a
+// time (nothing past it may be taken from the socket: the reader thread
+// owns what follows). false on timeout, end of stream or a longer line.
+bool read_short_line(int fd, std::chrono::steady_clock::time_point deadline, std::string* line) {
+  line->clear();
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, remaining_ms(deadline));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return false;
+    char c;
+    const ssize_t n = ::recv(fd, &c, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    if (c == '\n') return true;
+    if (line->size() >= job_auth::kMaxUnprovenLineBytes) return false;
+    line->push_back(c);
+  }
+}
+
+bool send_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Both directions of the proof (job_auth.h): the store must answer our
+// fresh nonce with its proof before we give ours.
+bool prove_to_store(int fd, const std::string& kvs, const std::string& secret, std::string* error) {
+  const std::string what = "CF_KVS='" + kvs + "': ";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kHelloTimeoutMs);
+  std::string client_nonce, line;
+  if (!random_bytes(job_auth::kNonceBytes, &client_nonce, error)) return false;
+  if (!send_all(fd, "AUTH " + hex_encode(client_nonce) + "\n") || !read_short_line(fd, deadline, &line)) {
+    *error = what + "the store closed the connection or did not answer its proof of the job secret";
+    return false;
+  }
+  std::string_view rest = line;
+  std::string store_nonce, store_proof;
+  if (take_field(&rest) != "AUTH" || !hex_decode(take_field(&rest), &store_nonce) ||
+      store_nonce.size() != job_auth::kNonceBytes || !hex_decode(rest, &store_proof) ||
+      !job_auth::verify(store_proof, secret, job_auth::kStoreRole, "", client_nonce, store_nonce)) {
+    *error = what + "the store did not prove it knows this job's secret (" + job_auth::kSecretVariable +
+             "): not this job's cfrun";
+    return false;
+  }
+  const std::string proof = job_auth::proof(secret, job_auth::kClientRole, "", client_nonce, store_nonce);
+  if (!send_all(fd, "PROOF " + hex_encode(proof) + "\n") || !read_short_line(fd, deadline, &line) ||
+      line != "OK 0") {
+    *error = what + "the store refused this process's proof of the job secret (" + job_auth::kSecretVariable +
+             " differs from cfrun's)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 std::unique_ptr<Bootstrap> Bootstrap::connect(const std::string& kvs, uint32_t rank,
                                               uint32_t nodes, uint32_t images_per_node,
-                                              std::string* error) {
+                                              const std::string& secret, std::string* error) {
   error->clear();
   if (nodes == 0 || rank >= nodes) {
     *error = "bootstrap rank " + std::to_string(rank) + " of " + std::to_string(nodes) +
@@ -221,13 +296,17 @@ std::unique_ptr<Bootstrap> Bootstrap::connect(const std::string& kvs, uint32_t r
   }
   const int fd = connect_to(kvs, error);
   if (fd < 0) return nullptr;
+  if (!prove_to_store(fd, kvs, secret, error)) {
+    ::close(fd);
+    return nullptr;
+  }
   const int wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd < 0) {
     *error = std::string("bootstrap: eventfd failed: ") + std::strerror(errno);
     ::close(fd);
     return nullptr;
   }
-  std::unique_ptr<Bootstrap> b(new Bootstrap(fd, wake_fd, rank, nodes, images_per_node));
+  std::unique_ptr<Bootstrap> b(new Bootstrap(fd, wake_fd, rank, nodes, images_per_node, secret));
   Reply reply;
   const std::string what = "bootstrap hello as rank " + std::to_string(rank) + " of " +
                            std::to_string(nodes) + " at " + kvs;
@@ -239,9 +318,9 @@ std::unique_ptr<Bootstrap> Bootstrap::connect(const std::string& kvs, uint32_t r
 }
 
 Bootstrap::Bootstrap(int fd, int wake_fd, uint32_t rank, uint32_t nodes,
-                     uint32_t images_per_node)
+                     uint32_t images_per_node, std::string secret)
     : fd_(fd), wake_fd_(wake_fd), rank_(rank), nodes_(nodes),
-      images_per_node_(images_per_node) {
+      images_per_node_(images_per_node), secret_(std::move(secret)) {
   reader_ = std::thread([this] { read_loop(); });
 }
 
@@ -297,6 +376,8 @@ std::string Bootstrap::local_ip() const {
   ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&addr)->sin_addr, text, sizeof text);
   return text;
 }
+
+std::string Bootstrap::derived_key(std::string_view purpose) const { return job_auth::derive_key(secret_, purpose); }
 
 bool Bootstrap::bye(std::string* error) {
   {

@@ -7,11 +7,16 @@
 //   CF_NODES   number of processes in the job
 //   CF_KVS     HOST:PORT of the launcher's store
 //   CF_IMAGES  images per process (--images), absent when not given
+//   CF_JOB_SECRET  the job's secret, 64 hex digits (job_auth.h)
 //
 // Wire protocol: one TCP connection per process, opened at start and kept
 // until exit. ASCII lines ending in '\n', at most kMaxLineBytes, fields
 // separated by one space. Keys and values are tokens: printable, no spaces
 // (values may be empty; the lead stores hex).
+//
+// First, both ends prove they know the job secret (AUTH, PROOF: job_auth.h);
+// the store serves nothing before, and a client that cannot check the
+// store's proof gives up. Then:
 //
 // Requests (process -> launcher) carry an id the process picks (decimal,
 // unique on its connection); each is answered by exactly one reply with that
@@ -82,11 +87,12 @@ class Bootstrap final : public JobStore {
   // launched by cfrun); nullptr with *error naming the variable and the rule
   // when the environment is set but unusable (bad CF_RANK, cannot connect...).
   static std::unique_ptr<Bootstrap> from_env(std::string* error);
-  // Connects to kvs ("HOST:PORT") as `rank` of `nodes` and says HELLO.
-  // from_env's work after reading the environment; tests call it directly.
+  // Connects to kvs ("HOST:PORT"), proves it knows `secret` (and checks the
+  // store's proof), and says HELLO as `rank` of `nodes`. from_env's work
+  // after reading the environment; tests call it directly.
   static std::unique_ptr<Bootstrap> connect(const std::string& kvs, uint32_t rank,
                                             uint32_t nodes, uint32_t images_per_node,
-                                            std::string* error);
+                                            const std::string& secret, std::string* error);
   // Closes the connection and joins the reader thread. Must not be called
   // from inside on_lost.
   ~Bootstrap() override;
@@ -114,6 +120,7 @@ class Bootstrap final : public JobStore {
   // methods that wait (put/get/fence/bye) nor destroy it. Call once.
   void watch(LostCallback on_lost) override;
   std::string local_ip() const override;  // of the launcher connection (getsockname)
+  std::string derived_key(std::string_view purpose) const override;
 
  private:
   struct Reply {
@@ -125,7 +132,8 @@ class Bootstrap final : public JobStore {
     std::string how;
   };
 
-  Bootstrap(int fd, int wake_fd, uint32_t rank, uint32_t nodes, uint32_t images_per_node);
+  Bootstrap(int fd, int wake_fd, uint32_t rank, uint32_t nodes, uint32_t images_per_node,
+            std::string secret);
   bool request(const std::string& verb, const std::string& args, int timeout_ms,
                const std::string& what, Reply* reply, std::string* error);
   bool send_line(const std::string& line);
@@ -138,6 +146,7 @@ class Bootstrap final : public JobStore {
   const uint32_t rank_;
   const uint32_t nodes_;
   const uint32_t images_per_node_;
+  const std::string secret_;
 
   std::mutex write_mu_;  // one line at a time on the socket
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace carflow {
 
@@ -28,6 +29,10 @@ class JobStore {
   // The IPv4 address this process reaches the launcher from (other nodes
   // can reach it there too); "" when the store has no socket (PMIx).
   virtual std::string local_ip() const { return ""; }
+  // A key for `purpose` known only to the job's processes and never sent
+  // (the liveness mesh's); "" when the store has none (PMIx: then the mesh
+  // makes one and shares it through the store).
+  virtual std::string derived_key(std::string_view purpose) const { return ""; }
 };
 
 }  // namespace carflow
