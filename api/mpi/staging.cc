@@ -1,0 +1,217 @@
+// MPI buffers as carflow's contiguous bytes, and MPI's predefined
+// reductions as carflow's built-in functions.
+#include <cstring>
+
+#include "api/mpi/layer.h"
+
+namespace carflow::mpi {
+namespace {
+
+// Whether type's elements lie in memory in type-map order (so that one run
+// of size bytes is exactly what MPI_Pack would write). Derived types other
+// than these few are taken as reordered: packing them is always right.
+bool in_type_map_order(MPI_Datatype type) {
+  int nints = 0, naddrs = 0, ntypes = 0, combiner = 0;
+  PMPI_Type_get_envelope(type, &nints, &naddrs, &ntypes, &combiner);
+  if (combiner == MPI_COMBINER_NAMED) return true;
+  const bool one_inner = combiner == MPI_COMBINER_DUP || combiner == MPI_COMBINER_CONTIGUOUS ||
+                         combiner == MPI_COMBINER_VECTOR || combiner == MPI_COMBINER_HVECTOR ||
+                         combiner == MPI_COMBINER_RESIZED;
+  if (!one_inner || ntypes != 1 || nints > 3 || naddrs > 2) return false;
+  int ints[3];
+  MPI_Aint addrs[2];
+  MPI_Datatype inner;
+  PMPI_Type_get_contents(type, nints, naddrs, ntypes, ints, addrs, &inner);
+  bool ordered = true;
+  if (combiner == MPI_COMBINER_VECTOR) ordered = ints[2] > 0;  // stride
+  if (combiner == MPI_COMBINER_HVECTOR) ordered = addrs[0] > 0;
+  ordered = ordered && in_type_map_order(inner);
+  int inner_combiner = 0;
+  PMPI_Type_get_envelope(inner, &nints, &naddrs, &ntypes, &inner_combiner);
+  if (inner_combiner != MPI_COMBINER_NAMED) PMPI_Type_free(&inner);
+  return ordered;
+}
+
+// count elements of type form one run of bytes with no holes, in type-map
+// order; *true_lb is its offset from the buffer address.
+bool one_run(int count, MPI_Datatype type, MPI_Aint* true_lb) {
+  int size = 0;
+  MPI_Aint lb = 0, extent = 0, tlb = 0, textent = 0;
+  PMPI_Type_size(type, &size);
+  PMPI_Type_get_extent(type, &lb, &extent);
+  PMPI_Type_get_true_extent(type, &tlb, &textent);
+  if (textent != size || (count > 1 && extent != size)) return false;
+  *true_lb = tlb;
+  return in_type_map_order(type);
+}
+
+enum class Mode { In, Out, InOut };
+
+}  // namespace
+
+size_t type_bytes(int count, MPI_Datatype type) {
+  int size = 0;
+  PMPI_Type_size(type, &size);
+  return count <= 0 || size <= 0 ? 0 : static_cast<size_t>(count) * static_cast<size_t>(size);
+}
+
+int Staged::stage(void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t align, bool fill) {
+  nbytes = type_bytes(count, type);
+  MPI_Aint lb = 0;
+  if (one_run(count, type, &lb)) {
+    char* run = static_cast<char*>(buf) + lb;
+    if (align <= 1 || reinterpret_cast<uintptr_t>(run) % align == 0) {
+      data = run;
+      return MPI_SUCCESS;
+    }
+    tmp_.reset(new char[nbytes]);  // new[] aligns to 16, enough for any carflow type
+    if (fill) std::memcpy(tmp_.get(), run, nbytes);
+    user_ = run;
+  } else {
+    tmp_.reset(new char[nbytes]);
+    packed_ = true;
+    user_ = buf;
+    if (fill) {
+      int position = 0;
+      const int rc = PMPI_Pack(buf, count, type, tmp_.get(), static_cast<int>(nbytes), &position, comm);
+      if (rc != MPI_SUCCESS) return rc;
+    }
+  }
+  data = tmp_.get();
+  count_ = count;
+  type_ = type;
+  return MPI_SUCCESS;
+}
+
+int Staged::stage_in(const void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t align) {
+  return stage(const_cast<void*>(buf), count, type, comm, align, true);
+}
+
+int Staged::stage_out(void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t align) {
+  writes_ = true;
+  return stage(buf, count, type, comm, align, false);
+}
+
+int Staged::stage_inout(void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t align) {
+  writes_ = true;
+  return stage(buf, count, type, comm, align, true);
+}
+
+int Staged::finish(MPI_Comm comm) {
+  if (!writes_ || tmp_ == nullptr) return MPI_SUCCESS;
+  if (!packed_) {
+    std::memcpy(user_, tmp_.get(), nbytes);
+    return MPI_SUCCESS;
+  }
+  int position = 0;
+  return PMPI_Unpack(tmp_.get(), static_cast<int>(nbytes), &position, user_, count_, type_, comm);
+}
+
+namespace {
+
+enum class TypeClass { Int, Float, Byte, Pair };
+
+struct TypeRow {
+  MPI_Datatype type;
+  int dt;            // CF_DT_*
+  TypeClass cls;
+};
+
+size_t dt_bytes(int dt) {
+  switch (dt) {
+    case CF_DT_INT8: case CF_DT_UINT8: return 1;
+    case CF_DT_INT32: case CF_DT_UINT32: case CF_DT_FLOAT: return 4;
+    default: return 8;
+  }
+}
+
+int int_dt(size_t bytes, bool is_signed) {
+  switch (bytes) {
+    case 1: return is_signed ? CF_DT_INT8 : CF_DT_UINT8;
+    case 4: return is_signed ? CF_DT_INT32 : CF_DT_UINT32;
+    case 8: return is_signed ? CF_DT_INT64 : CF_DT_UINT64;
+    default: return -1;
+  }
+}
+
+// MPI's predefined types that have a carflow type (MPI-4.0, 6.9.2
+// "Predefined Reduction Operations": integer, floating point and byte
+// classes; the MINLOC / MAXLOC pairs whose two halves share one type).
+// MPI_SHORT, MPI_LONG_DOUBLE, complex types and mixed pairs
+// (MPI_DOUBLE_INT) have none and stay with PMPI.
+const TypeRow* find_type(MPI_Datatype type) {
+  static const TypeRow rows[] = {
+      {MPI_INT, int_dt(sizeof(int), true), TypeClass::Int},
+      {MPI_DOUBLE, CF_DT_DOUBLE, TypeClass::Float},
+      {MPI_FLOAT, CF_DT_FLOAT, TypeClass::Float},
+      {MPI_LONG, int_dt(sizeof(long), true), TypeClass::Int},
+      {MPI_UNSIGNED, int_dt(sizeof(unsigned), false), TypeClass::Int},
+      {MPI_UNSIGNED_LONG, int_dt(sizeof(unsigned long), false), TypeClass::Int},
+      {MPI_LONG_LONG, int_dt(sizeof(long long), true), TypeClass::Int},
+      {MPI_LONG_LONG_INT, int_dt(sizeof(long long), true), TypeClass::Int},
+      {MPI_UNSIGNED_LONG_LONG, int_dt(sizeof(unsigned long long), false), TypeClass::Int},
+      {MPI_INT8_T, CF_DT_INT8, TypeClass::Int},
+      {MPI_UINT8_T, CF_DT_UINT8, TypeClass::Int},
+      {MPI_INT32_T, CF_DT_INT32, TypeClass::Int},
+      {MPI_UINT32_T, CF_DT_UINT32, TypeClass::Int},
+      {MPI_INT64_T, CF_DT_INT64, TypeClass::Int},
+      {MPI_UINT64_T, CF_DT_UINT64, TypeClass::Int},
+      {MPI_SIGNED_CHAR, CF_DT_INT8, TypeClass::Int},
+      {MPI_UNSIGNED_CHAR, CF_DT_UINT8, TypeClass::Int},
+      {MPI_AINT, int_dt(sizeof(MPI_Aint), true), TypeClass::Int},
+      {MPI_OFFSET, int_dt(sizeof(MPI_Offset), true), TypeClass::Int},
+      {MPI_COUNT, int_dt(sizeof(MPI_Count), true), TypeClass::Int},
+      {MPI_BYTE, CF_DT_UINT8, TypeClass::Byte},
+      {MPI_2INT, int_dt(sizeof(int), true), TypeClass::Pair},
+      {MPI_2INTEGER, CF_DT_INT32, TypeClass::Pair},
+      {MPI_2REAL, CF_DT_FLOAT, TypeClass::Pair},
+      {MPI_2DOUBLE_PRECISION, CF_DT_DOUBLE, TypeClass::Pair},
+  };
+  for (const TypeRow& row : rows) {
+    if (row.type == type) return row.dt < 0 ? nullptr : &row;
+  }
+  return nullptr;
+}
+
+// -1: not a predefined op with a carflow function.
+int find_op(MPI_Op op) {
+  if (op == MPI_SUM) return CF_OP_SUM;
+  if (op == MPI_PROD) return CF_OP_PROD;
+  if (op == MPI_MIN) return CF_OP_MIN;
+  if (op == MPI_MAX) return CF_OP_MAX;
+  if (op == MPI_BAND) return CF_OP_BAND;
+  if (op == MPI_BOR) return CF_OP_BOR;
+  if (op == MPI_BXOR) return CF_OP_BXOR;
+  if (op == MPI_MINLOC) return CF_OP_MINLOC;
+  if (op == MPI_MAXLOC) return CF_OP_MAXLOC;
+  return -1;
+}
+
+}  // namespace
+
+bool builtin_func(MPI_Datatype type, MPI_Op op, int* func, size_t* elem_size, Fallback* why) {
+  const int cf_op = find_op(op);
+  if (cf_op < 0) {
+    *why = Fallback::Op;
+    return false;
+  }
+  const TypeRow* row = find_type(type);
+  // Pairs only with the LOC ops, the LOC ops only with pairs; bitwise ops
+  // on integers and bytes, the others on integers and floats. Any other
+  // combination is erroneous MPI: PMPI reports it as MPI would.
+  const bool loc = cf_op == CF_OP_MINLOC || cf_op == CF_OP_MAXLOC;
+  const bool bitwise = cf_op == CF_OP_BAND || cf_op == CF_OP_BOR || cf_op == CF_OP_BXOR;
+  // The size check keeps out a Fortran kind that is not the C type assumed.
+  bool ok = row != nullptr && type_bytes(1, type) == (row->cls == TypeClass::Pair ? 2 : 1) * dt_bytes(row->dt);
+  if (ok && loc) ok = row->cls == TypeClass::Pair;
+  if (ok && !loc) ok = row->cls != TypeClass::Pair && (bitwise ? row->cls != TypeClass::Float : row->cls != TypeClass::Byte);
+  if (!ok) {
+    *why = Fallback::Datatype;
+    return false;
+  }
+  *func = CF_BUILTIN(cf_op, row->dt);
+  *elem_size = type_bytes(1, type);
+  return true;
+}
+
+}  // namespace carflow::mpi
