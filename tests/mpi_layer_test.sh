@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# libcarflow_mpi under Open MPI's mpirun: tests/mpi_layer_check.c (every
+# intercepted collective, results and the path that served each call) built
+# with mpicc and run on 2, 3 and 4 processes with the layer preloaded and on
+# 3 without it; the layer stepping aside when carflow cannot start; mpi4py
+# programs printing the same with and without the layer.
+# Usage (tests/BUILD passes them): mpi_layer_test.sh LIBCARFLOW_MPI CHECK_C MPI4PY_PY
+set -uo pipefail
+LIB="$(realpath "$1")"
+WORK="${TEST_TMPDIR:-$(mktemp -d)}"
+MPIRUN=(timeout 300 mpirun.openmpi --allow-run-as-root --oversubscribe)
+fail() { echo "FAIL: $*"; exit 1; }
+
+mpicc.openmpi -O1 -std=c11 -Wall -Wextra -Werror -o "$WORK/mpi_layer_check" "$2" -ldl ||
+  fail "mpicc could not build $2 (Debian's libopenmpi-dev; tools/carflow test installs it)"
+
+# run NP ENV...: the check on NP processes; its output in $out.
+run() {
+  local np=$1; shift
+  out=$("${MPIRUN[@]}" -np "$np" "$@" "$WORK/mpi_layer_check" 2>&1)
+  local status=$?
+  echo "$out" | grep -v "^libcarflow_mpi: rank [0-9]*: MPI_"
+  [ "$status" -eq 0 ] || fail "np=$np $*: exited with $status"
+}
+
+# count PATTERN: lines of $out matching it.
+count() { grep -c -- "$1" <<<"$out"; }
+
+for np in 2 3 4; do
+  run "$np" -x LD_PRELOAD="$LIB" -x CF_MPI_REPORT=1
+  [ "$(count "layer on, [0-9]* checks, 0 failures")" -eq "$np" ] || fail "np=$np: not every rank passed on the layer"
+  # The report: per rank, allreduces on carflow and user ops on MPI.
+  [ "$(count "rank [0-9]*: MPI_Allreduce: [1-9][0-9]* on carflow, [1-9][0-9]* on MPI (.*op [1-9]")" -eq "$np" ] ||
+    fail "np=$np: CF_MPI_REPORT did not give every rank's MPI_Allreduce line"
+done
+
+run 3
+[ "$(count "layer off, [0-9]* checks, 0 failures")" -eq 3 ] || fail "without the layer: not every rank passed"
+
+# carflow refuses to start (a bad knob): every call goes to MPI, said once.
+run 2 -x LD_PRELOAD="$LIB" -x CF_MPI_VERBOSE=1 -x CF_PEER_TIMEOUT=0
+[ "$(count "layer off, [0-9]* checks, 0 failures")" -eq 2 ] || fail "stepped aside: not every rank passed"
+[ "$(count "every collective goes to MPI: rank 0: cf_init: CF_PEER_TIMEOUT")" -eq 1 ] ||
+  fail "stepped aside: the reason was not said exactly once"
+
+if /usr/bin/python3 -c "import mpi4py" 2>/dev/null; then
+  "${MPIRUN[@]}" -np 3 /usr/bin/python3 "$3" "$WORK/plain" || fail "mpi4py without the layer"
+  layered=$("${MPIRUN[@]}" -np 3 -x LD_PRELOAD="$LIB" -x CF_MPI_REPORT=1 /usr/bin/python3 "$3" "$WORK/layered" 2>&1) ||
+    fail "mpi4py with the layer: $layered"
+  echo "$layered"
+  cat "$WORK"/layered.*
+  [ "$(cat "$WORK"/plain.*)" = "$(cat "$WORK"/layered.*)" ] || fail "mpi4py: results differ with the layer"
+  for fn in MPI_Bcast MPI_Allreduce MPI_Allgather; do
+    [ "$(grep -c "rank [0-9]: $fn: [1-9][0-9]* on carflow" <<<"$layered")" -eq 3 ] ||
+      fail "mpi4py: $fn did not run on carflow on every rank"
+  done
+else
+  echo "mpi4py: skipped (python3-mpi4py is not installed)"
+fi
+echo "mpi_layer_test: all passed"
