@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/install.sh PREFIX: installs include/carflow/{carflow,generator}.h,
-# lib/libcarflow.so, lib/libcarflow.a, lib/pkgconfig/carflow.pc, bin/carflow
-# (the CLI), bin/cfrun (the launcher) and the example plug-ins with a
+# lib/libcarflow.so, lib/libcarflow.a, lib/pkgconfig/carflow.pc,
+# lib/libcarflow_mpi.so (MPI collectives through carflow, by LD_PRELOAD),
+# bin/carflow (the CLI), bin/cfrun (the launcher) and the example plug-ins with a
 # Makefile under share/carflow/examples, so that a C program builds with
 #   cc prog.c $(pkg-config --cflags --libs carflow)
 set -euo pipefail
@@ -9,7 +10,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PREFIX="$(mkdir -p "$1" && cd "$1" && pwd)"
 cd "$ROOT"
-bazel build //api:libcarflow_shared.so //api:libcarflow_static //tools:carflow_cli //tools:cfrun_bin >&2
+bazel build //api:libcarflow_shared.so //api:libcarflow_static //api/mpi:libcarflow_mpi.so \
+  //tools:carflow_cli //tools:cfrun_bin >&2
 mkdir -p "$PREFIX/include/carflow" "$PREFIX/lib/pkgconfig" "$PREFIX/bin" "$PREFIX/share/carflow/examples"
 install -m 644 api/include/carflow/carflow.h api/include/carflow/generator.h "$PREFIX/include/carflow/"
 install -m 755 bazel-bin/tools/carflow_cli "$PREFIX/bin/carflow"
@@ -29,6 +31,7 @@ lib%.so: %.c
 MK
 install -m 755 bazel-bin/api/libcarflow_shared.so "$PREFIX/lib/libcarflow.so"
 install -m 644 bazel-bin/api/libcarflow_all.a "$PREFIX/lib/libcarflow.a"
+install -m 755 bazel-bin/api/mpi/libcarflow_mpi.so "$PREFIX/lib/libcarflow_mpi.so"
 cat > "$PREFIX/lib/pkgconfig/carflow.pc" <<PC
 prefix=$PREFIX
 libdir=\${prefix}/lib
