@@ -39,7 +39,11 @@ cfView.graph = (function (view) {
         indeg[offset[i] + j] += (car.deps || []).length;
       });
     });
-    (dag.messages || []).forEach(function (m) {
+    var messagesOf = [];
+    for (var i = 0; i < P; i++) messagesOf.push([]);
+    (dag.messages || []).forEach(function (m, k) {
+      messagesOf[m.from[0]].push(k);
+      messagesOf[m.to[0]].push(k);
       var s = offset[m.from[0]] + m.from[1], r = offset[m.to[0]] + m.to[1];
       partner[s] = r;
       partner[r] = s;
@@ -73,6 +77,7 @@ cfView.graph = (function (view) {
       }
     });
     return { P: P, N: N, offset: offset, imageOf: imageOf, cars: cars, partner: partner, deps: deps,
+             messagesOf: messagesOf,
              depth: depth, best: best, onPath: onPath, pathLength: N ? depth[last] : 0,
              slot: slot, width: width, maxDepth: maxDepth };
   }
@@ -107,40 +112,52 @@ cfView.graph = (function (view) {
     return state.kinds.has(model.cars[g].kind) ? 'c' + g : null;
   }
 
-  // Lane origins: every image in one row while all are expanded; otherwise
-  // a near-square grid, so thousands of collapsed images fit the screen.
-  function placeLanes(images) {
+  // Where things sit. Collapsed images fill a near-square grid, each in the
+  // cell of its place among the shown images; expanded images are lanes
+  // right of it, in image order. Toggling an image then moves nothing but
+  // the lanes after it, so a click on a 4096-image page stays cheap.
+  function placeGrid(images) {
+    state.cols = Math.max(1, Math.ceil(Math.sqrt(images.length)));
+    state.cell = {};
+    images.forEach(function (i, k) { state.cell[i] = k; });
     var anyCollapsed = images.some(function (i) { return !state.expanded[i]; });
-    var cols = anyCollapsed ? Math.ceil(Math.sqrt(images.length)) : images.length;
-    var x = 0, y = 0, rowHeight = 0, col = 0, origin = {};
-    images.forEach(function (i) {
-      if (col === cols) { y += rowHeight + 2 * GAP; x = 0; rowHeight = 0; col = 0; }
-      var w = state.expanded[i] ? model.width[i] * DX : BOX;
-      var h = state.expanded[i] ? model.maxDepth[i] * DY : BOX;
-      origin[i] = { x: x, y: y };
-      x += w + GAP;
-      rowHeight = Math.max(rowHeight, h);
-      col++;
-    });
-    return origin;
+    state.gridRight = anyCollapsed ? -3 * GAP : 0;
   }
 
-  function imageNodes(i, origin, out) {
-    var img = dag.images[i], o = origin[i];
-    var critical = false;
-    for (var g = model.offset[i]; g < model.offset[i + 1]; g++) critical = critical || model.onPath[g] === 1;
+  function cellCentre(i) {
+    var k = state.cell[i], cols = state.cols;
+    return { x: state.gridRight - (cols - k % cols) * (BOX + GAP) + BOX / 2,
+             y: Math.floor(k / cols) * (BOX + GAP) + BOX / 2 };
+  }
+
+  // The left edge of each expanded image's lane.
+  function placeLanes() {
+    var x = 0, lanes = {};
+    for (var i = 0; i < model.P; i++) {
+      if (!state.visible(i) || !state.expanded[i]) continue;
+      lanes[i] = x;
+      x += model.width[i] * DX + GAP;
+    }
+    return lanes;
+  }
+
+  function imageNodes(i, out) {
+    var img = dag.images[i];
     if (!state.expanded[i]) {
-      out.push({ group: 'nodes', classes: 'collapsed' + critClass(critical), position: { x: o.x + BOX / 2, y: o.y + BOX / 2 },
+      var critical = false;
+      for (var g = model.offset[i]; g < model.offset[i + 1]; g++) critical = critical || model.onPath[g] === 1;
+      out.push({ group: 'nodes', classes: 'collapsed' + critClass(critical), position: cellCentre(i),
                  data: { id: 'i' + i, image: i, crit: critical ? 1 : 0,
                          label: 'image ' + i + '\n' + img.cars.length + ' CARs' } });
       return;
     }
+    var x = state.lanes[i];
     out.push({ group: 'nodes', classes: 'image', data: { id: 'i' + i, image: i, label: 'image ' + i } });
     for (g = model.offset[i]; g < model.offset[i + 1]; g++) {
       var car = model.cars[g];
       if (!state.kinds.has(car.kind)) continue;
       out.push({ group: 'nodes', classes: 'car ' + car.kind + (car.sync ? ' sync' : '') + critClass(model.onPath[g]),
-                 position: { x: o.x + model.slot[g] * DX + DX / 2, y: o.y + model.depth[g] * DY },
+                 position: { x: x + model.slot[g] * DX + DX / 2, y: model.depth[g] * DY },
                  data: { id: 'c' + g, parent: 'i' + i, g: g, kind: car.kind, label: carLabel(car),
                          crit: model.onPath[g] } });
     }
@@ -152,24 +169,26 @@ cfView.graph = (function (view) {
     return crit && view.$('critical').checked ? ' critical' : '';
   }
 
-  function edgeElements(images, out) {
-    images.forEach(function (i) {
-      if (!state.expanded[i]) return;
-      for (var g = model.offset[i]; g < model.offset[i + 1]; g++) {
-        var target = nodeOf(g);
-        (model.cars[g].deps || []).forEach(function (d) {
-          var u = model.offset[i] + d.car, source = nodeOf(u);
-          if (!source || !target) return;
-          var crit = model.onPath[g] && model.best[g] === u ? 1 : 0;
-          out.push({ group: 'edges', classes: 'dep ' + d.kind + critClass(crit),
-                     data: { id: 'd' + u + '_' + g, source: source, target: target, kind: d.kind, crit: crit } });
-        });
-      }
-    });
-    // Messages: one edge each between CARs; one per image pair (with counts
-    // and bytes) where either end is collapsed.
+  function depEdges(i, out) {
+    if (!state.visible(i) || !state.expanded[i]) return;
+    for (var g = model.offset[i]; g < model.offset[i + 1]; g++) {
+      var target = nodeOf(g);
+      (model.cars[g].deps || []).forEach(function (d) {
+        var u = model.offset[i] + d.car, source = nodeOf(u);
+        if (!source || !target) return;
+        var crit = model.onPath[g] && model.best[g] === u ? 1 : 0;
+        out.push({ group: 'edges', classes: 'dep ' + d.kind + critClass(crit),
+                   data: { id: 'd' + u + '_' + g, source: source, target: target, kind: d.kind, crit: crit } });
+      });
+    }
+  }
+
+  // Messages (indices into dag.messages): one edge each between CARs; one
+  // per pair of nodes, with counts and bytes, where either end is collapsed.
+  function messageEdges(list, out) {
     var pairs = new Map();
-    (dag.messages || []).forEach(function (m) {
+    list.forEach(function (k) {
+      var m = dag.messages[k];
       var s = model.offset[m.from[0]] + m.from[1], r = model.offset[m.to[0]] + m.to[1];
       var source = nodeOf(s), target = nodeOf(r);
       if (!source || !target) return;
@@ -197,11 +216,11 @@ cfView.graph = (function (view) {
       pair.classes += critClass(pair.data.crit);
     });
   }
-
   function stylesheet(big) {
     var s = [
-      { selector: 'node', style: { 'label': 'data(label)', 'font-size': 9, 'text-wrap': 'wrap',
-                                   'text-valign': 'center', 'min-zoomed-font-size': 7 } },
+      { selector: big ? 'node.labelled' : 'node', style: { 'label': 'data(label)' } },
+      { selector: 'node', style: { 'font-size': 9, 'text-wrap': 'wrap', 'text-valign': 'center',
+                                   'min-zoomed-font-size': 7 } },
       { selector: 'node.image', style: { 'background-color': '#eceff1', 'border-color': '#90a4ae',
                                          'border-width': 1, 'text-valign': 'top', 'font-size': 14,
                                          'min-zoomed-font-size': 4, 'padding': 12,
@@ -219,8 +238,9 @@ cfView.graph = (function (view) {
                                           'target-arrow-color': '#546e7a' } },
       { selector: 'edge.msg', style: { 'width': 2.5, 'line-color': '#3949ab', 'target-arrow-color': '#3949ab' } },
       { selector: 'edge.agg', style: { 'width': 'data(weight)', 'line-color': '#3949ab',
-                                       'target-arrow-color': '#3949ab', 'label': 'data(label)',
-                                       'font-size': 8, 'min-zoomed-font-size': 8, 'text-rotation': 'autorotate' } },
+                                       'target-arrow-color': '#3949ab', 'font-size': 8,
+                                       'min-zoomed-font-size': 8, 'text-rotation': 'autorotate' } },
+      { selector: big ? 'edge.agg.labelled' : 'edge.agg', style: { 'label': 'data(label)' } },
       { selector: '.critical', style: { 'line-color': '#e53935', 'target-arrow-color': '#e53935',
                                         'border-color': '#e53935', 'border-width': 3 } },
       { selector: 'edge.critical', style: { 'width': 3.5, 'z-index': 10 } },
@@ -234,56 +254,106 @@ cfView.graph = (function (view) {
     return s;
   }
 
+  // Big pages label only what is in view once zoomed in: cytoscape
+  // measures every label it has, even one too small to be drawn, and on
+  // thousands of nodes that measuring is most of the time to open.
+  function labelInView() {
+    if (!state.big || cy.zoom() < 0.3) return;
+    var ext = cy.extent();
+    var nodes = cy.nodes().filter(function (n) {
+      var p = n.position();
+      return !n.hasClass('labelled') && p.x >= ext.x1 && p.x <= ext.x2 && p.y >= ext.y1 && p.y <= ext.y2;
+    });
+    cy.batch(function () { nodes.union(nodes.connectedEdges()).addClass('labelled'); });
+  }
+
   function visibleImages() {
     var images = [];
     for (var i = 0; i < model.P; i++) if (state.visible(i)) images.push(i);
     return images;
   }
 
-  // Rebuilds the elements from the state (filters, expanded images).
+  function reportCounts() {
+    var images = visibleImages(), expanded = images.filter(function (i) { return state.expanded[i]; }).length;
+    var layout = view.$('layout');
+    layout.options[1].disabled = cy.nodes().length > DAGRE_MAX_NODES;
+    view.setStatus({ nodes: cy.nodes().length, edges: cy.edges().length, expanded: expanded,
+                     collapsed: images.length - expanded });
+  }
+
+  // Rebuilds every element from the state (filters, expanded images).
   function rebuild() {
-    var images = visibleImages(), els = [], origin = placeLanes(images);
-    images.forEach(function (i) { imageNodes(i, origin, els); });
-    edgeElements(images, els);
+    var images = visibleImages(), els = [];
+    placeGrid(images);
+    state.lanes = placeLanes();
+    images.forEach(function (i) { imageNodes(i, els); depEdges(i, els); });
+    messageEdges((dag.messages || []).map(function (m, k) { return k; }), els);
     cy.batch(function () {
       cy.elements().remove();
       cy.add(els);
     });
-    state.positions = {};
-    els.forEach(function (e) { if (e.position) state.positions[e.data.id] = e.position; });
     if (view.$('search').value.trim() !== '') applySearch();
-    var expanded = images.filter(function (i) { return state.expanded[i]; }).length;
+    reportCounts();
     var layout = view.$('layout');
-    layout.options[1].disabled = cy.nodes().length > DAGRE_MAX_NODES;
     if (layout.value === 'dagre' && !layout.options[1].disabled) runLayout();
     else layout.value = 'lanes';
-    view.setStatus({ nodes: cy.nodes().length, edges: cy.edges().length, expanded: expanded,
-                     collapsed: images.length - expanded });
+  }
+
+  // Swaps one image between its collapsed node and its lane: only its own
+  // elements and its messages are made again; the lanes after it shift.
+  function toggleImage(i) {
+    state.expanded[i] = !state.expanded[i];
+    if (!state.visible(i)) return;
+    if (state.cell[i] === undefined || (state.gridRight === 0 && !state.expanded[i])) {
+      rebuild();  // the grid was laid out without room for collapsed images
+    } else {
+      var before = state.lanes, els = [];
+      state.lanes = placeLanes();
+      imageNodes(i, els);
+      depEdges(i, els);
+      messageEdges(model.messagesOf[i], els);
+      cy.batch(function () {
+        var old = cy.getElementById('i' + i);
+        old.union(old.descendants()).remove();
+        cy.add(els);
+        for (var j in state.lanes) {
+          if (Number(j) !== i && before[j] !== state.lanes[j]) {
+            cy.getElementById('i' + j).children().shift({ x: state.lanes[j] - before[j], y: 0 });
+          }
+        }
+      });
+      if (view.$('search').value.trim() !== '') applySearch();
+      reportCounts();
+    }
+    var node = cy.getElementById('i' + i);
+    if (view.$('layout').value === 'dagre') runLayout();
+    else if (state.expanded[i]) cy.fit(node.union(node.children().neighborhood()), 40);
+    showImage(i);
   }
 
   function runLayout() {
     if (view.$('layout').value === 'dagre') {
       cy.layout({ name: 'dagre', rankDir: 'TB', nodeSep: 12, rankSep: 36, animate: false }).run();
+      cy.fit(undefined, 30);
     } else {
-      cy.layout({ name: 'preset', positions: function (n) { return state.positions[n.id()]; },
-                  fit: false, animate: false }).run();
+      rebuild();
+      fitAll();
     }
-    fitAll();
   }
 
-  // cy.fit measures every label (seconds for thousands of nodes); in lanes
-  // the positions are ours, so the extent is known.
+  // cy.fit measures every label (seconds for thousands of nodes); the
+  // nodes' centres are enough to frame the page.
   function fitAll() {
     if (view.$('layout').value === 'dagre') { cy.fit(undefined, 30); return; }
     var x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
-    for (var id in state.positions) {
-      var p = state.positions[id];
+    cy.nodes().forEach(function (n) {
+      if (n.isParent()) return;
+      var p = n.position();
       x0 = Math.min(x0, p.x); y0 = Math.min(y0, p.y); x1 = Math.max(x1, p.x); y1 = Math.max(y1, p.y);
-    }
+    });
     if (x0 === Infinity) return;
     x0 -= BOX; y0 -= BOX; x1 += BOX; y1 += BOX;
-    var zoom = Math.min(cy.width() / (x1 - x0), cy.height() / (y1 - y0), 2);
-    zoom = Math.max(cy.minZoom(), zoom);
+    var zoom = Math.max(cy.minZoom(), Math.min(cy.width() / (x1 - x0), cy.height() / (y1 - y0), 2));
     cy.viewport({ zoom: zoom, pan: { x: (cy.width() - zoom * (x0 + x1)) / 2, y: (cy.height() - zoom * (y0 + y1)) / 2 } });
   }
 
@@ -378,17 +448,6 @@ cfView.graph = (function (view) {
     }
   }
 
-  function toggleImage(i) {
-    state.expanded[i] = !state.expanded[i];
-    rebuild();
-    if (view.$('layout').value === 'lanes') {
-      var node = cy.getElementById('i' + i);
-      if (state.expanded[i]) cy.fit(node.union(node.children().neighborhood()), 40);
-      else fitAll();
-    }
-    showImage(i);
-  }
-
   function setAll(expanded) {
     for (var i = 0; i < model.P; i++) state.expanded[i] = expanded;
     rebuild();
@@ -446,15 +505,17 @@ cfView.graph = (function (view) {
     view.$('legend').appendChild(view.el('span', {}, 'grey box: collapsed image (click to expand)'));
   }
 
-  // F.html#car=3:5 opens with image 3's CAR 5 selected (links, screenshots).
+  // F.html#car=3:5 opens with image 3 expanded and its CAR 5 selected
+  // (links, screenshots).
   function selectFromAddress() {
-    var m = /^#car=(\d+):(\d+)$/.exec(window.location.hash);
-    if (!m || Number(m[1]) >= model.P || Number(m[2]) >= dag.images[Number(m[1])].cars.length) return;
-    var g = model.offset[Number(m[1])] + Number(m[2]), node = cy.getElementById(nodeOf(g) || '');
+    var m = /^#car=(\d+):(\d+)$/.exec(window.location.hash), i = Number(m && m[1]);
+    if (!m || i >= model.P || Number(m[2]) >= dag.images[i].cars.length) return;
+    if (!state.expanded[i]) toggleImage(i);
+    var g = model.offset[i] + Number(m[2]), node = cy.getElementById(nodeOf(g) || '');
     if (!node.length) return;
     node.select();
     state.pinned = true;
-    if (node.hasClass('car')) showCar(g); else showImage(Number(m[1]));
+    showCar(g);
   }
 
   function start(data, t0) {
@@ -469,8 +530,9 @@ cfView.graph = (function (view) {
         model.pathLength + ' CARs \u00b7 ' + data.file;
     var collapse = model.P > data.collapse_above;
     state = { expanded: new Array(model.P).fill(!collapse), kinds: new Set(KINDS),
-              visible: function () { return true; }, pinned: false, positions: {} };
+              visible: function () { return true; }, pinned: false, lanes: {}, cell: {}, cols: 1, gridRight: 0 };
     var big = model.P > data.collapse_above || model.N > 5000;
+    state.big = big;
     cy = cytoscape({ container: view.$('graph'), style: stylesheet(big), layout: { name: 'preset' },
                      boxSelectionEnabled: false, textureOnViewport: big, hideEdgesOnViewport: big,
                      motionBlur: false, pixelRatio: big ? 1 : 'auto', minZoom: 0.01, maxZoom: 4 });
@@ -480,6 +542,8 @@ cfView.graph = (function (view) {
     rebuild();
     fitAll();
     bindEvents();
+    var timer;
+    cy.on('viewport', function () { clearTimeout(timer); timer = setTimeout(labelInView, 150); });
     view.setStatus({ build_ms: Math.round(performance.now() - t0) });
     selectFromAddress();
     cy.one('render', function () {
