@@ -26,9 +26,9 @@ uint64_t cost_bytes(const Car& car) {
 
 }  // namespace
 
-std::string FlatDag::label(uint32_t car) const {
-  return "image " + std::to_string(image[car]) + " CAR " + std::to_string(local(car)) + " (" +
-         car_kind_name(kind[car]) + ")";
+std::string FlatDag::label(uint32_t c) const {
+  return "image " + std::to_string(car[c].image) + " CAR " + std::to_string(local(c)) + " (" +
+         car_kind_name(car[c].kind) + ")";
 }
 
 FlatDagBuilder::FlatDagBuilder(uint32_t images, uint64_t max_cars)
@@ -36,16 +36,11 @@ FlatDagBuilder::FlatDagBuilder(uint32_t images, uint64_t max_cars)
   dag_.images = images;
   dag_.image_base.reserve(uint64_t{images} + 1);
   dag_.image_base.push_back(0);
-  dag_.succ_begin.push_back(0);
 }
 
 void FlatDagBuilder::reserve(uint64_t cars) {
   cars = std::min(cars, max_cars_);
-  dag_.kind.reserve(cars);
-  dag_.bytes.reserve(cars);
-  dag_.image.reserve(cars);
-  dag_.deps.reserve(cars);
-  dag_.succ_begin.reserve(cars + 1);
+  dag_.car.reserve(cars + 1);
   dag_.succ.reserve(cars + cars / 2);
   peer_.reserve(cars);
   tag_.reserve(cars);
@@ -58,7 +53,7 @@ bool FlatDagBuilder::add(const LocalDag& local, std::string* error) {
   if (image >= dag_.images || local.image != image) {
     return fail(error, where + ": expected DAGs in rank order, got image " + std::to_string(local.image));
   }
-  const uint64_t base = dag_.kind.size(), n = local.cars.size();
+  const uint64_t base = dag_.car.size(), n = local.cars.size();
   if (base + n > max_cars_) {
     return fail(error, "--images: the DAG passes " + std::to_string(max_cars_) +
                            " CARs at image " + std::to_string(image) + " (the simulator's limit)");
@@ -79,8 +74,14 @@ bool FlatDagBuilder::add(const LocalDag& local, std::string* error) {
   for (uint64_t c = 0; c < n; ++c) {
     const uint64_t k = count[c];
     count[c] = static_cast<uint32_t>(at - edges);
+    FlatCar flat;
+    flat.bytes = cost_bytes(local.cars[c]);
+    flat.image = image;
+    flat.deps = static_cast<uint32_t>(local.cars[c].deps.size());
+    flat.succ_begin = static_cast<uint32_t>(at);
+    flat.kind = local.cars[c].kind;
+    dag_.car.push_back(flat);
     at += k;
-    dag_.succ_begin.push_back(static_cast<uint32_t>(at));
   }
   if (at >= UINT32_MAX) return fail(error, where + ": over 2^32 dependencies in all");
   dag_.succ.resize(at);
@@ -91,10 +92,6 @@ bool FlatDagBuilder::add(const LocalDag& local, std::string* error) {
       return fail(error, where + " CAR " + std::to_string(c) + ": peer " + std::to_string(car.peer) +
                              " is not another team rank (P = " + std::to_string(dag_.images) + ")");
     }
-    dag_.kind.push_back(car.kind);
-    dag_.bytes.push_back(cost_bytes(car));
-    dag_.image.push_back(image);
-    dag_.deps.push_back(static_cast<uint32_t>(car.deps.size()));
     peer_.push_back(car.peer);
     tag_.push_back(car.tag);
     if (car.member != 0 && !any_member_) {
@@ -155,20 +152,23 @@ bool FlatDagBuilder::finish(FlatDag* out, std::string* error) {
                            " images were added");
   }
   const uint32_t P = dag_.images;
-  const uint64_t n = dag_.kind.size();
-  dag_.match.assign(n, kNoFlatCar);
+  const uint64_t n = dag_.car.size();
+  // The end marker: the last CAR's successors end where it begins.
+  FlatCar end;
+  end.succ_begin = static_cast<uint32_t>(dag_.succ.size());
+  dag_.car.push_back(end);
   // SENDs bucketed by receiver (a counting sort), so each receiver's
   // messages pair up in a small sort of their own.
   std::vector<uint32_t> start(uint64_t{P} + 1, 0);
   for (uint64_t c = 0; c < n; ++c) {
-    if (dag_.kind[c] == CarKind::Send) ++start[peer_[c] + 1];
+    if (dag_.car[c].kind == CarKind::Send) ++start[peer_[c] + 1];
   }
   for (uint32_t j = 0; j < P; ++j) start[j + 1] += start[j];
   std::vector<uint32_t> by_receiver(start[P]);
   {
     std::vector<uint32_t> at(start.begin(), start.end() - 1);
     for (uint64_t c = 0; c < n; ++c) {
-      if (dag_.kind[c] == CarKind::Send) by_receiver[at[peer_[c]]++] = static_cast<uint32_t>(c);
+      if (dag_.car[c].kind == CarKind::Send) by_receiver[at[peer_[c]]++] = static_cast<uint32_t>(c);
     }
   }
   auto member = [&](uint32_t c) { return any_member_ ? member_[c] : 0u; };
@@ -178,10 +178,10 @@ bool FlatDagBuilder::finish(FlatDag* out, std::string* error) {
     recvs.clear();
     for (uint32_t k = start[j]; k < start[j + 1]; ++k) {
       const uint32_t s = by_receiver[k];
-      sends.push_back({dag_.image[s], member(s), tag_[s], s});
+      sends.push_back({dag_.car[s].image, member(s), tag_[s], s});
     }
     for (uint32_t c = dag_.image_base[j]; c < dag_.image_base[j + 1]; ++c) {
-      if (dag_.kind[c] == CarKind::Recv || dag_.kind[c] == CarKind::RecvReduce) {
+      if (dag_.car[c].kind == CarKind::Recv || dag_.car[c].kind == CarKind::RecvReduce) {
         recvs.push_back({peer_[c], member(c), tag_[c], c});
       }
     }
@@ -191,15 +191,15 @@ bool FlatDagBuilder::finish(FlatDag* out, std::string* error) {
       if (r < recvs.size() && recvs[r].key() < s.key()) return unmatched(dag_, j, recvs[r], false, error);
       if (r == recvs.size() || recvs[r].key() != s.key()) return unmatched(dag_, j, s, true, error);
       const MessageEnd& m = recvs[r++];
-      if (dag_.bytes[s.car] != dag_.bytes[m.car]) {
-        return fail(error, dag_.label(m.car) + ": receives " + std::to_string(dag_.bytes[m.car]) +
-                               " bytes but its SEND " + dag_.label(s.car) + " sends " +
-                               std::to_string(dag_.bytes[s.car]));
+      const uint64_t sent = dag_.car[s.car].bytes, received = dag_.car[m.car].bytes;
+      if (sent != received) {
+        return fail(error, dag_.label(m.car) + ": receives " + std::to_string(received) +
+                               " bytes but its SEND " + dag_.label(s.car) + " sends " + std::to_string(sent));
       }
-      dag_.match[s.car] = m.car;
-      dag_.match[m.car] = s.car;
+      dag_.car[s.car].match = m.car;
+      dag_.car[m.car].match = s.car;
       ++dag_.messages;
-      dag_.message_bytes += dag_.bytes[s.car];
+      dag_.message_bytes += sent;
     }
     if (r < recvs.size()) return unmatched(dag_, j, recvs[r], false, error);
   }

@@ -103,10 +103,11 @@ struct LogGPResult {
   std::vector<PathStep> critical_path;  // first to last
 };
 
-// Runs `dag` under `model`. False with *error when the DAG cannot complete
-// (a deadlock): the error names the images and the CARs that still wait,
-// and on what.
-bool simulate_loggp(const FlatDag& dag, const LogGPModel& model, LogGPResult* result,
+// Runs `dag` under `model` (the run's state is kept in dag's CARs, so a
+// DAG is simulated by one caller at a time). False with *error when the
+// DAG cannot complete (a deadlock): the error names the images and the
+// CARs that still wait, and on what.
+bool simulate_loggp(FlatDag& dag, const LogGPModel& model, LogGPResult* result,
                     std::string* error);
 
 }  // namespace carflow

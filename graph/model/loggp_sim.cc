@@ -8,7 +8,10 @@
 // (time, CAR number) order, so appending to an image's FIFO keeps "in the
 // order they became ready, ties by CAR id".
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
+#include <functional>
 
 #include "graph/model/loggp.h"
 
@@ -24,54 +27,72 @@ constexpr uint32_t kNoCause = UINT32_MAX;
 constexpr uint32_t kRan = UINT32_MAX;  // pending[c] once c has run
 constexpr uint64_t kDispatch = uint64_t{1} << 32;
 
-struct Event {
-  double t;
-  uint64_t key;  // READY: the CAR; DISPATCH: kDispatch | image
-  bool operator<(const Event& o) const { return t < o.t || (t == o.t && key < o.key); }
-};
-
-// A 4-ary min-heap: half the depth of a binary one, and a node's children
-// share a cache line.
-class EventHeap {
+// A monotone priority queue on (time, key): a radix heap (Ahuja, Mehlhorn,
+// Orlin, Tarjan, "Faster algorithms for the shortest path problem", JACM
+// 1990) over the 128-bit (time bits, key); a non-negative double's bits
+// order as the double does. An item lives in the bucket of the highest bit
+// where it differs from the last one taken, so pushes append and a pop
+// scans one bucket: far fewer cache misses than a binary heap of a million
+// entries. The simulation never pushes an earlier time than it took last;
+// an equal time with a smaller key (a zero-cost CAR's successor) goes to
+// `late_` and is taken first, as a heap would.
+class EventQueue {
  public:
-  bool empty() const { return v_.empty(); }
-  size_t size() const { return v_.size(); }
-  void push(Event e) {
-    size_t i = v_.size();
-    v_.push_back(e);
-    while (i > 0) {
-      const size_t parent = (i - 1) / 4;
-      if (!(e < v_[parent])) break;
-      v_[i] = v_[parent];
-      i = parent;
+  bool empty() const { return size_ == 0; }
+  void push(double t, uint64_t key) {
+    const Item item = pack(t, key);
+    ++size_;
+    if (item < last_) {
+      late_.push_back(item);
+      std::push_heap(late_.begin(), late_.end(), std::greater<Item>());
+      return;
     }
-    v_[i] = e;
+    buckets_[bucket(item)].push_back(item);
   }
-  Event pop() {
-    const Event top = v_[0];
-    const Event last = v_.back();
-    v_.pop_back();
-    const size_t n = v_.size();
-    if (n == 0) return top;
-    size_t i = 0;
-    for (;;) {
-      const size_t first = 4 * i + 1;
-      if (first >= n) break;
-      size_t best = first;
-      const size_t end = std::min(first + 4, n);
-      for (size_t k = first + 1; k < end; ++k) {
-        if (v_[k] < v_[best]) best = k;
-      }
-      if (!(v_[best] < last)) break;
-      v_[i] = v_[best];
-      i = best;
+  // The least (time, key); the queue must not be empty.
+  void pop(double* t, uint64_t* key) {
+    --size_;
+    Item item;
+    if (!late_.empty()) {
+      std::pop_heap(late_.begin(), late_.end(), std::greater<Item>());
+      item = late_.back();
+      late_.pop_back();
+    } else {
+      if (buckets_[0].empty()) refill();
+      item = buckets_[0].back();
+      buckets_[0].pop_back();
     }
-    v_[i] = last;
-    return top;
+    const uint64_t bits = static_cast<uint64_t>(item >> 64);
+    std::memcpy(t, &bits, sizeof bits);
+    *key = static_cast<uint64_t>(item);
   }
 
  private:
-  std::vector<Event> v_;
+  using Item = unsigned __int128;
+  static Item pack(double t, uint64_t key) {
+    uint64_t bits;
+    std::memcpy(&bits, &t, sizeof bits);
+    return (Item{bits} << 64) | key;
+  }
+  size_t bucket(Item item) const {
+    const Item diff = item ^ last_;
+    const uint64_t hi = static_cast<uint64_t>(diff >> 64), lo = static_cast<uint64_t>(diff);
+    return hi != 0 ? 128 - __builtin_clzll(hi) : lo != 0 ? 64 - __builtin_clzll(lo) : 0;
+  }
+  // Moves the least non-empty bucket's items down, around its minimum.
+  void refill() {
+    size_t b = 1;
+    while (buckets_[b].empty()) ++b;
+    std::vector<Item>& from = buckets_[b];
+    last_ = *std::min_element(from.begin(), from.end());
+    for (const Item item : from) buckets_[bucket(item)].push_back(item);
+    from.clear();
+  }
+
+  std::array<std::vector<Item>, 129> buckets_;
+  std::vector<Item> late_;
+  Item last_ = 0;
+  size_t size_ = 0;
 };
 
 struct ImageState {
@@ -80,29 +101,38 @@ struct ImageState {
   uint32_t last_cpu = kNoFlatCar, last_send = kNoFlatCar;
 };
 
+// A CAR's state while the simulation runs, in its FlatCar:
+//   t        before it runs, the latest time it waits for; then its start
+//   pending  dependencies (and the message) not yet done; kRan once run
+//   cause    what set its start (Why) and the CAR that did
+//   next     the next CAR in its image's CPU queue
+using CarState = FlatCar;
+
 bool is_receive(CarKind k) { return k == CarKind::Recv || k == CarKind::RecvReduce; }
+double bytes_less_one(uint64_t s) { return s == 0 ? 0.0 : static_cast<double>(s - 1); }
 
 class LogGPSim {
  public:
-  LogGPSim(const FlatDag& dag, const LogGPModel& model) : dag_(dag), model_(model) {}
+  LogGPSim(FlatDag& dag, const LogGPModel& model) : dag_(dag), state_(dag.car), model_(model) {}
 
   bool run(LogGPResult* result, std::string* error);
 
  private:
-  const LogGPParams& pair_params(uint32_t c) const {
-    return model_.for_pair(dag_.image[c], dag_.image[dag_.match[c]]);
+  // Without nodes, no need to read the other end (a cache miss).
+  const LogGPParams& pair_params(const FlatCar& car) const {
+    return model_.images_per_node == 0 ? model_.inter : model_.for_pair(car.image, dag_.car[car.match].image);
   }
-  double duration(uint32_t c) const;
-  bool rendezvous(uint32_t c) const { return static_cast<double>(dag_.bytes[c]) > pair_params(c).S; }
+  double duration(const FlatCar& car) const;
   void on_ready(uint32_t c, double now);
   void on_dispatch(uint32_t image, double now);
   void execute(uint32_t c, double now);
   void relax(uint32_t x, double time, uint32_t cause) {
-    if (time >= t_[x]) {
-      t_[x] = time;
-      cause_[x] = cause;
+    CarState& st = state_[x];
+    if (time >= st.t) {
+      st.t = time;
+      st.cause = cause;
     }
-    if (--pending_[x] == 0) became_ready(x);
+    if (--st.pending == 0) became_ready(x);
   }
   void deliver(uint32_t r, uint32_t send, const LogGPParams& p);
   void became_ready(uint32_t x);
@@ -110,29 +140,26 @@ class LogGPSim {
   std::string deadlock() const;
 
   const FlatDag& dag_;
+  HugeVector<FlatCar>& state_;
   const LogGPModel& model_;
-  // Per CAR: before it runs, the latest time it waits for (then its start).
-  std::vector<double> t_;
-  std::vector<uint32_t> pending_, cause_, next_;
-  std::vector<ImageState> images_;
-  EventHeap heap_;
+  HugeVector<ImageState> images_;
+  EventQueue queue_;
   uint64_t ran_ = 0;
+  uint32_t last_ = kNoFlatCar;  // the CAR that ended last so far, and when
+  double last_done_ = 0;
 };
 
-double bytes_less_one(uint64_t s) { return s == 0 ? 0.0 : static_cast<double>(s - 1); }
-
-double LogGPSim::duration(uint32_t c) const {
-  const uint64_t s = dag_.bytes[c];
-  const double bytes = static_cast<double>(s);
-  switch (dag_.kind[c]) {
+double LogGPSim::duration(const FlatCar& car) const {
+  const double bytes = static_cast<double>(car.bytes);
+  switch (car.kind) {
     case CarKind::Send:
     case CarKind::Recv: {
-      const LogGPParams& p = pair_params(c);
-      return p.o + bytes_less_one(s) * p.O;
+      const LogGPParams& p = pair_params(car);
+      return p.o + bytes_less_one(car.bytes) * p.O;
     }
     case CarKind::RecvReduce: {
-      const LogGPParams& p = pair_params(c);
-      return p.o + bytes_less_one(s) * p.O + bytes * model_.inter.gamma;
+      const LogGPParams& p = pair_params(car);
+      return p.o + bytes_less_one(car.bytes) * p.O + bytes * model_.inter.gamma;
     }
     case CarKind::Reduce: return bytes * model_.inter.gamma;
     case CarKind::Copy: return bytes * model_.inter.beta;
@@ -142,15 +169,16 @@ double LogGPSim::duration(uint32_t c) const {
 }
 
 void LogGPSim::on_ready(uint32_t c, double now) {
-  ImageState& s = images_[dag_.image[c]];
+  const uint32_t image = dag_.car[c].image;
+  ImageState& s = images_[image];
   if (s.head == kNoFlatCar && s.cpu_free <= now) return execute(c, now);
   // Wait behind the running CAR and the earlier ready ones.
-  next_[c] = kNoFlatCar;
+  state_[c].next = kNoFlatCar;
   if (s.head == kNoFlatCar) {
     s.head = s.tail = c;
-    heap_.push({s.cpu_free, kDispatch | dag_.image[c]});
+    queue_.push(s.cpu_free, kDispatch | image);
   } else {
-    next_[s.tail] = c;
+    state_[s.tail].next = c;
     s.tail = c;
   }
 }
@@ -158,82 +186,88 @@ void LogGPSim::on_ready(uint32_t c, double now) {
 void LogGPSim::on_dispatch(uint32_t image, double now) {
   ImageState& s = images_[image];
   const uint32_t c = s.head;
-  s.head = next_[c];
+  s.head = state_[c].next;
   if (s.head == kNoFlatCar) s.tail = kNoFlatCar;
   execute(c, now);
-  if (s.head != kNoFlatCar) heap_.push({s.cpu_free, kDispatch | image});
+  if (s.head != kNoFlatCar) queue_.push(s.cpu_free, kDispatch | image);
 }
 
 void LogGPSim::execute(uint32_t c, double now) {
-  ImageState& s = images_[dag_.image[c]];
+  const FlatCar& car = dag_.car[c];
+  CarState& st = state_[c];
+  ImageState& s = images_[car.image];
   double start = now;
-  if (start > t_[c]) cause_[c] = (kByCpu << kWhyShift) | s.last_cpu;
-  if (dag_.kind[c] == CarKind::Send) {
+  if (start > st.t) st.cause = (kByCpu << kWhyShift) | s.last_cpu;
+  if (car.kind == CarKind::Send) {
     if (s.nic_free > start) {
       start = s.nic_free;
-      cause_[c] = (kByNic << kWhyShift) | s.last_send;
+      st.cause = (kByNic << kWhyShift) | s.last_send;
     }
-    const LogGPParams& p = pair_params(c);
-    s.nic_free = start + p.g + bytes_less_one(dag_.bytes[c]) * p.G;
+    const LogGPParams& p = pair_params(car);
+    s.nic_free = start + p.g + bytes_less_one(car.bytes) * p.G;
     s.last_send = c;
   }
-  const double done = start + duration(c);
-  t_[c] = start;
+  const double done = start + duration(car);
+  if (last_ == kNoFlatCar || done > last_done_) last_ = c, last_done_ = done;
+  st.t = start;
+  st.pending = kRan;
   s.cpu_free = done;
   s.last_cpu = c;
-  pending_[c] = kRan;
   ++ran_;
-  for (uint32_t k = dag_.succ_begin[c]; k < dag_.succ_begin[c + 1]; ++k) {
-    relax(dag_.succ[k], done, (kByDep << kWhyShift) | c);
-  }
-  if (dag_.kind[c] == CarKind::Send) deliver(dag_.match[c], c, pair_params(c));
+  const uint32_t end = dag_.car[c + 1].succ_begin;
+  for (uint32_t k = car.succ_begin; k < end; ++k) relax(dag_.succ[k], done, (kByDep << kWhyShift) | c);
+  if (car.kind == CarKind::Send) deliver(car.match, c, pair_params(car));
 }
 
 // An eager message's arrival is known at its SEND's start; a rendezvous one
 // needs the receive posted too, so became_ready() works it out.
 void LogGPSim::deliver(uint32_t r, uint32_t send, const LogGPParams& p) {
-  const uint64_t s = dag_.bytes[send];
+  const uint64_t s = dag_.car[send].bytes;
+  CarState& st = state_[r];
   if (static_cast<double>(s) <= p.S) {
-    const double arrival = t_[send] + p.o + bytes_less_one(s) * p.G + p.L;
-    if (arrival >= t_[r]) {
-      t_[r] = arrival;
-      cause_[r] = (kByMessage << kWhyShift) | send;
+    const double arrival = state_[send].t + p.o + bytes_less_one(s) * p.G + p.L;
+    if (arrival >= st.t) {
+      st.t = arrival;
+      st.cause = (kByMessage << kWhyShift) | send;
     }
   }
-  if (--pending_[r] == 0) became_ready(r);
+  if (--st.pending == 0) became_ready(r);
 }
 
 void LogGPSim::became_ready(uint32_t x) {
-  if (is_receive(dag_.kind[x]) && rendezvous(x)) {
-    const uint32_t send = dag_.match[x];
-    const LogGPParams& p = pair_params(x);
-    const double posted = t_[x];
-    t_[x] = std::max(t_[send], posted) + p.o + bytes_less_one(dag_.bytes[x]) * p.G + p.L +
-            (p.L + 2 * p.o);
-    cause_[x] = (kByMessage << kWhyShift) | send;
+  const FlatCar& car = dag_.car[x];
+  CarState& st = state_[x];
+  if (is_receive(car.kind)) {
+    const LogGPParams& p = pair_params(car);
+    if (static_cast<double>(car.bytes) > p.S) {
+      const double posted = st.t;
+      st.t = std::max(state_[car.match].t, posted) + p.o + bytes_less_one(car.bytes) * p.G + p.L +
+             (p.L + 2 * p.o);
+      st.cause = (kByMessage << kWhyShift) | car.match;
+    }
   }
-  heap_.push({t_[x], x});
+  queue_.push(st.t, x);
 }
 
 bool LogGPSim::run(LogGPResult* result, std::string* error) {
   const uint64_t n = dag_.cars();
-  t_.assign(n, 0.0);
-  cause_.assign(n, kNoCause);
-  next_.assign(n, kNoFlatCar);
-  pending_.resize(n);
   images_.assign(dag_.images, ImageState{});
   for (uint64_t c = 0; c < n; ++c) {
-    pending_[c] = dag_.deps[c] + (is_receive(dag_.kind[c]) ? 1 : 0);
+    FlatCar& st = state_[c];
+    st.t = 0;
+    st.cause = kNoCause;
+    st.next = kNoFlatCar;
+    st.pending = st.deps + (is_receive(st.kind) ? 1 : 0);
+    if (st.pending == 0) queue_.push(0.0, c);
   }
-  for (uint64_t c = 0; c < n; ++c) {
-    if (pending_[c] == 0) heap_.push({0.0, c});
-  }
-  while (!heap_.empty()) {
-    const Event e = heap_.pop();
-    if (e.key & kDispatch) {
-      on_dispatch(static_cast<uint32_t>(e.key & 0xffffffffu), e.t);
+  while (!queue_.empty()) {
+    double t;
+    uint64_t key;
+    queue_.pop(&t, &key);
+    if (key & kDispatch) {
+      on_dispatch(static_cast<uint32_t>(key & 0xffffffffu), t);
     } else {
-      on_ready(static_cast<uint32_t>(e.key), e.t);
+      on_ready(static_cast<uint32_t>(key), t);
     }
   }
   if (ran_ != n) {
@@ -244,17 +278,10 @@ bool LogGPSim::run(LogGPResult* result, std::string* error) {
   r.cars = n;
   r.messages = dag_.messages;
   r.message_bytes = dag_.message_bytes;
-  uint32_t last = kNoFlatCar;
-  for (uint64_t c = 0; c < n; ++c) {
-    const double done = t_[c] + duration(static_cast<uint32_t>(c));
-    if (last == kNoFlatCar || done > r.time_ns) {
-      r.time_ns = done;
-      last = static_cast<uint32_t>(c);
-    }
-  }
-  if (last != kNoFlatCar) {
-    r.last_image = dag_.image[last];
-    critical_path(last, &r);
+  if (last_ != kNoFlatCar) {
+    r.time_ns = last_done_;
+    r.last_image = dag_.car[last_].image;
+    critical_path(last_, &r);
   }
   *result = std::move(r);
   return true;
@@ -264,13 +291,14 @@ void LogGPSim::critical_path(uint32_t last, LogGPResult* result) const {
   static const char* const kWhyNames[] = {"dependency", "message", "cpu", "nic"};
   std::vector<PathStep>& path = result->critical_path;
   for (uint32_t c = last; c != kNoFlatCar;) {
+    const FlatCar& car = dag_.car[c];
     PathStep step;
-    step.image = dag_.image[c];
+    step.image = car.image;
     step.car = dag_.local(c);
-    step.kind = dag_.kind[c];
-    step.start_ns = t_[c];
-    step.done_ns = t_[c] + duration(c);
-    const uint32_t cause = cause_[c];
+    step.kind = car.kind;
+    step.start_ns = state_[c].t;
+    step.done_ns = state_[c].t + duration(car);
+    const uint32_t cause = state_[c].cause;
     step.waited_for = cause == kNoCause ? "start" : kWhyNames[cause >> kWhyShift];
     path.push_back(step);
     c = cause == kNoCause ? kNoFlatCar : (cause & kCarMask);
@@ -285,10 +313,11 @@ std::string LogGPSim::deadlock() const {
   const uint64_t n = dag_.cars();
   uint64_t stuck = 0;
   std::vector<uint32_t> images;
+  auto ran = [&](uint32_t c) { return state_[c].pending == kRan; };
   for (uint32_t i = 0; i < dag_.images; ++i) {
     bool any = false;
     for (uint32_t c = dag_.image_base[i]; c < dag_.image_base[i + 1]; ++c) {
-      if (pending_[c] != kRan) ++stuck, any = true;
+      if (!ran(c)) ++stuck, any = true;
     }
     if (any) images.push_back(i);
   }
@@ -301,17 +330,17 @@ std::string LogGPSim::deadlock() const {
   for (size_t k = 0; k < images.size() && k < kShown; ++k) {
     const uint32_t i = images[k];
     uint32_t c = dag_.image_base[i];
-    while (pending_[c] == kRan) ++c;
+    while (ran(c)) ++c;
     std::string waits;
     for (uint32_t d = dag_.image_base[i]; d < dag_.image_base[i + 1]; ++d) {
-      if (pending_[d] == kRan) continue;
-      for (uint32_t e = dag_.succ_begin[d]; e < dag_.succ_begin[d + 1]; ++e) {
+      if (ran(d)) continue;
+      for (uint32_t e = dag_.car[d].succ_begin; e < dag_.car[d + 1].succ_begin; ++e) {
         if (dag_.succ[e] == c) waits += (waits.empty() ? "" : ", ") + dag_.label(d);
       }
     }
-    if (is_receive(dag_.kind[c]) && pending_[dag_.match[c]] != kRan) {
+    if (is_receive(dag_.car[c].kind) && !ran(dag_.car[c].match)) {
       waits += (waits.empty() ? "its message from " : ", and its message from ") +
-               dag_.label(dag_.match[c]) + ", which never ran";
+               dag_.label(dag_.car[c].match) + ", which never ran";
     }
     out += "; " + dag_.label(c) + " waits on " + (waits.empty() ? "nothing that ran" : waits);
   }
@@ -320,7 +349,7 @@ std::string LogGPSim::deadlock() const {
 
 }  // namespace
 
-bool simulate_loggp(const FlatDag& dag, const LogGPModel& model, LogGPResult* result,
+bool simulate_loggp(FlatDag& dag, const LogGPModel& model, LogGPResult* result,
                     std::string* error) {
   LogGPSim sim(dag, model);
   return sim.run(result, error);
