@@ -249,6 +249,10 @@ std::vector<Knob> make_knobs() {
       string_knob("CF_TRACE", "a directory", &C::trace_dir, "(off)",
                   "write when each CAR was ready, started and done, as Chrome trace-event JSON files in this "
                   "directory (`carflow trace merge`, `carflow view`; engine/README.md)"),
+      seconds_knob("CF_HANG_DUMP_S", &C::hang_dump_ms,
+                   "a collective outstanding this long is reported: a line per waiting image on stderr and its "
+                   "DAG with each CAR's state as graph JSON (in `CF_TRACE`'s directory, else the working one); "
+                   "SIGUSR1 reports every outstanding one at once; unset: off"),
       uint_knob("CF_TRACE_EVENTS", 1, uint64_t{1} << 26, &C::trace_events,
                 "with `CF_TRACE`: CARs recorded per image (64 bytes each, allocated at start); later ones are counted, not kept"),
       uint_knob("CF_EAGER_BYTES", 0, k2p20, &C::eager_bytes,

@@ -78,6 +78,9 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
     for (uint32_t i = 0; i < images_; ++i) everyone[i] = i;
     all_images_per_node_ = team_images_per_node(map_, everyone);
   }
+  hang_dump_ns_ = config_.hang_dump_ms * 1000000;
+  timing_ = hang_dump_ns_ != 0 || !config_.trace_dir.empty();
+  if (hang_dump_ns_ != 0) start_hang_watch();
   if (!config_.trace_dir.empty()) {
     tracing_ = true;
     trace_run_ = next_trace_run();
@@ -152,6 +155,7 @@ void Engine::progress_loop() {
 }
 
 Engine::~Engine() {
+  if (hang_thread_.joinable()) stop_hang_watch();
   if (tracing_) {
     std::string path, error;
     if (!write_trace(config_.trace_dir, map_.node, base_, trace_run_, trace_buffers_, &path, &error)) {

@@ -621,13 +621,38 @@ class Engine final : public TransportHooks {
   }
   void wake(ImageContext& img);  // a sleeping image thread: look again
 
-  // CF_TRACE (engine/trace.h): one buffer per local image; tracing_ is the
-  // one branch the hot path pays when it is off.
+  // CF_TRACE (engine/trace.h): one buffer per local image. CF_HANG_DUMP_S
+  // (engine/hang.cc) needs the CARs' times too: timing_ is the one branch
+  // the hot path pays when both are off.
+  bool timing_ = false;
   bool tracing_ = false;
   uint32_t trace_run_ = 0;
   std::vector<std::unique_ptr<TraceBuffer>> trace_buffers_;
   void trace_launch(Instance& inst);
   void trace_done(CarState* cs);
+  // CF_HANG_DUMP_S: the instances started and not finished, when they
+  // started and whether they were reported; the thread that watches them.
+  struct LiveInstance {
+    uint64_t since = 0;
+    bool reported = false;
+  };
+  uint64_t hang_dump_ns_ = 0;
+  std::mutex live_mutex_;
+  std::unordered_map<Instance*, LiveInstance> live_instances_;  // guarded by live_mutex_
+  std::condition_variable hang_cv_;
+  bool hang_stop_ = false;  // guarded by live_mutex_
+  std::thread hang_thread_;
+  void start_hang_watch();
+  void stop_hang_watch();
+  void hang_loop();
+  void forget_live(Instance& inst) {
+    std::lock_guard<std::mutex> lock(live_mutex_);
+    live_instances_.erase(&inst);
+  }
+  // One line per report on stderr and the DAG with its CARs' states in a
+  // file (engine/hang.cc). Called with live_mutex_ held, or on an
+  // abandoned instance.
+  void report_hang(Instance& inst, uint64_t age_ns, const char* why);
   static void trace_start(CarState* cs) { cs->instance->times[cs->index].start.store(trace_now(), std::memory_order_relaxed); }
   static void trace_ready(CarState* cs) { cs->instance->times[cs->index].ready.store(trace_now(), std::memory_order_relaxed); }
 

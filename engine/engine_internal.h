@@ -12,6 +12,10 @@
 
 namespace carflow {
 
+// The global DAG of a running instance: its own image's DAG and every
+// other team rank's, generated again (Engine::dump_json, hang reports).
+GlobalDag global_dag_of(const Instance& inst);
+
 // The running thread's worklist: CARs made ready while this thread is
 // already executing CARs are queued here instead of recursing.
 struct Worklist {

@@ -82,7 +82,7 @@ void Engine::number(ImageContext& img, Instance* inst, Team& team, uint32_t seqs
 
 void Engine::run_roots(ImageContext& img, Instance* inst) {
   tls_on_app_thread = true;
-  if (tracing_) [[unlikely]] trace_launch(*inst);
+  if (timing_) [[unlikely]] trace_launch(*inst);
   // Copies into this image that become ready meanwhile wait for this
   // thread, which runs them before it returns (copy_routing_).
   const bool left_here = copies_to_waiters();
@@ -180,7 +180,7 @@ int Engine::start_represented(ImageContext& caller, const std::vector<Represente
 }
 
 void Engine::make_ready(CarState* cs) {
-  if (tracing_) [[unlikely]] trace_ready(cs);
+  if (timing_) [[unlikely]] trace_ready(cs);
   Worklist& work = this_worklist();
   enqueue(work, cs);
   if (!work.active) run_worklist();
@@ -288,7 +288,7 @@ static inline MessageTarget target_of(const Instance& inst, const CompiledCar& c
 void Engine::execute(CarState* cs) {
   const CompiledCar& car = *cs->car;
   Instance& inst = *cs->instance;
-  if (tracing_) [[unlikely]] trace_start(cs);
+  if (timing_) [[unlikely]] trace_start(cs);
   if (skipped(inst, car)) return complete_slow(cs, kOk);  // rare: complete()'s slow path, as a tail call
   // Messages first, each in its own function (a tail call), so that they
   // do not pay for the local CARs' frame.
@@ -482,7 +482,7 @@ void Engine::exit_step(Instance& inst) {
 
 void Engine::complete(CarState* cs, int status) {
   const CompiledCar& car = *cs->car;
-  if (tracing_) [[unlikely]] trace_done(cs);
+  if (timing_) [[unlikely]] trace_done(cs);
   if (status == kOk) {
     // A RECV that took over its unpack COPYs (schedule.h) runs them now,
     // as the COPYs would have run (not after a CF_CHECK mismatch: see
@@ -547,18 +547,24 @@ void Engine::complete_slow(CarState* cs, int status) {
     if (join == nullptr) return;
     cs = join;
     status = kOk;
-    if (tracing_) [[unlikely]] trace_done(cs);
+    if (timing_) [[unlikely]] trace_done(cs);
   }
 }
 
 void Engine::finish_on_waiter(Instance& inst) {
-  if (tracing_) [[unlikely]] trace_done(&inst.cars[inst.schedule->exit()]);
+  if (timing_) [[unlikely]] {
+    trace_done(&inst.cars[inst.schedule->exit()]);
+    if (hang_dump_ns_ != 0) forget_live(inst);
+  }
   if (config_.progress == ProgressMode::Thread) live_.fetch_sub(1, std::memory_order_acq_rel);
   inst.done.store(true, std::memory_order_release);
 }
 
 void Engine::finish(Instance& inst) {
-  if (tracing_) [[unlikely]] trace_done(&inst.cars[inst.schedule->exit()]);
+  if (timing_) [[unlikely]] {
+    trace_done(&inst.cars[inst.schedule->exit()]);
+    if (hang_dump_ns_ != 0) forget_live(inst);  // before `done`: the watcher may hold it till then
+  }
   ImageContext* img = inst.waiter;
   const Worklist* work = tls_work_ptr;
   // A small call's exit usually completes while the call starts.
@@ -578,13 +584,17 @@ void Engine::trace_launch(Instance& inst) {
     inst.times[i].done.store(0, std::memory_order_relaxed);
   }
   for (uint32_t root : inst.schedule->roots()) inst.times[root].ready.store(now, std::memory_order_relaxed);
+  if (hang_dump_ns_ != 0) {
+    std::lock_guard<std::mutex> lock(live_mutex_);
+    live_instances_[&inst] = LiveInstance{now, false};
+  }
 }
 
 void Engine::trace_done(CarState* cs) {
   Instance& inst = *cs->instance;
   CarTimes& t = inst.times[cs->index];
   const uint64_t now = trace_now();
-  if (t.done.exchange(now, std::memory_order_relaxed) != 0) return;  // the exit, seen twice
+  if (t.done.exchange(now, std::memory_order_relaxed) != 0 || !tracing_) return;  // the exit, seen twice
   const CompiledCar& car = *cs->car;
   TraceRecord r;
   r.ready = t.ready.load(std::memory_order_relaxed);
@@ -596,7 +606,7 @@ void Engine::trace_done(CarState* cs) {
   r.team = inst.team;
   r.seq = inst.seq + car.member;
   r.tag = car.tag;
-  r.car = cs->index;
+  r.car = inst.schedule->dag_id(cs->index);
   r.image = inst.image->image;
   const bool message = car.kind == CarKind::Send || car.kind == CarKind::Recv || car.kind == CarKind::RecvReduce;
   r.peer = message ? inst.members[car.peer] : 0;

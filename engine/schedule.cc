@@ -127,8 +127,10 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
     if (plan.live[i]) compact[i] = live++;
   }
   cars_.resize(live);
+  dag_ids_.resize(live);
   for (size_t i = 0; i < n; ++i) {
     if (!plan.live[i]) continue;
+    dag_ids_[compact[i]] = static_cast<uint32_t>(i);
     const Car& car = dag_.cars[i];
     CompiledCar& c = cars_[compact[i]];
     c = CompiledCar{car.kind,    car.incoming_left, car.shape, car.first_elems,

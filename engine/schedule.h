@@ -112,6 +112,8 @@ class Schedule {
   // Aggregate members this schedule binds (1 outside aggregates).
   uint32_t members() const { return members_; }
   uint32_t exit() const { return exit_; }  // index into cars()
+  // The DAG's CAR id (dag().cars) of compiled CAR i (traces, hang dumps).
+  uint32_t dag_id(uint32_t i) const { return dag_ids_[i]; }
   // Every CAR but the exit JOIN is a root and releases only the exit (a
   // broadcast or scatter root: its own COPY and its SENDs): the roots run
   // one after the other and their completions on the starting thread are
@@ -132,6 +134,7 @@ class Schedule {
   CollectiveSpec spec_;
   LocalDag dag_;
   std::vector<CompiledCar> cars_;  // the CARs that run, densely numbered
+  std::vector<uint32_t> dag_ids_;  // cars_[i] is dag_.cars[dag_ids_[i]]
   uint32_t exit_ = 0;
   bool direct_ = false;
   std::vector<uint32_t> successors_;

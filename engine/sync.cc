@@ -48,6 +48,13 @@ int Engine::release(ImageContext& img, uint32_t slot) {
 // dies with the lost status. The instance itself is not recycled (CARs of it
 // may still be posted in a transport); the job is ending anyway.
 int Engine::abandon(ImageContext& img, Instance* inst) {
+  if (timing_) {  // the hang dump's report of what it waited for, as it is given up
+    std::lock_guard<std::mutex> lock(live_mutex_);
+    auto it = live_instances_.find(inst);
+    report_hang(*inst, it != live_instances_.end() ? trace_now() - it->second.since : 0,
+                lost_status() == kErrTimeout ? "timed out" : "a peer was lost");
+    if (it != live_instances_.end()) live_instances_.erase(it);
+  }
   const uint32_t slot = inst->handle_slot;
   img.handle_slots[slot] = nullptr;
   ++img.handle_generation[slot];
@@ -93,16 +100,20 @@ bool Engine::dump_json(ImageContext& img, uint64_t handle, const std::string& pa
     *error = "handle: not a live handle of this image";
     return false;
   }
-  // The global DAG: every image's schedule for the same key (generators are
-  // pure, so running them again gives exactly what each image runs).
-  const CollectiveSpec& spec = inst->schedule->spec();
+  return save_dag_file(global_dag_of(*inst), path, error);
+}
+
+GlobalDag global_dag_of(const Instance& inst) {
+  // Every image's schedule for the same key (generators are pure, so
+  // running them again gives exactly what each image runs).
+  const CollectiveSpec& spec = inst.schedule->spec();
   const GeneratorInfo* gen = GeneratorRegistry::instance().find(spec.kind, spec.algorithm);
-  const std::vector<const Schedule*>& parts = inst->schedule->parts;
+  const std::vector<const Schedule*>& parts = inst.schedule->parts;
   GlobalDag global;
   global.spec = spec;  // an aggregate's: its first member's, with the merged sync modes
   for (uint32_t i = 0; i < spec.images; ++i) {
-    if (i == inst->team_obj->rank) {
-      global.images.push_back(inst->schedule->dag());
+    if (i == inst.team_obj->rank) {
+      global.images.push_back(inst.schedule->dag());
     } else if (!parts.empty()) {
       global.images.push_back(merged_dag(parts, i, false, (spec.flags & kSpecInAllSync) != 0,
                                          (spec.flags & kSpecOutAllSync) != 0));
@@ -110,6 +121,6 @@ bool Engine::dump_json(ImageContext& img, uint64_t handle, const std::string& pa
       global.images.push_back(generate_local(*gen, spec, i));
     }
   }
-  return save_dag_file(global, path, error);
+  return global;
 }
 }  // namespace carflow

@@ -47,7 +47,7 @@ struct TraceRecord {
   uint64_t bytes = 0;
   const Schedule* schedule = nullptr;  // kind, algorithm; alive until the engine closes
   uint32_t team = 0, seq = 0, tag = 0;
-  uint32_t car = 0;    // index among the schedule's compiled CARs
+  uint32_t car = 0;    // the CAR's id in its image's DAG
   uint32_t image = 0;  // global image numbers
   uint32_t peer = 0;
   CarKind kind = CarKind::Join;

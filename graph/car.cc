@@ -53,4 +53,23 @@ bool parse_dep_kind(const std::string& name, DepKind* kind) {
   return parse_name(kDepNames, name, kind);
 }
 
+const char* run_state_name(CarRunState state) {
+  switch (state) {
+    case CarRunState::Done: return "done";
+    case CarRunState::Running: return "running";
+    case CarRunState::Ready: return "ready";
+    case CarRunState::WaitingDep: return "waiting_dep";
+    case CarRunState::WaitingMessage: return "waiting_message";
+  }
+  return "?";
+}
+
+bool parse_run_state(const std::string& name, CarRunState* state) {
+  for (CarRunState s : {CarRunState::Done, CarRunState::Running, CarRunState::Ready, CarRunState::WaitingDep,
+                        CarRunState::WaitingMessage}) {
+    if (name == run_state_name(s)) return *state = s, true;
+  }
+  return false;
+}
+
 }  // namespace carflow

@@ -219,9 +219,22 @@ struct LocalDag {
   }
 };
 
+// Where each CAR of one image stood when a collective was dumped while it
+// ran (the engine's hang dump): graph JSON's optional "run_state".
+enum class CarRunState : uint8_t { Done, Running, Ready, WaitingDep, WaitingMessage };
+// "done", "running", "ready", "waiting_dep", "waiting_message".
+const char* run_state_name(CarRunState state);
+bool parse_run_state(const std::string& name, CarRunState* state);
+struct RunState {
+  uint32_t image = 0;                // the team rank whose CARs these are
+  std::vector<CarRunState> cars;     // one per CAR of that image; empty = no run state
+  bool operator==(const RunState&) const = default;
+};
+
 struct GlobalDag {
   CollectiveSpec spec;
   std::vector<LocalDag> images;   // index = team rank
+  RunState run_state;             // hang dumps only
   bool operator==(const GlobalDag&) const = default;
 };
 

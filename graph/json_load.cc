@@ -28,7 +28,7 @@ bool GraphReader::read_document(const Json& doc, GlobalDag* dag) {
     return fail_at(root.field("schema"), "'" + schema.substr(0, 64) + "' is not supported (expected '" +
                                              kSchema + "')");
   }
-  if (!only_fields(doc, root, {"schema", "scope", "collective", "images", "messages"}, "the document") ||
+  if (!only_fields(doc, root, {"schema", "scope", "collective", "images", "messages", "run_state"}, "the document") ||
       !read_string(doc, root, "scope", &scope)) {
     return false;
   }
@@ -52,6 +52,34 @@ bool GraphReader::read_document(const Json& doc, GlobalDag* dag) {
     if (!read_image((*images)[i], images_path.at(i), i, dag->spec.images, implied, &dag->images[i])) {
       return false;
     }
+  }
+  return read_run_state(doc, root, dag);
+}
+
+// A hang dump's states: one known name per CAR of an existing image.
+bool GraphReader::read_run_state(const Json& doc, const Path& root, GlobalDag* dag) {
+  const auto it = doc.find("run_state");
+  if (it == doc.end()) return true;
+  const Path at = root.field("run_state");
+  uint32_t image = 0;
+  if (!expect_object(*it, at) || !only_fields(*it, at, {"image", "cars"}, "run_state") ||
+      !read_uint(*it, at, "image", 0, dag->images.empty() ? 0 : dag->images.size() - 1, &image)) {
+    return false;
+  }
+  const Json* cars = field(*it, at, "cars");
+  const size_t want = dag->images[image].cars.size();
+  if (cars == nullptr || !expect_array(*cars, at.field("cars"), want)) return false;
+  if (cars->size() != want) {
+    return fail_at(at.field("cars"), std::to_string(cars->size()) + " entries but image " + std::to_string(image) +
+                                         " has " + std::to_string(want) + " CARs");
+  }
+  dag->run_state.image = image;
+  for (size_t i = 0; i < cars->size(); ++i) {
+    CarRunState s;
+    if (!(*cars)[i].is_string() || !parse_run_state((*cars)[i].get<std::string>(), &s)) {
+      return fail_at(at.field("cars").at(i), "expected one of done, running, ready, waiting_dep, waiting_message");
+    }
+    dag->run_state.cars.push_back(s);
   }
   return true;
 }

@@ -102,6 +102,7 @@ class GraphReader {
   bool read_shape(const Json& obj, const Path& at, Car* car);
   bool read_deps(const Json& obj, const Path& at, const ImageContext& ctx, CarId id, Car* car);
   bool read_pair(const Json& obj, const Path& at, const char* key, uint32_t* image, CarId* car);
+  bool read_run_state(const Json& doc, const Path& root, GlobalDag* dag);
 
   std::string* error_;
 };

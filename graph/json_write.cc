@@ -162,6 +162,11 @@ std::string dag_to_json(const GlobalDag& dag) {
   std::vector<MessageEdge> edges;
   std::string ignored;
   if (match_messages(dag, &edges, &ignored)) doc["messages"] = messages_to_json(edges);
+  if (!dag.run_state.cars.empty()) {
+    OrderedJson states = OrderedJson::array();
+    for (CarRunState s : dag.run_state.cars) states.push_back(run_state_name(s));
+    doc["run_state"] = {{"image", dag.run_state.image}, {"cars", std::move(states)}};
+  }
   // replace: an algorithm name of invalid UTF-8 must not make dump() throw.
   return doc.dump(1, ' ', false, OrderedJson::error_handler_t::replace) + "\n";
 }

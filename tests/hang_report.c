@@ -1,0 +1,67 @@
+/* CF_HANG_DUMP_S on the public API: image 1 of 2 holds back from a
+   broadcast rooted at it until the hang report about image 0 has been
+   written (its DAG file appears in the directory given as argv[1]); then
+   it enters, and both finish with the right data. tests/hang_test.sh runs
+   it and checks the stderr line and the file. No sleeps as
+   synchronization: image 1 polls for the file, with a deadline. */
+#include <carflow/carflow.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define kFlags (CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_LOCAL | CF_COLL_ALL_THREADS)
+
+static const char *g_dir;
+static int g_failures;
+
+static int report_written(void) {
+  DIR *d = opendir(g_dir);
+  if (d == NULL) return 0;
+  int found = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) found |= strncmp(e->d_name, "carflow-hang-", 13) == 0;
+  closedir(d);
+  return found;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void body(cf_image_t me, void *arg) {
+  (void)arg;
+  unsigned char src[8] = {1, 2, 3, 4, 5, 6, 7, 8}, dst[8] = {0};
+  if (me == 1) {
+    const double deadline = now_s() + 60;
+    while (!report_written() && now_s() < deadline) {
+    }
+    if (!report_written()) {
+      printf("FAIL: no hang report within 60 s\n");
+      __atomic_add_fetch(&g_failures, 1, __ATOMIC_RELAXED);
+    }
+  }
+  const int rc = cf_coll_broadcast(CF_TEAM_ALL, dst, 1, src, sizeof src, kFlags);
+  if (rc != CF_OK || memcmp(dst, src, sizeof src) != 0) {
+    printf("FAIL image %u: status %d: %s\n", me, rc, cf_last_error());
+    __atomic_add_fetch(&g_failures, 1, __ATOMIC_RELAXED);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: hang_report DIR (also CF_TRACE=DIR CF_HANG_DUMP_S=S)\n");
+    return 2;
+  }
+  g_dir = argv[1];
+  cf_set_error_mode(CF_ERRORS_RETURN);
+  if (cf_init(&argc, &argv) != CF_OK || cf_run_images(2, NULL, 0, body, NULL) != CF_OK) {
+    printf("FAIL: %s\n", cf_last_error());
+    return 1;
+  }
+  const int fin = cf_finalize();
+  printf("hang_report: %d failures, cf_finalize %d\n", g_failures, fin);
+  return g_failures == 0 && fin == CF_OK ? 0 : 1;
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# CF_HANG_DUMP_S: image 1 holds back from a broadcast it roots
+# (tests/hang_report.c); the report must name what image 0 waits for, and
+# its DAG file must load with image 0's states (the receive from image 1
+# waiting for its message); the viewer opens it. A bad CF_HANG_DUMP_S is
+# refused naming the variable.
+# Usage (tests/BUILD passes them): hang_test.sh HANG_REPORT CARFLOW_CLI
+set -uo pipefail
+prog=$(realpath "$1") cli=$(realpath "$2")
+work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/hang.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+err=$(CF_TRACE=$work CF_HANG_DUMP_S=0.2 timeout 120 "$prog" "$work" 2>&1 >"$work/out") ||
+  { cat "$work/out"; echo "$err"; fail "the program failed"; }
+echo "$err"
+grep -q "hang_report: 0 failures, cf_finalize 0" "$work/out" || fail "program summary: $(cat "$work/out")"
+line=$(grep "carflow: hang report: image 0: broadcast #0 (" <<<"$err") || fail "no report line for image 0"
+grep -Eq "waits for 8 bytes from image 1, tag [0-9]+; " <<<"$line" || fail "the line does not say what image 0 waits for"
+grep -q "outstanding past CF_HANG_DUMP_S" <<<"$line" || fail "the line does not say why"
+file=$(ls "$work"/carflow-hang-node0-image0-seq*.json) || fail "no DAG file for image 0"
+# The file is graph JSON that loads (dot), with image 0's run state.
+timeout 30 "$cli" dot "$file" >/dev/null || fail "carflow dot cannot load $file"
+grep -q '"run_state"' "$file" || fail "no run_state in $file"
+tr -d ' \n' <"$file" | grep -q '"run_state":{"image":0,"cars":\[[^]]*"waiting_message"' ||
+  fail "image 0's receive is not waiting_message"
+timeout 30 "$cli" view "$file" -o "$work/hang.html" >/dev/null || fail "view of the hang report"
+
+# A bad value is refused, naming the variable.
+msg=$(CF_HANG_DUMP_S=-1 timeout 30 "$prog" "$work" 2>&1) && fail "CF_HANG_DUMP_S=-1 accepted"
+grep -q "CF_HANG_DUMP_S='-1': expected seconds" <<<"$msg" || fail "bad value message: $msg"
+echo PASS
