@@ -256,7 +256,8 @@ int Runtime::connect_nodes(std::string* error) {
 bool Runtime::start_liveness(bool one_host, std::string* error) {
   std::string ip = boot_->local_ip();
   if (ip.empty()) ip = one_host ? "127.0.0.1" : first_ipv4();
-  liveness_ = LivenessMesh::listen(node_, nodes_, ip, config_.peer_timeout_ms, error);
+  liveness_ = LivenessMesh::listen(node_, nodes_, ip, config_.peer_timeout_ms, error,
+                                   boot_->derived_key("carflow liveness mesh"));
   std::vector<std::string> addresses;
   if (liveness_ == nullptr || !exchange(*boot_, node_, nodes_, "live", liveness_->address(), &addresses, error) ||
       !liveness_->connect(addresses, kGetTimeoutMs, error)) {

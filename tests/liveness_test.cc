@@ -1,14 +1,18 @@
 // transports/liveness: meshes of in-process endpoints on loopback. A node
 // whose links close without BYE is reported lost, naming it; BYE is never a
-// loss; a connection without the job's nonce is refused; a LOST relay names
-// the lost node and who saw it. Network cuts need namespaces: multiproc_test.
+// loss; a connection that does not prove the job's key (none, a wrong one,
+// a replay, garbage, silence) is refused while the mesh forms; a LOST relay
+// names the lost node and who saw it. Network cuts need namespaces: multiproc_test.
 #include <arpa/inet.h>
+#include <sys/time.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +21,8 @@
 
 #include <doctest/doctest.h>
 
+#include "transports/bootstrap/hmac.h"
+#include "transports/bootstrap/job_auth.h"
 #include "transports/liveness/liveness_mesh.h"
 
 namespace carflow {
@@ -88,9 +94,7 @@ void connect_all(Meshes& meshes, const std::vector<std::string>& addresses, Lost
   }
 }
 
-// A raw TCP connection to a mesh's port saying HELLO as `rank` with `nonce`
-// (what a lower rank's mesh sends), for playing node 0 by hand.
-int raw_hello(const std::string& address, uint32_t rank, uint64_t nonce) {
+int raw_connect(const std::string& address) {
   const uint16_t port = static_cast<uint16_t>(std::stoul(address.substr(address.find(':') + 1)));
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -98,11 +102,78 @@ int raw_hello(const std::string& address, uint32_t rank, uint64_t nonce) {
   addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  const uint32_t words[5] = {htonl(0x4c560001), htonl(rank), htonl(static_cast<uint32_t>(nonce >> 32)),
-                             htonl(static_cast<uint32_t>(nonce)), 0};
-  REQUIRE(::send(fd, words, sizeof words, MSG_NOSIGNAL) == sizeof words);
   return fd;
 }
+
+std::string frame(uint32_t type, uint32_t rank, const std::string& text) {
+  const uint32_t words[5] = {htonl(type), htonl(rank), 0, 0, htonl(static_cast<uint32_t>(text.size()))};
+  return std::string(reinterpret_cast<const char*>(words), sizeof words) + text;
+}
+
+// Reads n bytes; "" if the connection ended first.
+std::string read_n(int fd, size_t n) {
+  std::string got(n, '\0');
+  size_t at = 0;
+  while (at < n) {
+    const ssize_t r = ::recv(fd, got.data() + at, n - at, 0);
+    if (r <= 0) return "";
+    at += static_cast<size_t>(r);
+  }
+  return got;
+}
+
+// A lower rank's side of the handshake played by hand with `key` (what its
+// mesh does), in two steps so a test can order connections: hello()
+// connects and sends HELLO; prove() answers the CHALLENGE (with the wrong
+// key, wrongly) and returns the link's fd. *sent: the bytes it sent.
+struct HandNode {
+  int fd = -1;
+  uint32_t from, to;
+  std::string nonce, sent;
+
+  static HandNode hello(const std::string& address, uint32_t from, uint32_t to) {
+    HandNode h{raw_connect(address), from, to, "", ""};
+    std::string error;
+    REQUIRE(random_bytes(job_auth::kNonceBytes, &h.nonce, &error));
+    h.sent = frame(0x4c560001, from, h.nonce);
+    REQUIRE(::send(h.fd, h.sent.data(), h.sent.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(h.sent.size()));
+    return h;
+  }
+  int prove(const std::string& key) {
+    namespace auth = job_auth;
+    const std::string challenge = read_n(fd, 20 + 2 * auth::kNonceBytes);
+    if (challenge.empty()) return fd;
+    const std::string theirs = challenge.substr(20, auth::kNonceBytes);
+    const std::string context = std::to_string(from) + ">" + std::to_string(to);
+    const std::string proof = frame(0x4c560005, from, auth::proof(key, auth::kConnectorRole, context, nonce, theirs));
+    ::send(fd, proof.data(), proof.size(), MSG_NOSIGNAL);
+    sent += proof;
+    return fd;
+  }
+};
+
+int hand_connect(const std::string& address, uint32_t from, uint32_t to, const std::string& key,
+                 std::string* sent = nullptr) {
+  HandNode h = HandNode::hello(address, from, to);
+  const int fd = h.prove(key);
+  if (sent != nullptr) *sent = h.sent;
+  return fd;
+}
+
+// Whether the mesh closed the connection: reading what it sent ends
+// (a CHALLENGE may come first), rather than blocking for 10 s.
+bool closed_by_peer(int fd) {
+  const timeval limit{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  char buf[256];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) {
+  }
+  return n == 0 || errno == ECONNRESET;
+}
+
+const std::string kKey(job_auth::kSecretBytes, '\x31');
+const std::string kNode0 = "127.0.0.1:1/" + hex_encode(kKey);  // nobody connects to node 0
 
 }  // namespace
 
@@ -173,41 +244,95 @@ TEST_CASE("goodbye waits for every peer's BYE, then no loss is reported") {
   CHECK(log.now().empty());
 }
 
-TEST_CASE("a connection without the job's nonce is refused, and the mesh still forms") {
+TEST_CASE("connections that do not prove the job's key are refused and counted, and the mesh still forms") {
   LostLog log;
   std::vector<std::string> addresses;
+  // A recorded exchange of node 0 with node 1 of an earlier mesh of the same key.
+  std::string recorded;
+  {
+    Meshes earlier = listen_all(1, 2, &addresses);
+    addresses[0] = kNode0;
+    LostLog earlier_log;
+    auto hand = std::async(std::launch::async, [&] { return hand_connect(addresses[1], 0, 1, kKey, &recorded); });
+    connect_all(earlier, addresses, &earlier_log);
+    ::close(hand.get());
+    earlier[1]->goodbye(0);
+  }
   Meshes meshes = listen_all(1, 3, &addresses);  // node 0 is played by hand
-  const uint64_t nonce = 0x1234567;
-  addresses[0] = "127.0.0.1:1/1234567";  // nobody connects to node 0
-  const int stray = raw_hello(addresses[2], 0, nonce + 2);
-  const int stray_rank = raw_hello(addresses[1], 7, nonce);  // no such lower rank
-  const int node0_to_1 = raw_hello(addresses[1], 0, nonce);
-  const int node0_to_2 = raw_hello(addresses[2], 0, nonce);
+  addresses[0] = kNode0;
+  // Before node 0 comes (accepted in this order): a wrong key, a rank that
+  // is not lower, garbage, the replay, and a connection that says nothing.
+  const std::string wrong_key(job_auth::kSecretBytes, '\x32');
+  HandNode wrong_hello = HandNode::hello(addresses[2], 0, 2);
+  auto wrong = std::async(std::launch::async, [&] { return wrong_hello.prove(wrong_key); });
+  const int not_lower = raw_connect(addresses[1]);
+  const std::string hello7 = frame(0x4c560001, 7, std::string(job_auth::kNonceBytes, 'n'));
+  ::send(not_lower, hello7.data(), hello7.size(), MSG_NOSIGNAL);
+  const int garbage = raw_connect(addresses[1]);
+  const std::string junk(100000, '\xee');
+  ::send(garbage, junk.data(), junk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  const int replay = raw_connect(addresses[1]);
+  ::send(replay, recorded.data(), recorded.size(), MSG_NOSIGNAL);
+  const int silent = raw_connect(addresses[2]);
+  HandNode hello1 = HandNode::hello(addresses[1], 0, 1), hello2 = HandNode::hello(addresses[2], 0, 2);
+  auto node0_to_1 = std::async(std::launch::async, [&] { return hello1.prove(kKey); });
+  auto node0_to_2 = std::async(std::launch::async, [&] { return hello2.prove(kKey); });
   connect_all(meshes, addresses, &log);
-  // The strays were closed by the meshes: reading them ends at once.
-  char byte;
-  CHECK(::recv(stray, &byte, 1, 0) <= 0);
-  CHECK(::recv(stray_rank, &byte, 1, 0) <= 0);
-  ::close(node0_to_1);
-  ::close(node0_to_2);
+  const int wrong_fd = wrong.get();
+  for (int fd : {wrong_fd, not_lower, garbage, replay, silent}) CHECK(closed_by_peer(fd));
+  CHECK(meshes[1]->refused() == 3);
+  CHECK(meshes[2]->refused() == 2);
+  CHECK(log.now().empty());  // no stranger is anybody's loss
+  const int link1 = node0_to_1.get(), link2 = node0_to_2.get();
+  ::close(link1);
+  ::close(link2);
   const std::vector<Report> reports = log.wait_for(2);
   REQUIRE(reports.size() == 2);
   for (const Report& r : reports) CHECK(r.lost == 0);
   for (auto& m : meshes) {
     if (m != nullptr) m->goodbye(0);
   }
-  ::close(stray);
-  ::close(stray_rank);
+  for (int fd : {wrong_fd, not_lower, garbage, replay, silent}) ::close(fd);
+}
+
+TEST_CASE("a node whose peer cannot prove the job's key fails to join, naming that node") {
+  // Node 0 connects to node 1, played by hand.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(listener, 1) == 0);
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  std::string error;
+  std::unique_ptr<LivenessMesh> node0 = LivenessMesh::listen(0, 2, "127.0.0.1", 2000, &error, kKey);
+  REQUIRE(node0 != nullptr);
+  CHECK(node0->address().ends_with("/-"));  // a given key is never published
+  const std::vector<std::string> two = {node0->address(), "127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/-"};
+  auto joined = std::async(std::launch::async, [&] { return node0->connect(two, kConnectMs, &error); });
+  const int fd = ::accept(listener, nullptr, nullptr);
+  REQUIRE(read_n(fd, 20 + job_auth::kNonceBytes).size() == 20 + job_auth::kNonceBytes);
+  // An impostor's challenge: a nonce and a proof made without the key.
+  const std::string challenge = frame(0x4c560004, 1, std::string(2 * job_auth::kNonceBytes, 'i'));
+  ::send(fd, challenge.data(), challenge.size(), MSG_NOSIGNAL);
+  CHECK_FALSE(joined.get());
+  CHECK(error == "liveness: node 1 did not prove it knows the job key: not this job's process");
+  node0.reset();
+  CHECK(read_n(fd, 1).empty());  // no PROOF was sent to it
+  ::close(fd);
+  ::close(listener);
 }
 
 TEST_CASE("a LOST relay from one node is reported with the lost node and who saw it") {
   LostLog log;
   std::vector<std::string> addresses;
   Meshes meshes = listen_all(1, 3, &addresses);
-  addresses[0] = "127.0.0.1:1/99";
-  const int node0_to_1 = raw_hello(addresses[1], 0, 0x99);
-  const int node0_to_2 = raw_hello(addresses[2], 0, 0x99);
+  addresses[0] = kNode0;
+  auto hand1 = std::async(std::launch::async, [&] { return hand_connect(addresses[1], 0, 1, kKey); });
+  auto hand2 = std::async(std::launch::async, [&] { return hand_connect(addresses[2], 0, 2, kKey); });
   connect_all(meshes, addresses, &log);
+  const int node0_to_1 = hand1.get(), node0_to_2 = hand2.get();
   // Node 0 says node 2 is gone, on its link to node 1 only.
   const std::string how = "test cut";
   const uint32_t words[5] = {htonl(0x4c560003), htonl(2), 0, 0, htonl(static_cast<uint32_t>(how.size()))};

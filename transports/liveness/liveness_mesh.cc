@@ -13,15 +13,27 @@
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
+#include <cstdio>
 #include <cstring>
-#include <random>
+
+#include "transports/bootstrap/hmac.h"
+#include "transports/bootstrap/job_auth.h"
 
 namespace carflow {
 namespace {
 
-enum FrameType : uint32_t { kHello = 0x4c560001, kBye = 0x4c560002, kLost = 0x4c560003 };
+namespace auth = job_auth;
+
+enum FrameType : uint32_t {
+  kHello = 0x4c560001,
+  kBye = 0x4c560002,
+  kLost = 0x4c560003,
+  kChallenge = 0x4c560004,
+  kProof = 0x4c560005,
+};
 constexpr size_t kHeaderBytes = 20;  // type, rank, value, text length
-constexpr int kHelloWaitMs = 2000;   // an accepted connection must say HELLO by then
+constexpr int kHelloWaitMs = 2000;   // an accepted connection must prove the key by then
+constexpr size_t kMaxUnproven = 64;  // held at once; beyond, the oldest goes
 constexpr int kSendRetries = 20;     // x 50 ms: a frame that cannot leave is dropped
 
 using Clock = std::chrono::steady_clock;
@@ -63,8 +75,8 @@ Frame decode_header(const char* p) {
           static_cast<uint32_t>(get_be(p + 16, 4))};
 }
 
-// "IP:PORT/NONCE" -> its parts; false on anything else.
-bool parse_address(const std::string& text, sockaddr_in* addr, uint64_t* nonce) {
+// "IP:PORT/KEY" -> its parts; false on anything else.
+bool parse_address(const std::string& text, sockaddr_in* addr, std::string* key) {
   const size_t colon = text.rfind(':'), slash = text.rfind('/');
   if (colon == std::string::npos || slash == std::string::npos || slash < colon) return false;
   *addr = {};
@@ -74,23 +86,42 @@ bool parse_address(const std::string& text, sockaddr_in* addr, uint64_t* nonce) 
   const unsigned long port = std::strtoul(text.c_str() + colon + 1, &end, 10);
   if (end != text.c_str() + slash || port == 0 || port > 65535) return false;
   addr->sin_port = htons(static_cast<uint16_t>(port));
-  *nonce = std::strtoull(text.c_str() + slash + 1, &end, 16);
-  return *end == '\0' && slash + 1 < text.size();
+  *key = text.substr(slash + 1);
+  return !key->empty();
 }
 
-// Reads exactly n bytes from a non-blocking socket before the deadline.
-bool read_exactly(int fd, char* buf, size_t n, Clock::time_point deadline) {
-  size_t got = 0;
-  while (got < n) {
-    const ssize_t r = ::recv(fd, buf + got, n - got, MSG_DONTWAIT);
-    if (r > 0) {
-      got += static_cast<size_t>(r);
-    } else if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, remaining_ms(deadline)) <= 0) return false;
+// Names the link in its proofs, so one link's proof is no other's.
+std::string link_context(uint32_t connector, uint32_t acceptor) {
+  return std::to_string(connector) + ">" + std::to_string(acceptor);
+}
+
+// Sends all of `bytes` on a non-blocking socket, waiting a little for room.
+bool send_bytes(int fd, const std::string& bytes) {
+  size_t sent = 0;
+  for (int tries = 0; sent < bytes.size() && tries < kSendRetries;) {
+    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 50);
+      ++tries;
     } else {
       return false;
     }
+  }
+  return sent == bytes.size();
+}
+
+// Appends what the socket holds (at most `cap` bytes in all); false at its
+// end or on an error.
+bool read_available(int fd, std::string* inbox, size_t cap) {
+  char buf[256];
+  while (inbox->size() < cap) {
+    const ssize_t n = ::recv(fd, buf, std::min(sizeof buf, cap - inbox->size()), MSG_DONTWAIT);
+    if (n > 0) inbox->append(buf, static_cast<size_t>(n));
+    else if (n < 0 && errno == EINTR) continue;
+    else return n < 0 && errno == EAGAIN;
   }
   return true;
 }
@@ -125,7 +156,8 @@ KeepaliveTiming KeepaliveTiming::from_peer_timeout(uint64_t peer_timeout_ms) {
 }
 
 std::unique_ptr<LivenessMesh> LivenessMesh::listen(uint32_t rank, uint32_t nodes, const std::string& advertised_ip,
-                                                   uint64_t peer_timeout_ms, std::string* error) {
+                                                   uint64_t peer_timeout_ms, std::string* error,
+                                                   std::string job_key) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   sockaddr_in addr{};
@@ -133,25 +165,31 @@ std::unique_ptr<LivenessMesh> LivenessMesh::listen(uint32_t rank, uint32_t nodes
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   socklen_t len = sizeof addr;
   if (fd < 0 || wake < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::listen(fd, static_cast<int>(std::min<uint32_t>(nodes, 4096))) != 0 ||
+      // Room for strangers too: they must not keep real peers out of the queue.
+      ::listen(fd, static_cast<int>(std::min<uint32_t>(nodes, 4096) + kMaxUnproven)) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     *error = std::string("liveness: cannot open a listening TCP socket: ") + std::strerror(errno);
     if (fd >= 0) ::close(fd);
     if (wake >= 0) ::close(wake);
     return nullptr;
   }
-  std::random_device random;
-  const uint64_t nonce = (uint64_t{random()} << 32 | random()) | 1;
-  std::unique_ptr<LivenessMesh> mesh(new LivenessMesh(
-      fd, wake, rank, nodes, advertised_ip, nonce, KeepaliveTiming::from_peer_timeout(peer_timeout_ms)));
+  const bool key_given = !job_key.empty();
+  if (!key_given && !random_bytes(auth::kSecretBytes, &job_key, error)) {
+    *error = "liveness: " + *error;
+    ::close(fd);
+    ::close(wake);
+    return nullptr;
+  }
+  std::unique_ptr<LivenessMesh> mesh(new LivenessMesh(fd, wake, rank, nodes, advertised_ip, std::move(job_key),
+                                                      key_given, KeepaliveTiming::from_peer_timeout(peer_timeout_ms)));
   mesh->port_ = ntohs(addr.sin_port);
   return mesh;
 }
 
 LivenessMesh::LivenessMesh(int listen_fd, int wake_fd, uint32_t rank, uint32_t nodes, std::string ip,
-                           uint64_t nonce, KeepaliveTiming timing)
+                           std::string key, bool key_given, KeepaliveTiming timing)
     : wake_fd_(wake_fd), listen_fd_(listen_fd), rank_(rank), nodes_(nodes), ip_(std::move(ip)),
-      my_nonce_(nonce), timing_(timing), peers_(nodes) {}
+      key_(std::move(key)), key_given_(key_given), timing_(timing), peers_(nodes) {}
 
 LivenessMesh::~LivenessMesh() {
   stop_.store(true);
@@ -168,9 +206,7 @@ LivenessMesh::~LivenessMesh() {
 }
 
 std::string LivenessMesh::address() const {
-  char nonce[20];
-  std::snprintf(nonce, sizeof nonce, "%" PRIx64, my_nonce_);
-  return ip_ + ":" + std::to_string(port_) + "/" + nonce;
+  return ip_ + ":" + std::to_string(port_) + "/" + (key_given_ ? std::string("-") : hex_encode(key_));
 }
 
 void LivenessMesh::set_socket_options(int fd) {
@@ -185,25 +221,32 @@ void LivenessMesh::set_socket_options(int fd) {
 
 bool LivenessMesh::connect(const std::vector<std::string>& addresses, int timeout_ms, std::string* error) {
   sockaddr_in addr{};
-  if (addresses.size() != nodes_ || !parse_address(addresses[0], &addr, &job_nonce_)) {
+  std::string key_text, node0_key;
+  if (addresses.size() != nodes_ || !parse_address(addresses[0], &addr, &key_text) ||
+      (!key_given_ && (!hex_decode(key_text, &node0_key) || node0_key.size() != auth::kSecretBytes))) {
     *error = "liveness: node 0 published a malformed address";
     return false;
   }
+  if (!key_given_) key_ = node0_key;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   // Connects complete in the peers' listen backlogs, so nobody waits for a
-  // peer that is itself still connecting.
+  // peer that is itself still connecting; then every handshake runs at once.
   for (uint32_t n = rank_ + 1; n < nodes_; ++n) {
     if (!connect_higher(n, addresses[n], remaining_ms(deadline), error)) return false;
   }
-  const bool ok = accept_lower(remaining_ms(deadline), error);
+  const bool ok = handshake(remaining_ms(deadline), error);
   ::close(listen_fd_);  // the mesh stands: nobody else may join
   listen_fd_ = -1;
+  if (refused_ > 0) {
+    std::fprintf(stderr, "carflow: liveness node %u: refused %llu connection(s) that did not prove the job key\n",
+                 rank_, static_cast<unsigned long long>(refused_));
+  }
   return ok;
 }
 
 bool LivenessMesh::connect_higher(uint32_t node, const std::string& address, int timeout_ms, std::string* error) {
   sockaddr_in addr{};
-  uint64_t ignored = 0;
+  std::string ignored;
   const std::string who = "liveness: node " + std::to_string(node);
   if (!parse_address(address, &addr, &ignored)) {
     *error = who + " published a malformed address '" + address + "'";
@@ -227,62 +270,153 @@ bool LivenessMesh::connect_higher(uint32_t node, const std::string& address, int
     *error = who + " at " + address + ": cannot connect: " + std::strerror(err);
     return false;
   }
-  if (!send_frame(node, kHello, rank_, job_nonce_, "")) {
-    *error = who + " at " + address + ": cannot send HELLO";
+  std::string random_error;
+  if (!random_bytes(auth::kNonceBytes, &peers_[node].nonce, &random_error) ||
+      !send_frame(node, kHello, rank_, 0, peers_[node].nonce)) {
+    *error = who + " at " + address + ": cannot send HELLO " + random_error;
     return false;
   }
-  peers_[node].live = true;
+  return true;  // live once its CHALLENGE proves the key (check_higher)
+}
+
+// An accepted connection during its handshake: HELLO (rank, nonce) due by
+// hello_by, then our CHALLENGE, then its PROOF.
+struct LivenessMesh::Unproven {
+  int fd;
+  Clock::time_point hello_by;
+  std::string inbox;
+  uint32_t rank = UINT32_MAX;  // set by its HELLO
+  std::string nonce, our_nonce;
+};
+
+// Until every lower rank's connection proved the key and every higher
+// rank answered our HELLO with a proof of it. A connection that does not
+// prove it (wrong, replayed, garbage, silent, a rank taken or not lower)
+// is closed and counted, and the wait goes on; a higher rank that fails
+// ours ends the mesh with an error, since its address came from the store.
+bool LivenessMesh::handshake(int timeout_ms, std::string* error) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::vector<Unproven> unproven;
+  auto lower_missing = [&] {
+    uint32_t m = 0;
+    for (uint32_t n = 0; n < rank_; ++n) m += peers_[n].live ? 0 : 1;
+    return m;
+  };
+  auto higher_missing = [&] {
+    uint32_t m = 0;
+    for (uint32_t n = rank_ + 1; n < nodes_; ++n) m += peers_[n].live ? 0 : 1;
+    return m;
+  };
+  auto refuse = [&](size_t i) {
+    ::close(unproven[i].fd);
+    unproven.erase(unproven.begin() + static_cast<std::ptrdiff_t>(i));
+    ++refused_;
+  };
+  while (lower_missing() > 0 || higher_missing() > 0) {
+    std::vector<pollfd> fds = {{lower_missing() > 0 ? listen_fd_ : -1, POLLIN, 0}};
+    auto wake_at = deadline;
+    for (const Unproven& u : unproven) {
+      fds.push_back({u.fd, POLLIN, 0});
+      wake_at = std::min(wake_at, u.hello_by);
+    }
+    for (uint32_t n = rank_ + 1; n < nodes_; ++n) fds.push_back({peers_[n].live ? -1 : peers_[n].fd, POLLIN, 0});
+    if (Clock::now() >= deadline) {
+      *error = "liveness: " + std::to_string(lower_missing()) + " lower and " + std::to_string(higher_missing()) +
+               " higher node(s) did not complete the handshake in time";
+      for (size_t i = unproven.size(); i-- > 0;) refuse(i);
+      return false;
+    }
+    if (::poll(fds.data(), fds.size(), remaining_ms(wake_at)) < 0) continue;  // EINTR
+    for (uint32_t n = rank_ + 1; n < nodes_; ++n) {
+      if (fds[1 + unproven.size() + (n - rank_ - 1)].revents != 0 && !check_higher(n, error)) return false;
+    }
+    for (size_t i = unproven.size(); i-- > 0;) {
+      if ((fds[1 + i].revents != 0 && !answer_lower(unproven[i])) ||
+          (unproven[i].rank == UINT32_MAX - 1) || Clock::now() >= unproven[i].hello_by) {
+        if (unproven[i].rank == UINT32_MAX - 1) {  // proven: now a peer's link
+          unproven.erase(unproven.begin() + static_cast<std::ptrdiff_t>(i));
+        } else {
+          refuse(i);
+        }
+      }
+    }
+    if (fds[0].revents != 0) {
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) unproven.push_back({fd, std::min(deadline, Clock::now() + std::chrono::milliseconds(kHelloWaitMs))});
+      if (unproven.size() > kMaxUnproven) refuse(0);
+    }
+  }
+  for (size_t i = unproven.size(); i-- > 0;) refuse(i);
   return true;
 }
 
-// Accepts one connection from every lower rank. A connection whose HELLO
-// does not carry the job nonce and a new lower rank is closed (a stray or a
-// stale process), and the wait goes on.
-bool LivenessMesh::accept_lower(int timeout_ms, std::string* error) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  uint32_t missing = rank_;
-  while (missing > 0) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (::poll(&p, 1, remaining_ms(deadline)) <= 0) {
-      *error = "liveness: " + std::to_string(missing) + " lower node(s) did not connect in time";
-      return false;
-    }
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) continue;
-    char header[kHeaderBytes];
-    const auto hello_by = std::min(deadline, Clock::now() + std::chrono::milliseconds(kHelloWaitMs));
-    Frame f{};
-    if (read_exactly(fd, header, sizeof header, hello_by)) f = decode_header(header);
-    if (f.type != kHello || f.value != job_nonce_ || f.text_bytes != 0 || f.rank >= rank_ ||
-        peers_[f.rank].fd >= 0) {
-      ::close(fd);
-      continue;
-    }
-    set_socket_options(fd);
-    peers_[f.rank].fd = fd;
-    peers_[f.rank].live = true;
-    --missing;
+// The acceptor's side of one connection; false: refuse it. Once it proved
+// the key, its fd becomes the peer's link and u.rank is set to UINT32_MAX - 1.
+bool LivenessMesh::answer_lower(Unproven& u) {
+  if (!read_available(u.fd, &u.inbox, kHeaderBytes + auth::kNonceBytes)) return false;
+  if (u.inbox.size() < kHeaderBytes) return true;
+  const Frame f = decode_header(u.inbox.data());
+  const bool hello = u.our_nonce.empty();
+  if (f.type != (hello ? kHello : kProof) || f.text_bytes != (hello ? auth::kNonceBytes : auth::kProofBytes) ||
+      (hello ? f.rank >= rank_ || peers_[f.rank].fd >= 0 : f.rank != u.rank)) {
+    return false;
   }
+  if (u.inbox.size() < kHeaderBytes + f.text_bytes) return true;
+  const std::string text = u.inbox.substr(kHeaderBytes, f.text_bytes);
+  u.inbox.erase(0, kHeaderBytes + f.text_bytes);
+  const std::string context = link_context(f.rank, rank_);
+  if (hello) {
+    std::string random_error;
+    u.rank = f.rank;
+    u.nonce = text;
+    if (!random_bytes(auth::kNonceBytes, &u.our_nonce, &random_error)) return false;
+    const std::string proof = auth::proof(key_, auth::kAcceptorRole, context, u.nonce, u.our_nonce);
+    return send_bytes(u.fd, encode_frame(kChallenge, rank_, 0, u.our_nonce + proof)) && answer_lower(u);
+  }
+  if (!auth::verify(text, key_, auth::kConnectorRole, context, u.nonce, u.our_nonce) || peers_[u.rank].fd >= 0) {
+    return false;
+  }
+  set_socket_options(u.fd);
+  Peer& peer = peers_[u.rank];
+  peer.fd = u.fd;
+  peer.inbox = std::move(u.inbox);  // a BYE or LOST may already follow
+  peer.live = true;
+  u.rank = UINT32_MAX - 1;
+  return true;
+}
+
+// The connector's side: the higher node's CHALLENGE must prove the key for
+// our nonce; then our PROOF. false with *error if it does not.
+bool LivenessMesh::check_higher(uint32_t node, std::string* error) {
+  Peer& peer = peers_[node];
+  const std::string who = "liveness: node " + std::to_string(node);
+  if (!read_available(peer.fd, &peer.inbox, kHeaderBytes + auth::kNonceBytes + auth::kProofBytes)) {
+    *error = who + " closed its link during the handshake";
+    return false;
+  }
+  if (peer.inbox.size() < kHeaderBytes + auth::kNonceBytes + auth::kProofBytes) return true;
+  const Frame f = decode_header(peer.inbox.data());
+  const std::string their_nonce = peer.inbox.substr(kHeaderBytes, auth::kNonceBytes);
+  const std::string proof = peer.inbox.substr(kHeaderBytes + auth::kNonceBytes, auth::kProofBytes);
+  const std::string context = link_context(rank_, node);
+  if (f.type != kChallenge || f.rank != node || f.text_bytes != auth::kNonceBytes + auth::kProofBytes ||
+      !auth::verify(proof, key_, auth::kAcceptorRole, context, peer.nonce, their_nonce)) {
+    *error = who + " did not prove it knows the job key: not this job's process";
+    return false;
+  }
+  peer.inbox.clear();
+  if (!send_frame(node, kProof, rank_, 0, auth::proof(key_, auth::kConnectorRole, context, peer.nonce, their_nonce))) {
+    *error = who + ": cannot send PROOF";
+    return false;
+  }
+  peer.live = true;
   return true;
 }
 
 bool LivenessMesh::send_frame(uint32_t node, uint32_t type, uint32_t rank, uint64_t value, const std::string& text) {
   const std::string bytes = encode_frame(type, rank, value, text.substr(0, kMaxTextBytes));
   std::lock_guard<std::mutex> lock(send_mu_);
-  size_t sent = 0;
-  for (int tries = 0; sent < bytes.size() && tries < kSendRetries;) {
-    const ssize_t n = ::send(peers_[node].fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      sent += static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      pollfd p{peers_[node].fd, POLLOUT, 0};
-      ::poll(&p, 1, 50);
-      ++tries;
-    } else {
-      return false;
-    }
-  }
-  return sent == bytes.size();
+  return send_bytes(peers_[node].fd, bytes);
 }
 
 void LivenessMesh::watch(LostCallback on_lost) {

@@ -5,9 +5,16 @@
 //
 // Every node opens a TCP listening socket; the runtime publishes address()
 // through the job store and hands every node's address to connect(). Then
-// a full mesh: the lower rank connects to the higher one and says HELLO
-// with its rank and the job nonce (node 0's), so a stray connection is
-// refused. The listening socket closes once the mesh stands.
+// a full mesh: the lower rank connects to the higher one, and both prove
+// they know the job's key before the link counts (job_auth.h): the
+// connector's HELLO carries its rank and a fresh nonce, the acceptor
+// answers CHALLENGE (its nonce and its proof over both), the connector
+// checks it and answers PROOF. A connection that does not prove the key
+// within kHelloWaitMs is closed and counted, and the mesh goes on forming;
+// the count is printed once on stderr. The key is the one the runtime
+// derives from cfrun's job secret, never sent; without one (PMIx), node 0's
+// random key, shared through the job store. The listening socket closes
+// once the mesh stands.
 //
 // What counts as lost (GASNet LAPI notes README: a job with a dead process must end,
 // not hang):
@@ -29,8 +36,9 @@
 //
 // Wire format: frames of a 20-byte header (type, rank, value: big-endian
 // u32, u32, u64; then a u32 text length) and that many bytes of text
-// (at most kMaxTextBytes). HELLO value = job nonce; LOST rank = the lost
-// node, text = how; BYE carries nothing.
+// (at most kMaxTextBytes). HELLO text = nonce; CHALLENGE text = nonce and
+// proof; PROOF text = proof; LOST rank = the lost node, text = how; BYE
+// carries nothing.
 //
 // Threading: one thread (started by watch()) polls every link and calls
 // on_lost(node, how) at most once per node; on_lost must not call back into
@@ -69,16 +77,19 @@ class LivenessMesh {
   static constexpr size_t kMaxTextBytes = 1024;
 
   // Listens on every interface (an ephemeral port) as `rank` of `nodes`.
-  // advertised_ip: the address other nodes reach this one at.
+  // advertised_ip: the address other nodes reach this one at. job_key: the
+  // key every node was given (JobStore::derived_key); "" = node 0's random
+  // one, published in its address.
   static std::unique_ptr<LivenessMesh> listen(uint32_t rank, uint32_t nodes,
                                               const std::string& advertised_ip,
-                                              uint64_t peer_timeout_ms, std::string* error);
+                                              uint64_t peer_timeout_ms, std::string* error,
+                                              std::string job_key = "");
   ~LivenessMesh();
   LivenessMesh(const LivenessMesh&) = delete;
   LivenessMesh& operator=(const LivenessMesh&) = delete;
 
-  // "IP:PORT/NONCE" to publish; NONCE is this node's random 64-bit value
-  // (node 0's becomes the job's).
+  // "IP:PORT/KEY" to publish: KEY is this node's random key in hex (node
+  // 0's becomes the job's), or "-" when the job's key was given.
   std::string address() const;
   // addresses[n]: node n's address(). Connects to every higher rank and
   // accepts every lower one; false with *error naming the node on failure
@@ -91,6 +102,8 @@ class LivenessMesh {
   void goodbye(int timeout_ms);
 
   const KeepaliveTiming& timing() const { return timing_; }
+  // Connections closed by connect() for want of a proof of the key.
+  uint64_t refused() const { return refused_; }
 
  private:
   struct Peer {
@@ -99,12 +112,16 @@ class LivenessMesh {
     bool said_bye = false;  // its BYE arrived
     bool reported = false;  // on_lost was called (or is being called) for it
     std::string inbox;      // bytes of a partial frame
+    std::string nonce;      // a higher peer's: the nonce our HELLO sent
   };
+  struct Unproven;  // an accepted connection during its handshake
 
   LivenessMesh(int listen_fd, int wake_fd, uint32_t rank, uint32_t nodes, std::string ip,
-               uint64_t nonce, KeepaliveTiming timing);
+               std::string key, bool key_given, KeepaliveTiming timing);
   bool connect_higher(uint32_t node, const std::string& address, int timeout_ms, std::string* error);
-  bool accept_lower(int deadline_ms, std::string* error);
+  bool handshake(int timeout_ms, std::string* error);
+  bool answer_lower(Unproven& u);
+  bool check_higher(uint32_t node, std::string* error);
   void set_socket_options(int fd);
   bool send_frame(uint32_t node, uint32_t type, uint32_t rank, uint64_t value, const std::string& text);
   void poll_loop();
@@ -117,8 +134,9 @@ class LivenessMesh {
   const uint32_t rank_;
   const uint32_t nodes_;
   const std::string ip_;
-  const uint64_t my_nonce_;
-  uint64_t job_nonce_ = 0;
+  std::string key_;          // the job's, once connect() knows it
+  const bool key_given_;     // false: key_ is this node's candidate until connect()
+  uint64_t refused_ = 0;
   const KeepaliveTiming timing_;
   uint16_t port_ = 0;
 
