@@ -211,27 +211,32 @@ bool FlatDagBuilder::finish(FlatDag* out, std::string* error) {
   return true;
 }
 
-bool build_flat_dag(const GeneratorInfo& gen, const CollectiveSpec& spec, FlatDag* out,
-                    std::string* error, uint64_t max_cars) {
+bool estimate_flat_cars(const GeneratorInfo& gen, const CollectiveSpec& spec, uint64_t max_cars,
+                        uint64_t* estimate, std::string* error) {
   const uint32_t P = spec.images;
   if (P == 0) return fail(error, "--images: must be at least 1");
   max_cars = std::min(max_cars, kMaxFlatCars);
-  // An all-to-all algorithm shows itself in any image other than the root:
-  // refuse before building anything when P such images would not fit.
+  // An all-to-all algorithm shows itself in any image other than the root.
   const uint32_t sample = (spec.root + 1) % P;
-  LocalDag probe = generate_local(gen, spec, sample);
-  const uint64_t estimate = static_cast<uint64_t>(probe.cars.size()) * P;
-  if (estimate > max_cars) {
+  const uint64_t cars = generate_local(gen, spec, sample).cars.size();
+  *estimate = cars * P;
+  if (*estimate > max_cars) {
     return fail(error, "--images: " + gen.name + " on " + std::to_string(P) + " images needs about " +
-                           std::to_string(estimate) + " CARs (image " + std::to_string(sample) +
-                           " alone has " + std::to_string(probe.cars.size()) +
-                           "), over the simulator's limit of " + std::to_string(max_cars) + " CARs");
+                           std::to_string(*estimate) + " CARs (image " + std::to_string(sample) +
+                           " alone has " + std::to_string(cars) + "), over the simulator's limit of " +
+                           std::to_string(max_cars) + " CARs");
   }
-  FlatDagBuilder builder(P, max_cars);
+  return true;
+}
+
+bool build_flat_dag(const GeneratorInfo& gen, const CollectiveSpec& spec, FlatDag* out,
+                    std::string* error, uint64_t max_cars) {
+  uint64_t estimate = 0;
+  if (!estimate_flat_cars(gen, spec, max_cars, &estimate, error)) return false;
+  FlatDagBuilder builder(spec.images, max_cars);
   builder.reserve(estimate);
-  for (uint32_t i = 0; i < P; ++i) {
-    LocalDag local = i == sample ? std::move(probe) : generate_local(gen, spec, i);
-    if (!builder.add(local, error)) return false;
+  for (uint32_t i = 0; i < spec.images; ++i) {
+    if (!builder.add(generate_local(gen, spec, i), error)) return false;
   }
   return builder.finish(out, error);
 }

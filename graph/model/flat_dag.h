@@ -73,9 +73,14 @@ class FlatDagBuilder {
   bool any_member_ = false;
 };
 
-// Every image of `spec` from `gen`, one generate_local at a time. Before
-// building, refuses (naming --images and the limit) a collective whose
-// CAR count, estimated from image (root + 1) mod P, exceeds max_cars.
+// The CARs of `spec` as estimated from image (root + 1) mod P (the root
+// may have more, the others alike): false with *error naming --images and
+// the limit when that is above max_cars, so an all-to-all algorithm at a
+// large P is refused before anything is built.
+bool estimate_flat_cars(const GeneratorInfo& gen, const CollectiveSpec& spec, uint64_t max_cars,
+                        uint64_t* estimate, std::string* error);
+// Every image of `spec` from `gen`, one generate_local at a time, after
+// estimate_flat_cars.
 bool build_flat_dag(const GeneratorInfo& gen, const CollectiveSpec& spec, FlatDag* out,
                     std::string* error, uint64_t max_cars = kMaxFlatCars);
 // An existing global DAG (tests, plan's files).

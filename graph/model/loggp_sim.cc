@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <unordered_map>
 
 #include "graph/model/loggp.h"
 
@@ -27,72 +28,93 @@ constexpr uint32_t kNoCause = UINT32_MAX;
 constexpr uint32_t kRan = UINT32_MAX;  // pending[c] once c has run
 constexpr uint64_t kDispatch = uint64_t{1} << 32;
 
-// A monotone priority queue on (time, key): a radix heap (Ahuja, Mehlhorn,
-// Orlin, Tarjan, "Faster algorithms for the shortest path problem", JACM
-// 1990) over the 128-bit (time bits, key); a non-negative double's bits
-// order as the double does. An item lives in the bucket of the highest bit
-// where it differs from the last one taken, so pushes append and a pop
-// scans one bucket: far fewer cache misses than a binary heap of a million
-// entries. The simulation never pushes an earlier time than it took last;
-// an equal time with a smaller key (a zero-cost CAR's successor) goes to
-// `late_` and is taken first, as a heap would.
+// The event queue: pending times in a binary heap, each time's keys in a
+// vector that is sorted (if it is not already) when that time comes up.
+// Symmetric algorithms put a whole sweep over the images (a million events)
+// at one time; taking them as one sorted run keeps the (time, key) order,
+// costs one heap operation per distinct time rather than per event, and
+// shows the simulator which CARs come next so it can prefetch them. Keys
+// pushed at the current time are merged in through a small heap, so the
+// order is exactly (time, key) even for a zero-cost CAR's successors.
 class EventQueue {
  public:
-  bool empty() const { return size_ == 0; }
+  bool empty() const { return pos_ == run_.size() && now_heap_.empty() && times_.empty(); }
   void push(double t, uint64_t key) {
-    const Item item = pack(t, key);
-    ++size_;
-    if (item < last_) {
-      late_.push_back(item);
-      std::push_heap(late_.begin(), late_.end(), std::greater<Item>());
+    if (started_ && t == now_) {
+      now_heap_.push_back(key);
+      std::push_heap(now_heap_.begin(), now_heap_.end(), std::greater<uint64_t>());
       return;
     }
-    buckets_[bucket(item)].push_back(item);
+    uint64_t bits;
+    std::memcpy(&bits, &t, sizeof bits);
+    if (bits != cached_bits_ || cached_slot_ == kNone) {
+      auto [it, added] = slot_of_.try_emplace(bits, 0u);
+      if (added) {
+        it->second = take_slot();
+        times_.push_back(t);
+        std::push_heap(times_.begin(), times_.end(), std::greater<double>());
+      }
+      cached_bits_ = bits;
+      cached_slot_ = it->second;
+    }
+    slots_[cached_slot_].push_back(key);
   }
   // The least (time, key); the queue must not be empty.
   void pop(double* t, uint64_t* key) {
-    --size_;
-    Item item;
-    if (!late_.empty()) {
-      std::pop_heap(late_.begin(), late_.end(), std::greater<Item>());
-      item = late_.back();
-      late_.pop_back();
+    if (pos_ == run_.size() && now_heap_.empty()) next_time();
+    *t = now_;
+    if (!now_heap_.empty() && (pos_ == run_.size() || now_heap_.front() < run_[pos_])) {
+      std::pop_heap(now_heap_.begin(), now_heap_.end(), std::greater<uint64_t>());
+      *key = now_heap_.back();
+      now_heap_.pop_back();
     } else {
-      if (buckets_[0].empty()) refill();
-      item = buckets_[0].back();
-      buckets_[0].pop_back();
+      *key = run_[pos_++];
     }
-    const uint64_t bits = static_cast<uint64_t>(item >> 64);
-    std::memcpy(t, &bits, sizeof bits);
-    *key = static_cast<uint64_t>(item);
   }
+  // The key i places after the next one in the current run, or kNoKey.
+  static constexpr uint64_t kNoKey = UINT64_MAX;
+  uint64_t ahead(size_t i) const { return pos_ + i < run_.size() ? run_[pos_ + i] : kNoKey; }
 
  private:
-  using Item = unsigned __int128;
-  static Item pack(double t, uint64_t key) {
+  static constexpr uint32_t kNone = UINT32_MAX;
+  uint32_t take_slot() {
+    if (!free_.empty()) {
+      const uint32_t slot = free_.back();
+      free_.pop_back();
+      return slot;
+    }
+    slots_.emplace_back();
+    return static_cast<uint32_t>(slots_.size() - 1);
+  }
+  void next_time() {
+    std::pop_heap(times_.begin(), times_.end(), std::greater<double>());
+    now_ = times_.back();
+    times_.pop_back();
+    started_ = true;
     uint64_t bits;
-    std::memcpy(&bits, &t, sizeof bits);
-    return (Item{bits} << 64) | key;
-  }
-  size_t bucket(Item item) const {
-    const Item diff = item ^ last_;
-    const uint64_t hi = static_cast<uint64_t>(diff >> 64), lo = static_cast<uint64_t>(diff);
-    return hi != 0 ? 128 - __builtin_clzll(hi) : lo != 0 ? 64 - __builtin_clzll(lo) : 0;
-  }
-  // Moves the least non-empty bucket's items down, around its minimum.
-  void refill() {
-    size_t b = 1;
-    while (buckets_[b].empty()) ++b;
-    std::vector<Item>& from = buckets_[b];
-    last_ = *std::min_element(from.begin(), from.end());
-    for (const Item item : from) buckets_[bucket(item)].push_back(item);
-    from.clear();
+    std::memcpy(&bits, &now_, sizeof bits);
+    auto it = slot_of_.find(bits);
+    const uint32_t slot = it->second;
+    slot_of_.erase(it);
+    if (cached_slot_ == slot) cached_slot_ = kNone;
+    run_.clear();
+    run_.swap(slots_[slot]);  // the slot keeps run_'s old capacity for reuse
+    free_.push_back(slot);
+    pos_ = 0;
+    if (!std::is_sorted(run_.begin(), run_.end())) std::sort(run_.begin(), run_.end());
   }
 
-  std::array<std::vector<Item>, 129> buckets_;
-  std::vector<Item> late_;
-  Item last_ = 0;
-  size_t size_ = 0;
+  std::vector<double> times_;  // a min-heap of the times that have keys
+  std::unordered_map<uint64_t, uint32_t> slot_of_;  // a time's bits -> its slot
+  std::vector<std::vector<uint64_t>> slots_;
+  std::vector<uint32_t> free_;
+  uint64_t cached_bits_ = 0;  // pushes come in runs to one time
+  uint32_t cached_slot_ = kNone;
+  bool started_ = false;
+  double now_ = 0;
+  std::vector<uint64_t> run_;  // the current time's keys, sorted
+  size_t pos_ = 0;
+  std::vector<uint64_t> now_heap_;  // keys pushed at the current time
 };
 
 struct ImageState {
@@ -138,6 +160,22 @@ class LogGPSim {
   void became_ready(uint32_t x);
   void critical_path(uint32_t last, LogGPResult* result) const;
   std::string deadlock() const;
+  // The events of a run are known in advance and touch CARs and images
+  // scattered over gigabytes: ask for them early (the CAR far ahead, its
+  // image and its message's other end once the CAR has arrived).
+  void prefetch_ahead() const {
+    constexpr size_t kFar = 16, kNear = 8;
+    const uint64_t far = queue_.ahead(kFar), near = queue_.ahead(kNear);
+    if (far != EventQueue::kNoKey) {
+      __builtin_prefetch(far & kDispatch ? static_cast<const void*>(&images_[far & 0xffffffffu])
+                                         : static_cast<const void*>(&state_[far]));
+    }
+    if (near != EventQueue::kNoKey && !(near & kDispatch)) {
+      const FlatCar& car = state_[near];
+      __builtin_prefetch(&images_[car.image]);
+      if (car.match != kNoFlatCar) __builtin_prefetch(&state_[car.match]);
+    }
+  }
 
   const FlatDag& dag_;
   HugeVector<FlatCar>& state_;
@@ -264,6 +302,7 @@ bool LogGPSim::run(LogGPResult* result, std::string* error) {
     double t;
     uint64_t key;
     queue_.pop(&t, &key);
+    prefetch_ahead();
     if (key & kDispatch) {
       on_dispatch(static_cast<uint32_t>(key & 0xffffffffu), t);
     } else {

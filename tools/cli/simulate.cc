@@ -1,9 +1,11 @@
 // carflow simulate: a collective's predicted time under the LogGP model
 // (graph/model/loggp.h), one algorithm or every algorithm of the kind.
-// Image DAGs are generated one at a time into a FlatDag, never as a whole
-// GlobalDag, so P reaches 2^20 for the log-depth algorithms.
+// Image DAGs are generated a chunk at a time into a FlatDag, never as a
+// whole GlobalDag, so P reaches 2^20 for the log-depth algorithms.
 #include <charconv>
 #include <chrono>
+#include <future>
+#include <thread>
 
 #include "graph/model/loggp.h"
 #include "tools/cli/cli.h"
@@ -83,12 +85,51 @@ bool spec_for(const Args& args, const carflow::Config& config, const std::string
   return true;
 }
 
+// Image DAGs are generated on every core, a chunk at a time, while this
+// thread adds the previous chunk in rank order (generators are pure
+// functions of the spec and the image, as the engine's image threads rely
+// on). A spent chunk is freed by the job that makes the next one.
+constexpr uint32_t kChunk = 4096;  // images per generated chunk
+
+bool build_parallel(const carflow::GeneratorInfo& gen, const carflow::CollectiveSpec& spec, uint64_t estimate,
+                    carflow::FlatDag* out, std::string* error) {
+  const uint32_t P = spec.images;
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  using Chunk = std::vector<carflow::LocalDag>;
+  auto generate = [&gen, &spec, P, threads](uint32_t first, Chunk spent) {
+    spent.clear();
+    Chunk chunk(std::min(kChunk, P - first));
+    auto part = [&](unsigned w) {
+      for (size_t i = w; i < chunk.size(); i += threads) chunk[i] = carflow::generate_local(gen, spec, first + i);
+    };
+    std::vector<std::thread> helpers;
+    for (unsigned w = 1; w < threads; ++w) helpers.emplace_back(part, w);
+    part(0);
+    for (std::thread& t : helpers) t.join();
+    return chunk;
+  };
+  carflow::FlatDagBuilder builder(P);
+  builder.reserve(estimate);
+  Chunk spent;
+  std::future<Chunk> next = std::async(std::launch::async, generate, 0, Chunk{});
+  for (uint32_t first = 0; first < P; first += kChunk) {
+    Chunk chunk = next.get();
+    if (first + kChunk < P) next = std::async(std::launch::async, generate, first + kChunk, std::move(spent));
+    for (const carflow::LocalDag& dag : chunk) {
+      if (!builder.add(dag, error)) return false;
+    }
+    spent = std::move(chunk);
+  }
+  return builder.finish(out, error);
+}
+
 Outcome run_one(const carflow::GeneratorInfo& gen, const carflow::CollectiveSpec& spec,
                 const carflow::LogGPModel& model) {
   Outcome out;
   out.algorithm = gen.name;
   auto t0 = std::chrono::steady_clock::now();
-  (void)carflow::generate_local(gen, spec, (spec.root + 1) % spec.images);
+  uint64_t estimate = 0;
+  if (!carflow::estimate_flat_cars(gen, spec, carflow::kMaxFlatCars, &estimate, &out.error)) return out;
   const double per_image = seconds_since(t0);
   if (per_image * spec.images > kMaxGenerateSeconds) {
     out.error = "--images: generating " + gen.name + "'s " + std::to_string(spec.images) +
@@ -99,7 +140,7 @@ Outcome run_one(const carflow::GeneratorInfo& gen, const carflow::CollectiveSpec
   }
   carflow::FlatDag dag;
   t0 = std::chrono::steady_clock::now();
-  if (!carflow::build_flat_dag(gen, spec, &dag, &out.error)) return out;
+  if (!build_parallel(gen, spec, estimate, &dag, &out.error)) return out;
   out.build_s = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   if (!carflow::simulate_loggp(dag, model, &out.result, &out.error)) return out;
