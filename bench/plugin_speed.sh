@@ -23,7 +23,7 @@ run() {  # MODE COLL ALGO SIZE
     CF_PLUGINS=$plugin "${cmd[@]}" --images 1
   else
     CF_PLUGINS=$plugin timeout 300 "$cfrun" -n 2 --images 1 "${cmd[@]}" --images 1
-  fi | grep avg_us | head -1 | sed "s/^/$mode $coll $algo $size /"
+  fi | grep avg_us | head -1 | sed -e "s/^\[[0-9]*\] //" -e "s/^/$mode $coll $algo $size /"
 }
 for r in $(seq "$rounds"); do
   for mode in threads processes; do

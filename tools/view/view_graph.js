@@ -156,11 +156,23 @@ cfView.graph = (function (view) {
     for (g = model.offset[i]; g < model.offset[i + 1]; g++) {
       var car = model.cars[g];
       if (!state.kinds.has(car.kind)) continue;
-      out.push({ group: 'nodes', classes: 'car ' + car.kind + (car.sync ? ' sync' : '') + critClass(model.onPath[g]),
+      out.push({ group: 'nodes', classes: 'car ' + car.kind + (car.sync ? ' sync' : '') + critClass(model.onPath[g]) +
+                                          runStateClass(i, g - model.offset[i]),
                  position: { x: x + model.slot[g] * DX + DX / 2, y: model.depth[g] * DY },
                  data: { id: 'c' + g, parent: 'i' + i, g: g, kind: car.kind, label: carLabel(car),
                          crit: model.onPath[g] } });
     }
+  }
+
+  // A hang report's states (graph JSON "run_state": one image's CARs):
+  // the class that rings the CAR in its state's colour.
+  function runState(i, c) {
+    var rs = dag.run_state;
+    return rs && rs.image === i && typeof rs.cars[c] === 'string' ? rs.cars[c] : undefined;
+  }
+  function runStateClass(i, c) {
+    var s = runState(i, c);
+    return s ? ' state-' + s : '';
   }
 
   // Critical elements are marked as they are made: a pass over thousands of
@@ -243,6 +255,11 @@ cfView.graph = (function (view) {
       { selector: big ? 'edge.agg.labelled' : 'edge.agg', style: { 'label': 'data(label)' } },
       { selector: '.critical', style: { 'line-color': '#e53935', 'target-arrow-color': '#e53935',
                                         'border-color': '#e53935', 'border-width': 3 } },
+      { selector: 'node.state-done', style: { 'border-width': 4, 'border-color': '#2e7d32' } },
+      { selector: 'node.state-running', style: { 'border-width': 4, 'border-color': '#f9a825' } },
+      { selector: 'node.state-ready', style: { 'border-width': 4, 'border-color': '#0288d1' } },
+      { selector: 'node.state-waiting_dep', style: { 'border-width': 4, 'border-color': '#9e9e9e', 'border-style': 'dotted' } },
+      { selector: 'node.state-waiting_message', style: { 'border-width': 6, 'border-color': '#c51162' } },
       { selector: 'edge.critical', style: { 'width': 3.5, 'z-index': 10 } },
       { selector: '.match', style: { 'overlay-color': '#ffeb3b', 'overlay-opacity': 0.6, 'overlay-padding': 4 } },
       { selector: ':selected', style: { 'overlay-color': '#000', 'overlay-opacity': 0.2 } },
@@ -406,6 +423,7 @@ cfView.graph = (function (view) {
       ['incoming_left', car.incoming_left === undefined ? undefined : String(car.incoming_left)],
       ['shape', car.shape], ['first_elems', car.first_elems], ['chunk_elems', car.chunk_elems],
       ['sync', car.sync ? 'yes (added by a sync mode)' : undefined], ['member', car.member],
+      ['state', runState(i, g - model.offset[i])],
       ['deps', deps || 'none'],
       ['depth', model.depth[g] + ' of ' + model.pathLength + (model.onPath[g] ? ' (on the critical path)' : '')],
     ]);
@@ -503,6 +521,10 @@ cfView.graph = (function (view) {
     view.$('legend').appendChild(view.el('span', {}, 'red: critical path'));
     view.$('legend').appendChild(view.el('span', {}, 'double black border: sync CAR'));
     view.$('legend').appendChild(view.el('span', {}, 'grey box: collapsed image (click to expand)'));
+    if (dag.run_state) {
+      view.$('legend').appendChild(view.el('span', {}, 'hang report, image ' + dag.run_state.image +
+          ': ring green done, amber running, blue ready, dotted grey waiting on a dependency, thick magenta waiting for a message'));
+    }
   }
 
   // F.html#car=3:5 opens with image 3 expanded and its CAR 5 selected
