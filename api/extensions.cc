@@ -80,6 +80,22 @@ int cf_get_stats(cf_stats_t* out) {
   return succeed();
 }
 
+int cf_get_cache_stats(cf_cache_stats_t* out) {
+  if (out == nullptr) return fail(CF_ERR_BAD_ARG, "out: NULL");
+  Runtime& rt = Runtime::get();
+  if (!rt.initialized() || rt.engine() == nullptr) {
+    return fail(CF_ERR_NOT_INIT, "cf_get_cache_stats: no images are running");
+  }
+  Engine& engine = *rt.engine();
+  *out = cf_cache_stats_t{};
+  for (uint32_t i = 0; i < engine.local_images(); ++i) {
+    out->built += engine.image(i).generator_runs.load(std::memory_order_relaxed);
+    out->evicted += engine.image(i).schedules_evicted.load(std::memory_order_relaxed);
+    out->bytes += engine.image(i).cache_bytes.load(std::memory_order_relaxed);
+  }
+  return succeed();
+}
+
 int cf_get_net_stats(cf_net_stats_t* out) {
   if (out == nullptr) return fail(CF_ERR_BAD_ARG, "out: NULL");
   Runtime& rt = Runtime::get();

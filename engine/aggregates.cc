@@ -156,6 +156,7 @@ bool Engine::prepare_member(ImageContext& img, const CollectiveCall& call, Prepa
   member.in_allsync = member.out_allsync = false;
   prepared.member = schedule_for(img, member, prepared.gen, error, false);
   if (prepared.member == nullptr) return false;
+  prepared.member->pinned = true;  // merged schedules will point to it
   prepared.plain_member = !is_computational(call.kind) && !config_.check;
   prepared.part = OpenAggregate::part_of(
       prepared.member, (call.in_allsync ? OpenAggregate::kSyncIn : 0) | (call.out_allsync ? OpenAggregate::kSyncOut : 0));

@@ -126,6 +126,16 @@ Knob seconds_knob(const char* name, uint64_t Config::*member_ms, const char* doc
   return k;
 }
 
+// A seconds knob whose unset value (0) means off, and shows so.
+Knob off_when_zero(Knob k) {
+  auto show = k.show;
+  k.show = [show](const Config& c) {
+    const std::string text = show(c);
+    return text == "0" ? std::string("(off)") : text;
+  };
+  return k;
+}
+
 // Free text into a string member; `unset` shows an empty one.
 Knob string_knob(const char* name, const char* range, std::string Config::*member, const char* unset,
                  const char* doc) {
@@ -249,10 +259,13 @@ std::vector<Knob> make_knobs() {
       string_knob("CF_TRACE", "a directory", &C::trace_dir, "(off)",
                   "write when each CAR was ready, started and done, as Chrome trace-event JSON files in this "
                   "directory (`carflow trace merge`, `carflow view`; engine/README.md)"),
-      seconds_knob("CF_HANG_DUMP_S", &C::hang_dump_ms,
+      uint_knob("CF_SCHEDULE_CACHE_BYTES", 0, k2p40, &C::schedule_cache_bytes,
+                "schedules (compiled DAGs and their call state) an image keeps, in bytes; past it the least used "
+                "since the last trim are dropped and built again when needed; 0: no bound"),
+      off_when_zero(seconds_knob("CF_HANG_DUMP_S", &C::hang_dump_ms,
                    "a collective outstanding this long is reported: a line per waiting image on stderr and its "
                    "DAG with each CAR's state as graph JSON (in `CF_TRACE`'s directory, else the working one); "
-                   "SIGUSR1 reports every outstanding one at once; unset: off"),
+                   "SIGUSR1 reports every outstanding one at once; unset: off")),
       uint_knob("CF_TRACE_EVENTS", 1, uint64_t{1} << 26, &C::trace_events,
                 "with `CF_TRACE`: CARs recorded per image (64 bytes each, allocated at start); later ones are counted, not kept"),
       uint_knob("CF_EAGER_BYTES", 0, k2p20, &C::eager_bytes,

@@ -292,6 +292,9 @@ class ImageContext {
   std::vector<uint32_t> handle_generation;
   FreeSlots free_slots;
   std::atomic<uint64_t> generator_runs{0};  // schedule-cache misses
+  std::atomic<uint64_t> schedules_evicted{0};  // dropped to keep CF_SCHEDULE_CACHE_BYTES
+  std::atomic<uint64_t> cache_bytes{0};        // held by `cache` after the last miss
+  int trim_hold = 0;  // > 0: schedules looked up and not yet started are held (no trimming)
   const GeneratorInfo* algorithm[kCollKinds] = {};  // per-kind override (cf_coll_set_algorithm)
   Schedule* last_schedule = nullptr;        // one-entry cache in front of `cache`
   ScheduleKey last_key{};
@@ -503,6 +506,10 @@ class Engine final : public TransportHooks {
   // before they first run (carflow/generator.h, CF_GEN_CHECK_IMAGES).
   static constexpr uint32_t kPluginCheckImages = 256;
   bool check_plugin(const CollectiveSpec& spec, std::string* error);
+  // Keeps img.cache within CF_SCHEDULE_CACHE_BYTES after a miss added
+  // `fresh`: drops the least used schedules that no call is running and no
+  // aggregate points to, and makes the C API's memos stale (epoch).
+  void trim_cache(ImageContext& img, const Schedule* fresh);
   std::mutex plugin_mutex_;
   std::vector<std::pair<CollectiveSpec, std::string>> plugin_checks_;  // spec -> "" or the defect
   int join_aggregate(ImageContext& img, const CollectiveCall& call, PreparedCall& prepared,

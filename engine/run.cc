@@ -136,6 +136,13 @@ int Engine::start_represented(ImageContext& caller, const std::vector<Represente
                               uint64_t* handle, std::string* error) {
   std::vector<Schedule*> schedules;
   std::vector<uint64_t> digests;
+  // The schedules below stay unstarted until every part has one: none may
+  // be trimmed meanwhile.
+  struct Hold {
+    int& n;
+    explicit Hold(int& count) : n(count) { ++n; }
+    ~Hold() { --n; }
+  } hold(caller.trim_hold);
   for (const RepresentedCall& rc : calls) {
     if (rc.call.aggregate || !team_of(*rc.image, rc.call).aggregate.empty()) {
       *error = "flags: CF_COLL_AGGREGATE is not supported in the representative-thread mode";

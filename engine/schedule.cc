@@ -206,6 +206,15 @@ Schedule::~Schedule() {
 
 Instance::~Instance() { std::free(temp); }
 
+uint64_t Schedule::footprint() const {
+  uint64_t bytes = sizeof(Schedule) + dag_.cars.size() * sizeof(Car) + cars_.capacity() * sizeof(CompiledCar) +
+                   (successors_.capacity() + roots_.capacity() + counted_.capacity() + dag_ids_.capacity()) * 4 +
+                   segments_.capacity() * sizeof(CopySegment);
+  for (const Car& car : dag_.cars) bytes += car.deps.capacity() * sizeof(Dep);
+  const uint64_t per_instance = sizeof(Instance) + cars_.size() * sizeof(CarState) + temp_bytes_;
+  return bytes + created_ * per_instance;
+}
+
 Instance* Schedule::new_instance() {
   // Pool growth: once per concurrently outstanding call of this schedule.
   auto* inst = new Instance();

@@ -126,6 +126,12 @@ class Schedule {
   Instance* acquire();
   void release(Instance* instance);  // back into the pool (defined after Instance)
   size_t instances_created() const { return created_; }
+  // The schedule cache's budget (CF_SCHEDULE_CACHE_BYTES, Engine::trim_cache):
+  // calls started since the last trim, calls outstanding, bytes held.
+  uint64_t uses = 0;
+  uint32_t in_use = 0;
+  bool pinned = false;  // an aggregate member's: merged schedules point to it
+  uint64_t footprint() const;
 
   // Aggregates: the members' own schedules, in call order (empty otherwise).
   std::vector<const Schedule*> parts;
@@ -216,6 +222,8 @@ inline Instance* Schedule::acquire() {
   // Only CARs of several predecessors count down (a sole predecessor
   // releases its successor without the counter; roots have none).
   for (uint32_t i : counted_) inst->cars[i].pending.store(cars_[i].deps, std::memory_order_relaxed);
+  ++uses;
+  ++in_use;
   inst->status.store(0, std::memory_order_relaxed);
   inst->done.store(false, std::memory_order_relaxed);
   inst->digest = 0;
@@ -225,6 +233,7 @@ inline Instance* Schedule::acquire() {
 }
 
 inline void Schedule::release(Instance* instance) {
+  --in_use;
   instance->next_free = free_;
   free_ = instance;
 }

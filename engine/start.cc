@@ -121,6 +121,7 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   auto schedule = std::make_unique<Schedule>(spec, std::move(dag));
   Schedule* raw = schedule.get();
   img.cache.emplace(key, std::move(schedule));
+  if (config_.schedule_cache_bytes != 0) trim_cache(img, raw);
   img.last_key = key;
   img.last_schedule = raw;
   return raw;
@@ -176,6 +177,35 @@ bool Engine::check_plugin(const CollectiveSpec& spec, std::string* error) {
   plugin_checks_.emplace_back(spec, problem);
   if (!problem.empty()) *error = problem;
   return problem.empty();
+}
+
+void Engine::trim_cache(ImageContext& img, const Schedule* fresh) {
+  uint64_t total = 0;
+  for (const auto& [key, schedule] : img.cache) total += schedule->footprint();
+  img.cache_bytes.store(total, std::memory_order_relaxed);
+  if (total <= config_.schedule_cache_bytes || img.trim_hold > 0) return;
+  // Down to three quarters of the budget, so that a workload just past it
+  // does not trim on every miss.
+  const uint64_t target = config_.schedule_cache_bytes / 4 * 3;
+  std::vector<std::pair<uint64_t, ScheduleKey>> idle;  // (uses, key)
+  for (const auto& [key, schedule] : img.cache) {
+    if (schedule.get() != fresh && !schedule->pinned && schedule->in_use == 0) idle.emplace_back(schedule->uses, key);
+  }
+  std::sort(idle.begin(), idle.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  uint64_t dropped = 0;
+  for (const auto& [uses, key] : idle) {
+    if (total <= target) break;
+    auto it = img.cache.find(key);
+    total -= it->second->footprint();
+    img.cache.erase(it);
+    ++dropped;
+  }
+  for (auto& [key, schedule] : img.cache) schedule->uses = 0;  // "least used" counts from here
+  img.cache_bytes.store(total, std::memory_order_relaxed);
+  if (dropped == 0) return;
+  img.schedules_evicted.fetch_add(dropped, std::memory_order_relaxed);
+  img.last_schedule = nullptr;
+  ++img.epoch;  // memos may hold a dropped schedule
 }
 
 }  // namespace carflow

@@ -488,6 +488,17 @@ typedef struct {
 } cf_stats_t;
 /* Counters since the images started. Errors: CF_ERR_NOT_INIT, CF_ERR_BAD_ARG. */
 int cf_get_stats(cf_stats_t *out);
+/* The schedule cache, summed over this node's images: each image keeps
+   the schedules (compiled DAGs) of the calls it made, up to
+   CF_SCHEDULE_CACHE_BYTES; past it the least used since the last trim are
+   dropped and built again when needed. Errors: CF_ERR_NOT_INIT,
+   CF_ERR_BAD_ARG. */
+typedef struct {
+  uint64_t built;    /* schedules built (cache misses) */
+  uint64_t evicted;  /* dropped to stay within the budget */
+  uint64_t bytes;    /* held, as of each image's last miss */
+} cf_cache_stats_t;
+int cf_get_cache_stats(cf_cache_stats_t *out);
 
 /* Between processes (cfrun -n N with N > 1): the libfabric transport's
    protocol and counters since cf_init. With one node, provider is "" and
