@@ -65,8 +65,9 @@ uint64_t trace_flow_id(uint32_t run, uint32_t team, uint32_t seq, uint32_t tag, 
   return h & ((uint64_t{1} << 53) - 1);  // exact as a JSON number
 }
 
-bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t run,
+bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t run, const TraceClock& clock,
                  const std::vector<std::unique_ptr<TraceBuffer>>& buffers, std::string* path, std::string* error) {
+  const double rate = clock.ns_per_tick();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   *path = dir + "/carflow-trace-node" + std::to_string(node) + "-run" + std::to_string(run) + ".json";
@@ -85,9 +86,11 @@ bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t 
     dropped += buf.dropped();
     for (size_t r = 0; r < buf.size(); ++r) {
       const TraceRecord& t = buf[r];
-      const uint64_t start = t.start != 0 ? t.start : (t.ready != 0 ? t.ready : t.done);
-      const uint64_t ready = t.ready != 0 ? t.ready : start;
-      const uint64_t done = std::max(t.done, start);
+      const uint64_t t_ready = clock.to_ns(t.ready, rate), t_start = clock.to_ns(t.start, rate),
+                     t_done = clock.to_ns(t.done, rate);
+      const uint64_t start = t_start != 0 ? t_start : (t_ready != 0 ? t_ready : t_done);
+      const uint64_t ready = t_ready != 0 ? std::min(t_ready, start) : start;
+      const uint64_t done = std::max(t_done, start);
       const CollectiveSpec& spec = t.schedule->spec();
       const bool message = t.kind == CarKind::Send || is_receive(t.kind);
       const std::string common = "\"pid\": " + std::to_string(node) + ", \"tid\": " + std::to_string(image);
