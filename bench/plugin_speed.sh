@@ -11,11 +11,12 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 rounds=${1:-8} iters=${2:-2000}
 bazel build //tools:carflow_cli //tools:cfrun_bin //bench:libbuiltin_copies.so >/dev/null 2>&1
-cli=$PWD/bazel-bin/tools/carflow_cli
-cfrun=$PWD/bazel-bin/tools/cfrun_bin
-plugin=$PWD/bazel-bin/bench/libbuiltin_copies.so
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+# Copies: a rebuild during the run must not swap the binaries under it.
+bin=$(mktemp -d)
+out=$bin/results
+trap 'rm -rf "$bin"' EXIT
+cp bazel-bin/tools/carflow_cli bazel-bin/tools/cfrun_bin bazel-bin/bench/libbuiltin_copies.so "$bin/"
+cli=$bin/carflow_cli cfrun=$bin/cfrun_bin plugin=$bin/libbuiltin_copies.so
 run() {  # MODE COLL ALGO SIZE
   local mode=$1 coll=$2 algo=$3 size=$4
   local cmd=("$cli" bench --coll "$coll" --sizes "$size" --iters "$iters" --algo "$algo" --json)

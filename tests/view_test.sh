@@ -4,10 +4,13 @@
 # within the time limit, hostile names stay text, bad files fail cleanly and
 # leave nothing behind. The page reports what it drew, and any error it
 # caught, in <pre id="status">, which --dump-dom lets us read.
-# Usage (tests/BUILD passes it): view_test.sh CARFLOW_CLI
+# With CFRUN, also a real trace: a 2-process allreduce traced (CF_TRACE),
+# merged, drawn as a timeline with its flows between the processes.
+# Usage (tests/BUILD passes them): view_test.sh CARFLOW_CLI [CFRUN]
 # Without a Chromium it prints SKIPPED and passes: nothing else may skip it.
 set -uo pipefail
 CLI="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+CFRUN="${2:+$(cd "$(dirname "$2")" && pwd)/$(basename "$2")}"
 OPEN_LIMIT_MS="${CF_VIEW_OPEN_LIMIT_MS:-5000}"
 
 browser=""
@@ -145,6 +148,21 @@ check "1 flow" equals "$(field flows)" 1
 check "2 threads" equals "$(field rows)" 2
 check "no injected script ran" lacks "$dom" "data-pwned"
 rm -f trace.html
+
+if [ -n "$CFRUN" ]; then
+  echo "== a real trace: 2 processes, merged"
+  CF_TRACE="$work/in/traced" timeout 120 "$CFRUN" --timeout 100 -n 2 --images 1 \
+    "$CLI" bench --coll allreduce --images 1 --sizes 8 --iters 20 >/dev/null 2>&1
+  check "a traced 2-process run" test -e "$work/in/traced/carflow-trace-node1-run0.json"
+  check "trace merge" "$CLI" trace merge "$work/in/traced" -o merged.json
+  check "view of the merged trace" "$CLI" view merged.json
+  open_page "$work/in/merged.html" view_trace_2proc.png
+  check "no error in the page" equals "$(field errors)" 0
+  check "a timeline" equals "$(field mode)" trace
+  check "2 rows, one per process's image" equals "$(field rows)" 2
+  check "flows between them" test "$(field flows)" -gt 0
+  rm -f merged.html
+fi
 
 echo "== bad input fails naming where, writing nothing"
 sed '0,/"peer": 1,/s//"peer": 99,/' a16.json >badpeer.json
