@@ -38,7 +38,7 @@ uint32_t GenBuilder::PeerCounts::next(uint32_t peer) {
 }
 
 GenBuilder::GenBuilder(std::string_view generator, const CollectiveSpec& spec, uint32_t image)
-    : builder_(image, src_extent(spec, image), dst_extent(spec, image)),
+    : builder_(image, 0, 0),
       generator_(generator),
       image_(image),
       images_(spec.images),
@@ -257,6 +257,8 @@ uint32_t GenBuilder::temp(uint64_t bytes) {
 
 LocalDag GenBuilder::finish() {
   LocalDag out = builder_.finish();
+  out.src_bytes = src_bytes_;  // the extents, computed once (the builder was given 0)
+  out.dst_bytes = dst_bytes_;
   out.error = error_;
   return out;
 }

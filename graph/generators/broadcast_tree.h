@@ -23,9 +23,11 @@ inline LocalDag tree_broadcast(const CollectiveSpec& spec, uint32_t image,
   if (is_root) b.copy(user_dst(0, spec.nbytes), user_src(0, spec.nbytes));
   for (const Segment& seg : segments) {
     const BufferRef data = is_root ? user_src(seg.offset, seg.length) : user_dst(seg.offset, seg.length);
-    std::vector<CarId> deps;
-    if (node.has_parent) deps.push_back(buffer_dep(b.recv(patterns::real_rank(node.parent, spec.root, P), data)));
-    for (uint32_t child : node.children) b.send(patterns::real_rank(child, spec.root, P), data, deps);
+    CarId got = kNoCar;  // the segment's arrival, which its forwards wait for
+    if (node.has_parent) got = buffer_dep(b.recv(patterns::real_rank(node.parent, spec.root, P), data));
+    for (uint32_t child : node.children) {
+      b.send(patterns::real_rank(child, spec.root, P), data, &got, node.has_parent ? 1 : 0);
+    }
   }
   return b.finish();
 }
