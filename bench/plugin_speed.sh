@@ -21,7 +21,7 @@ run() {  # MODE COLL ALGO SIZE
   local mode=$1 coll=$2 algo=$3 size=$4
   local cmd=("$cli" bench --coll "$coll" --sizes "$size" --iters "$iters" --algo "$algo" --json)
   if [ "$mode" = threads ]; then
-    CF_PLUGINS=$plugin "${cmd[@]}" --images 1
+    CF_PLUGINS=$plugin "${cmd[@]}" --images 2
   else
     CF_PLUGINS=$plugin timeout 300 "$cfrun" -n 2 --images 1 "${cmd[@]}" --images 1
   fi | grep avg_us | head -1 | sed -e "s/^\[[0-9]*\] //" -e "s/^/$mode $coll $algo $size /"
