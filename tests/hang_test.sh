@@ -2,8 +2,8 @@
 # CF_HANG_DUMP_S: image 1 holds back from a broadcast it roots
 # (tests/hang_report.c); the report must name what image 0 waits for, and
 # its DAG file must load with image 0's states (the receive from image 1
-# waiting for its message); the viewer opens it. A bad CF_HANG_DUMP_S is
-# refused naming the variable.
+# waiting for its message); the viewer opens it. SIGUSR1 reports before the
+# limit. A bad CF_HANG_DUMP_S is refused naming the variable.
 # Usage (tests/BUILD passes them): hang_test.sh HANG_REPORT CARFLOW_CLI
 set -uo pipefail
 prog=$(realpath "$1") cli=$(realpath "$2")
@@ -25,6 +25,18 @@ grep -q '"run_state"' "$file" || fail "no run_state in $file"
 tr -d ' \n' <"$file" | grep -q '"run_state":{"image":0,"cars":\[[^]]*"waiting_message"' ||
   fail "image 0's receive is not waiting_message"
 timeout 30 "$cli" view "$file" -o "$work/hang.html" >/dev/null || fail "view of the hang report"
+
+# SIGUSR1 reports every outstanding collective at once, long before the
+# limit: sent once the images run, it lets image 1 go on.
+rm -f "$work"/carflow-hang-*.json
+CF_TRACE=$work CF_HANG_DUMP_S=600 timeout 120 "$prog" "$work" >"$work/out2" 2>"$work/err2" &
+pid=$!
+for _ in $(seq 600); do grep -q "images started" "$work/out2" && break; sleep 0.1; done
+grep -q "images started" "$work/out2" || fail "the program did not start"
+child=$(pgrep -P "$pid") || fail "no program under timeout"
+kill -USR1 "$child"
+wait "$pid" || { cat "$work/out2" "$work/err2"; fail "the program failed after SIGUSR1"; }
+grep -q "carflow: hang report: image 0: broadcast .*(SIGUSR1)" "$work/err2" || fail "no SIGUSR1 report: $(cat "$work/err2")"
 
 # A bad value is refused, naming the variable.
 msg=$(CF_HANG_DUMP_S=-1 timeout 30 "$prog" "$work" 2>&1) && fail "CF_HANG_DUMP_S=-1 accepted"
