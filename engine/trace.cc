@@ -147,6 +147,38 @@ bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t 
   return true;
 }
 
+namespace {
+
+// Trace events nest a few levels (args may hold objects); nlohmann's copy
+// and dump recurse per level, so a deeper file would overflow the stack:
+// depth is bounded on the raw text first, as the viewer does.
+constexpr size_t kMaxTraceNesting = 64;
+
+bool nesting_ok(const std::string& text) {
+  size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char ch : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (ch == '\\') {
+        escaped = true;
+      } else if (ch == '"') {
+        in_string = false;
+      }
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > kMaxTraceNesting) return false;
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 bool merge_traces(const std::string& dir, const std::string& out, size_t* files, size_t* events, std::string* error) {
   using Json = nlohmann::json;
   std::error_code ec;
@@ -168,7 +200,11 @@ bool merge_traces(const std::string& dir, const std::string& out, size_t* files,
     std::ifstream in(p, std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
-    const Json doc = Json::parse(text.str(), nullptr, false);
+    const std::string body = text.str();
+    if (!nesting_ok(body)) {
+      return *error = p.string() + ": nests deeper than " + std::to_string(kMaxTraceNesting) + " levels", false;
+    }
+    const Json doc = Json::parse(body, nullptr, false);
     if (doc.is_discarded() || !doc.is_object()) return *error = p.string() + ": not a JSON object", false;
     auto it = doc.find("traceEvents");
     if (it == doc.end() || !it->is_array()) return *error = p.string() + ": traceEvents: missing or not an array", false;

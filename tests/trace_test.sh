@@ -34,12 +34,18 @@ out=$(CF_TRACE=$work/small CF_TRACE_EVENTS=5 timeout 60 "$cli" bench --coll allr
 grep -q "kept the first CF_TRACE_EVENTS CARs per image" <<<"$out" || fail "no report of a full buffer: $out"
 "$py" "$check" "$work"/small/*.json --max-x 10 --dropped || fail "check small"
 
-# Hostile: merge refuses a directory without traces and a broken file.
+# Hostile: merge refuses a directory without traces, a broken file and a deep one.
 timeout 30 "$cli" trace merge "$work/none" -o "$work/x.json" 2>/dev/null && fail "merge of a missing directory"
 mkdir -p "$work/bad" && echo '{"traceEvents": [1, 2' >"$work/bad/carflow-trace-node0-run0.json"
 msg=$(timeout 30 "$cli" trace merge "$work/bad" -o "$work/y.json" 2>&1) && fail "merge of a broken file"
 grep -q "carflow-trace-node0-run0.json: not a JSON object" <<<"$msg" || fail "merge error does not name the file: $msg"
 [ ! -e "$work/y.json" ] || fail "a failed merge left its output"
+# An event nested a million levels deep, which nlohmann's recursive copy and
+# dump would overflow the stack on: refused naming the file.
+mkdir -p "$work/deep" && "$py" -c 'import sys; n = 10**6; sys.stdout.write("{\"traceEvents\": [{\"ph\": \"X\", \"args\": " + "[" * n + "]" * n + "}]}")' \
+  >"$work/deep/carflow-trace-node0-run0.json"
+msg=$(timeout 30 "$cli" trace merge "$work/deep" -o "$work/z.json" 2>&1) && fail "merge of a deep file"
+grep -q "carflow-trace-node0-run0.json: nests deeper than 64 levels" <<<"$msg" || fail "deep merge: $msg"
 
 # The viewer takes the merged trace.
 timeout 60 "$cli" view "$work/merged.json" -o "$work/merged.html" >/dev/null || fail "view of the merged trace"
