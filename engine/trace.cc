@@ -92,24 +92,25 @@ bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t 
       const uint64_t ready = t_ready != 0 ? std::min(t_ready, start) : start;
       const uint64_t done = std::max(t_done, start);
       const CollectiveSpec& spec = t.schedule->spec();
-      const bool message = t.kind == CarKind::Send || is_receive(t.kind);
+      const CarKind kind = static_cast<CarKind>(t.kind);
+      const bool message = kind == CarKind::Send || is_receive(kind);
       const std::string common = "\"pid\": " + std::to_string(node) + ", \"tid\": " + std::to_string(image);
       out += ",\n{\"ph\": \"X\", " + common + ", \"cat\": \"car\", \"name\": \"";
-      out += car_kind_name(t.kind);
-      if (message) out += (t.kind == CarKind::Send ? " to " : " from ") + std::to_string(t.peer);
+      out += car_kind_name(kind);
+      if (message) out += (kind == CarKind::Send ? " to " : " from ") + std::to_string(t.peer);
       out += "\", \"ts\": ";
       put_us(out, start);
       out += ", \"dur\": ";
       put_us(out, done - start);
-      out += ", \"args\": {\"kind\": \"" + std::string(car_kind_name(t.kind)) + "\"";
+      out += ", \"args\": {\"kind\": \"" + std::string(car_kind_name(kind)) + "\"";
       if (message) out += ", \"peer\": " + std::to_string(t.peer) + ", \"tag\": " + std::to_string(t.tag);
-      out += ", \"bytes\": " + std::to_string(t.bytes) + ", \"coll\": \"" + coll_kind_name(spec.kind) +
+      out += ", \"bytes\": " + std::to_string(static_cast<uint64_t>(t.bytes)) + ", \"coll\": \"" + coll_kind_name(spec.kind) +
              "\", \"algorithm\": \"" + escaped(spec.algorithm) + "\", \"seq\": " + std::to_string(t.seq) +
              ", \"team\": " + std::to_string(t.team) + ", \"car\": " + std::to_string(t.car) + ", \"ready_us\": ";
       put_us(out, ready);
       out += "}}";
       if (message) {
-        const bool send = t.kind == CarKind::Send;
+        const bool send = kind == CarKind::Send;
         const uint64_t id = send ? trace_flow_id(run, t.team, t.seq, t.tag, image, t.peer)
                                  : trace_flow_id(run, t.team, t.seq, t.tag, t.peer, image);
         // The arrow leaves the SEND as it starts and enters the receive at

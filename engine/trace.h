@@ -77,16 +77,18 @@ struct CarTimes {
   std::atomic<uint64_t> ready{0}, start{0}, done{0};
 };
 
-struct TraceRecord {
+// One cache line per CAR.
+struct alignas(64) TraceRecord {
   uint64_t ready = 0, start = 0, done = 0;
-  uint64_t bytes = 0;
+  uint64_t bytes : 56 = 0;  // below 2^48
+  uint64_t kind : 8 = 0;    // CarKind
   const Schedule* schedule = nullptr;  // kind, algorithm; alive until the engine closes
   uint32_t team = 0, seq = 0, tag = 0;
   uint32_t car = 0;    // the CAR's id in its image's DAG
   uint32_t image = 0;  // global image numbers
   uint32_t peer = 0;
-  CarKind kind = CarKind::Join;
 };
+static_assert(sizeof(TraceRecord) == 64);
 
 class TraceBuffer {
  public:
