@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "engine/schedule.h"
+#include "graph/json.h"
 
 namespace carflow {
 namespace {
@@ -148,37 +149,9 @@ bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t 
   return true;
 }
 
-namespace {
-
-// Trace events nest a few levels (args may hold objects); nlohmann's copy
-// and dump recurse per level, so a deeper file would overflow the stack:
-// depth is bounded on the raw text first, as the viewer does.
+// Trace events nest a few levels (args may hold objects); deeper text is
+// refused before parsing (json_nesting_ok, graph/json.h).
 constexpr size_t kMaxTraceNesting = 64;
-
-bool nesting_ok(const std::string& text) {
-  size_t depth = 0;
-  bool in_string = false, escaped = false;
-  for (const char ch : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (ch == '\\') {
-        escaped = true;
-      } else if (ch == '"') {
-        in_string = false;
-      }
-    } else if (ch == '"') {
-      in_string = true;
-    } else if (ch == '[' || ch == '{') {
-      if (++depth > kMaxTraceNesting) return false;
-    } else if ((ch == ']' || ch == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return true;
-}
-
-}  // namespace
 
 bool merge_traces(const std::string& dir, const std::string& out, size_t* files, size_t* events, std::string* error) {
   using Json = nlohmann::json;
@@ -202,7 +175,7 @@ bool merge_traces(const std::string& dir, const std::string& out, size_t* files,
     std::stringstream text;
     text << in.rdbuf();
     const std::string body = text.str();
-    if (!nesting_ok(body)) {
+    if (!json_nesting_ok(body, kMaxTraceNesting)) {
       return *error = p.string() + ": nests deeper than " + std::to_string(kMaxTraceNesting) + " levels", false;
     }
     const Json doc = Json::parse(body, nullptr, false);

@@ -46,6 +46,13 @@ uint64_t image_json_bytes(const LocalDag& image);
 bool generate_global_bounded(const CollectiveSpec& spec, GlobalDag* out, std::string* error);
 bool load_dag_file(const std::string& path, GlobalDag* out, std::string* error);
 
+// Whether JSON text nests at most `max_depth` arrays and objects (brackets
+// inside strings do not count). nlohmann's parse, copy and dump recurse
+// once per level, so every reader of outside JSON bounds the depth on the
+// raw text first: a hostile "[[[[..." would otherwise cost memory per level
+// and overflow the stack.
+bool json_nesting_ok(const std::string& text, size_t max_depth);
+
 // Graphviz rendering: one cluster per image, CARs as nodes labelled with kind,
 // peer, tag and bytes; dependency edges inside clusters (buffer dependencies
 // dashed), message edges between clusters in bold.

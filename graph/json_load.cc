@@ -141,33 +141,9 @@ using json_internal::Json;
 
 constexpr size_t kMaxNesting = 64;  // the schema itself nests 7 levels
 
-// nlohmann's copy, comparison and dump recurse once per nesting level, and a
-// hostile "[[[[..." costs memory per level before any schema check could see
-// it; so depth is bounded on the raw text first. Brackets inside strings do
-// not nest.
 bool check_nesting(const std::string& text, std::string* error) {
-  size_t depth = 0;
-  bool in_string = false, escaped = false;
-  for (const char ch : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (ch == '\\') {
-        escaped = true;
-      } else if (ch == '"') {
-        in_string = false;
-      }
-    } else if (ch == '"') {
-      in_string = true;
-    } else if (ch == '[' || ch == '{') {
-      if (++depth > kMaxNesting) {
-        return fail(error, "document: nests deeper than " + std::to_string(kMaxNesting) + " levels");
-      }
-    } else if ((ch == ']' || ch == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return true;
+  if (json_nesting_ok(text, kMaxNesting)) return true;
+  return fail(error, "document: nests deeper than " + std::to_string(kMaxNesting) + " levels");
 }
 
 // Parser messages quote the bytes they stopped at, which may be invalid UTF-8
@@ -243,6 +219,29 @@ bool load_dag_file(const std::string& path, GlobalDag* out, std::string* error) 
   }
   std::string problem;
   if (!dag_from_json(text, out, &problem)) return fail(error, path + ": " + problem);
+  return true;
+}
+
+bool json_nesting_ok(const std::string& text, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char ch : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (ch == '\\') {
+        escaped = true;
+      } else if (ch == '"') {
+        in_string = false;
+      }
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > max_depth) return false;
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      --depth;
+    }
+  }
   return true;
 }
 

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "graph/json.h"
 #include "graph/model/loggp.h"
 
 namespace carflow {
@@ -169,25 +170,7 @@ bool parse_model_json(const std::string& text, LogGPModel* model, std::string* e
   if (text.size() > (1u << 20)) return fail(error, "model: larger than 1 MiB");
   // The model nests two levels; refuse deeper text before the parser
   // spends memory on it.
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (const char ch : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (ch == '\\') {
-        escaped = true;
-      } else if (ch == '"') {
-        in_string = false;
-      }
-    } else if (ch == '"') {
-      in_string = true;
-    } else if ((ch == '{' || ch == '[') && ++depth > 2) {
-      return fail(error, "model: nests deeper than {\"intra\": {...}}");
-    } else if ((ch == '}' || ch == ']') && depth > 0) {
-      --depth;
-    }
-  }
+  if (!json_nesting_ok(text, 2)) return fail(error, "model: nests deeper than {\"intra\": {...}}");
   std::string duplicate;
   std::vector<std::set<std::string>> keys;
   auto note_keys = [&](int, Json::parse_event_t event, Json& parsed) {

@@ -24,28 +24,6 @@ bool fail(std::string* error, const std::string& message) {
   return false;
 }
 
-bool nesting_ok(const std::string& text) {
-  size_t depth = 0;
-  bool in_string = false, escaped = false;
-  for (const char ch : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (ch == '\\') {
-        escaped = true;
-      } else if (ch == '"') {
-        in_string = false;
-      }
-    } else if (ch == '"') {
-      in_string = true;
-    } else if (ch == '[' || ch == '{') {
-      if (++depth > kMaxNesting) return false;
-    } else if ((ch == ']' || ch == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return true;
-}
 
 // At most `limit` bytes; the limit is checked while reading, so pipes and
 // devices cannot run it over.
@@ -225,7 +203,7 @@ bool input_kind(const std::string& path, InputKind* kind, std::string* text, std
     return true;
   }
   if (!read_file(path, kMaxGraphDocumentBytes, text, error)) return false;
-  if (!nesting_ok(*text)) return true;
+  if (!json_nesting_ok(*text, kMaxNesting)) return true;
   const Json doc = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_array() || (doc.is_object() && doc.contains("traceEvents"))) {
     *kind = InputKind::Trace;
@@ -236,7 +214,7 @@ bool input_kind(const std::string& path, InputKind* kind, std::string* text, std
 }
 
 bool trace_page_data(const std::string& text, Json* out, std::string* error) {
-  if (!nesting_ok(text)) return fail(error, "document: nests deeper than " + std::to_string(kMaxNesting) + " levels");
+  if (!json_nesting_ok(text, kMaxNesting)) return fail(error, "document: nests deeper than " + std::to_string(kMaxNesting) + " levels");
   Json doc;
   try {
     doc = Json::parse(text);
