@@ -80,7 +80,6 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
   }
   hang_dump_ns_ = config_.hang_dump_ms * 1000000;
   timing_ = hang_dump_ns_ != 0 || !config_.trace_dir.empty();
-  if (timing_) trace_clock_.start();
   if (hang_dump_ns_ != 0) start_hang_watch();
   if (!config_.trace_dir.empty()) {
     tracing_ = true;
@@ -159,7 +158,7 @@ Engine::~Engine() {
   if (hang_thread_.joinable()) stop_hang_watch();
   if (tracing_) {
     std::string path, error;
-    if (!write_trace(config_.trace_dir, map_.node, base_, trace_run_, trace_clock_, trace_buffers_, &path, &error)) {
+    if (!write_trace(config_.trace_dir, map_.node, base_, trace_run_, trace_buffers_, &path, &error)) {
       std::fprintf(stderr, "carflow: %s\n", error.c_str());
     }
   }

@@ -634,7 +634,6 @@ class Engine final : public TransportHooks {
   bool timing_ = false;
   bool tracing_ = false;
   uint32_t trace_run_ = 0;
-  TraceClock trace_clock_;
   std::vector<std::unique_ptr<TraceBuffer>> trace_buffers_;
   void trace_launch(Instance& inst);
   void trace_done(CarState* cs);

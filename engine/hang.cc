@@ -48,9 +48,8 @@ void Engine::hang_loop() {
     hang_cv_.wait_for(lock, std::chrono::milliseconds(100));
     const bool all = g_report_all.exchange(false, std::memory_order_relaxed);
     const uint64_t now = trace_now();
-    const double rate = trace_clock_.ns_per_tick();
     for (auto& [inst, live] : live_instances_) {
-      const uint64_t age = static_cast<uint64_t>(static_cast<double>(now - live.since) * rate);
+      const uint64_t age = now - live.since;
       if (all || (!live.reported && age >= hang_dump_ns_)) {
         report_hang(*inst, age, all ? "SIGUSR1" : "outstanding past CF_HANG_DUMP_S");
         live.reported = true;

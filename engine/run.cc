@@ -601,11 +601,7 @@ void Engine::trace_done(CarState* cs) {
   Instance& inst = *cs->instance;
   CarTimes& t = inst.times[cs->index];
   const uint64_t now = trace_now();
-  // The exit can come here twice, on one thread (complete, then finish):
-  // no read-modify-write needed to tell.
-  if (t.done.load(std::memory_order_relaxed) != 0) return;
-  t.done.store(now, std::memory_order_relaxed);
-  if (!tracing_) return;
+  if (t.done.exchange(now, std::memory_order_relaxed) != 0 || !tracing_) return;  // the exit, seen twice
   const CompiledCar& car = *cs->car;
   TraceRecord r;
   r.ready = t.ready.load(std::memory_order_relaxed);

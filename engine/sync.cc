@@ -51,9 +51,7 @@ int Engine::abandon(ImageContext& img, Instance* inst) {
   if (timing_) {  // the hang dump's report of what it waited for, as it is given up
     std::lock_guard<std::mutex> lock(live_mutex_);
     auto it = live_instances_.find(inst);
-    const double rate = trace_clock_.ns_per_tick();
-    report_hang(*inst,
-                it != live_instances_.end() ? static_cast<uint64_t>(static_cast<double>(trace_now() - it->second.since) * rate) : 0,
+    report_hang(*inst, it != live_instances_.end() ? trace_now() - it->second.since : 0,
                 lost_status() == kErrTimeout ? "timed out" : "a peer was lost");
     if (it != live_instances_.end()) live_instances_.erase(it);
   }

@@ -66,9 +66,8 @@ uint64_t trace_flow_id(uint32_t run, uint32_t team, uint32_t seq, uint32_t tag, 
   return h & ((uint64_t{1} << 53) - 1);  // exact as a JSON number
 }
 
-bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t run, const TraceClock& clock,
+bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t run,
                  const std::vector<std::unique_ptr<TraceBuffer>>& buffers, std::string* path, std::string* error) {
-  const double rate = clock.ns_per_tick();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   *path = dir + "/carflow-trace-node" + std::to_string(node) + "-run" + std::to_string(run) + ".json";
@@ -87,11 +86,9 @@ bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t 
     dropped += buf.dropped();
     for (size_t r = 0; r < buf.size(); ++r) {
       const TraceRecord& t = buf[r];
-      const uint64_t t_ready = clock.to_ns(t.ready, rate), t_start = clock.to_ns(t.start, rate),
-                     t_done = clock.to_ns(t.done, rate);
-      const uint64_t start = t_start != 0 ? t_start : (t_ready != 0 ? t_ready : t_done);
-      const uint64_t ready = t_ready != 0 ? std::min(t_ready, start) : start;
-      const uint64_t done = std::max(t_done, start);
+      const uint64_t start = t.start != 0 ? t.start : (t.ready != 0 ? t.ready : t.done);
+      const uint64_t ready = t.ready != 0 ? t.ready : start;
+      const uint64_t done = std::max(t.done, start);
       const CollectiveSpec& spec = t.schedule->spec();
       const CarKind kind = static_cast<CarKind>(t.kind);
       const bool message = kind == CarKind::Send || is_receive(kind);

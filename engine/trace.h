@@ -17,10 +17,6 @@
 // side).
 #pragma once
 
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
-
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -33,45 +29,14 @@ namespace carflow {
 
 class Schedule;
 
-inline uint64_t monotonic_ns() {
+inline uint64_t trace_now() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// A CAR's time stamp: the time-stamp counter where there is one (a third
-// of clock_gettime's cost, read three times per CAR), converted to
-// CLOCK_MONOTONIC nanoseconds only when written (TraceClock).
-inline uint64_t trace_now() {
-#if defined(__x86_64__)
-  return __rdtsc();
-#else
-  return monotonic_ns();
-#endif
-}
-
-// trace_now() ticks to CLOCK_MONOTONIC nanoseconds: the rate measured
-// between the engine's start and the moment of conversion.
-class TraceClock {
- public:
-  void start() {
-    tick0_ = trace_now();
-    ns0_ = monotonic_ns();
-  }
-  double ns_per_tick() const {
-    const uint64_t ticks = trace_now() - tick0_, ns = monotonic_ns() - ns0_;
-    return ticks == 0 || ns == 0 ? 1.0 : static_cast<double>(ns) / static_cast<double>(ticks);
-  }
-  uint64_t to_ns(uint64_t tick, double rate) const {
-    return tick == 0 ? 0 : ns0_ + static_cast<uint64_t>(static_cast<double>(static_cast<int64_t>(tick - tick0_)) * rate);
-  }
-
- private:
-  uint64_t tick0_ = 0, ns0_ = 0;
-};
-
 // A CAR's times in one call (Instance::times, allocated when tracing or
-// dumping hangs), in trace_now() ticks; 0 = not yet. Written by whichever thread moves the CAR
+// dumping hangs); 0 = not yet. Written by whichever thread moves the CAR
 // on, read by the hang dump while it runs.
 struct CarTimes {
   std::atomic<uint64_t> ready{0}, start{0}, done{0};
@@ -125,7 +90,7 @@ uint32_t next_trace_run();
 // Writes the trace of this process's images (buffers[i]: image base + i)
 // to DIR/carflow-trace-node<N>-run<R>.json. False with *error when the
 // file cannot be written.
-bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t run, const TraceClock& clock,
+bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t run,
                  const std::vector<std::unique_ptr<TraceBuffer>>& buffers, std::string* path, std::string* error);
 
 // `carflow trace merge`: the traceEvents of every carflow-trace-*.json in
