@@ -115,28 +115,30 @@ CarId GenBuilder::added(CarId id) {
   return id;
 }
 
-CarId GenBuilder::send(uint32_t peer, BufferRef src, const CarId* deps, size_t ndeps) {
-  const char* call = "cf_dag_send";
+// A SEND (to_peer) or RECV: the tag is the next on the link, a zero-byte
+// message carries no buffer.
+CarId GenBuilder::message(bool send, uint32_t peer, BufferRef buf, const CarId* deps, size_t ndeps) {
+  const char* call = send ? "cf_dag_send" : "cf_dag_recv";
   DagBuilder::Deps dd;
-  if (failed() || !peer_ok(call, peer) || !buffer_ok(call, "src", &src) || !deps_ok(call, deps, ndeps, &dd)) {
+  if (failed() || !peer_ok(call, peer) || !buffer_ok(call, send ? "src" : "dst", &buf) ||
+      !deps_ok(call, deps, ndeps, &dd)) {
     return kNoCar;
   }
-  const uint32_t tag = sends_to_.next(peer);
-  if (tag >= kTransformTagBase) return refuse(call, "more than " + std::to_string(kTransformTagBase - 1) + " messages to one peer");
-  if (src.length == 0) src = no_buffer();
-  return added(builder_.send(peer, tag, src, std::move(dd)));
+  const uint32_t tag = (send ? sends_to_ : receives_from_).next(peer);
+  if (tag >= kTransformTagBase) {
+    return refuse(call, "more than " + std::to_string(kTransformTagBase - 1) + " messages " +
+                            (send ? "to" : "from") + " one peer");
+  }
+  if (buf.length == 0) buf = no_buffer();
+  return added(send ? builder_.send(peer, tag, buf, std::move(dd)) : builder_.recv(peer, tag, buf, std::move(dd)));
+}
+
+CarId GenBuilder::send(uint32_t peer, BufferRef src, const CarId* deps, size_t ndeps) {
+  return message(true, peer, src, deps, ndeps);
 }
 
 CarId GenBuilder::recv(uint32_t peer, BufferRef dst, const CarId* deps, size_t ndeps) {
-  const char* call = "cf_dag_recv";
-  DagBuilder::Deps dd;
-  if (failed() || !peer_ok(call, peer) || !buffer_ok(call, "dst", &dst) || !deps_ok(call, deps, ndeps, &dd)) {
-    return kNoCar;
-  }
-  const uint32_t tag = receives_from_.next(peer);
-  if (tag >= kTransformTagBase) return refuse(call, "more than " + std::to_string(kTransformTagBase - 1) + " messages from one peer");
-  if (dst.length == 0) dst = no_buffer();
-  return added(builder_.recv(peer, tag, dst, std::move(dd)));
+  return message(false, peer, dst, deps, ndeps);
 }
 
 CarId GenBuilder::recv_reduce(const char* call, uint32_t peer, BufferRef dst, BufferRef local, bool incoming_left,

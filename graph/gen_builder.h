@@ -108,6 +108,7 @@ class GenBuilder {
   bool buffer_ok(const char* call, const char* arg, BufferRef* ref);
   bool deps_ok(const char* call, const CarId* deps, size_t ndeps, DagBuilder::Deps* out);
   CarId added(CarId id);
+  CarId message(bool send, uint32_t peer, BufferRef buf, const CarId* deps, size_t ndeps);
 
   DagBuilder builder_;
   std::string_view generator_;
