@@ -22,7 +22,7 @@ file=$(ls "$work"/carflow-hang-node0-image0-seq*.json) || fail "no DAG file for 
 # The file is graph JSON that loads (dot), with image 0's run state.
 timeout 30 "$cli" dot "$file" >/dev/null || fail "carflow dot cannot load $file"
 grep -q '"run_state"' "$file" || fail "no run_state in $file"
-tr -d ' \n' <"$file" | grep -q '"run_state":{"image":0,"cars":\[[^]]*"waiting_message"' ||
+tr -d ' \n' <"$file" | grep '"run_state":{"image":0,"cars":\[[^]]*"waiting_message"' >/dev/null ||
   fail "image 0's receive is not waiting_message"
 timeout 30 "$cli" view "$file" -o "$work/hang.html" >/dev/null || fail "view of the hang report"
 

@@ -76,7 +76,10 @@ build_check() {
   cc -O2 -Wall -Wextra -Werror "$ROOT/tests/installed_plugin_check.c" \
     $(pkg-config --cflags --libs carflow) -o "$CHECK" || return 1
   # The rpath from pkg-config binds the prefix's library, not another one.
-  ldd "$CHECK" | grep -q "libcarflow.so => $PREFIX/lib/libcarflow.so" ||
+  libs=$(ldd "$CHECK")
+  # grep reads a variable, not a pipe: with pipefail, grep -q leaving early
+  # can kill the writer with SIGPIPE and fail a test that matched.
+  grep -qF "libcarflow.so => $PREFIX/lib/libcarflow.so" <<<"$libs" ||
     fail "$CHECK does not load $PREFIX/lib/libcarflow.so: $(ldd "$CHECK" | grep carflow)"
 }
 

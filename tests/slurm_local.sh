@@ -30,7 +30,7 @@ fi
 packages=(slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins libpmix-dev)
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq >/dev/null 2>&1 || true
@@ -99,7 +99,7 @@ rm -f "$conf"
 
 pgrep -x slurmctld >/dev/null || /usr/sbin/slurmctld || die "slurmctld did not start (/var/log/slurm/slurmctld.log)"
 deadline=$((SECONDS + 60))
-until timeout 5 scontrol ping 2>/dev/null | grep -q "is UP"; do
+until timeout 5 scontrol ping 2>/dev/null | grep "is UP" >/dev/null; do
   [ $SECONDS -lt $deadline ] || die "slurmctld does not answer (/var/log/slurm/slurmctld.log)"
   sleep 0.5
 done

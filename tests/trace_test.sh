@@ -23,8 +23,8 @@ for f in "$work"/threads/*.json; do "$py" "$check" "$f" --min-x 60 || fail "chec
 # crosses between them.
 CF_TRACE=$work/procs timeout 180 "$cfrun" --timeout 120 -n 2 --images 1 \
   "$cli" bench --coll broadcast --images 1 --sizes 64 --iters 30 >/dev/null || fail "traced bench under cfrun"
-ls "$work/procs" | grep -q node0 || fail "no node 0 file"
-ls "$work/procs" | grep -q node1 || fail "no node 1 file"
+ls "$work/procs" | grep node0 >/dev/null || fail "no node 0 file"
+ls "$work/procs" | grep node1 >/dev/null || fail "no node 1 file"
 timeout 60 "$cli" trace merge "$work/procs" -o "$work/merged.json" || fail "trace merge"
 "$py" "$check" "$work/merged.json" --min-x 60 --flows-across-pids || fail "check merged"
 
