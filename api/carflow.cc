@@ -60,7 +60,7 @@ constexpr int kAddrFlags = CF_COLL_SINGLE | CF_COLL_LOCAL;
 Team* find_team(ImageContext& img, cf_team_t team) {
   if (team == CF_TEAM_ALL) return &img.all;
   for (const auto& t : img.teams) {
-    if (reinterpret_cast<cf_team_t>(t.get()) == team) return t.get();
+    if (reinterpret_cast<cf_team_t>(t->handle) == team) return t.get();
   }
   return nullptr;
 }

@@ -81,7 +81,10 @@ int cf_team_split(cf_team_t parent, int color, int key, cf_team_t* newteam) {
     team->members.push_back(p->members[ranks[i]]);
   }
   team->images_per_node = carflow::team_images_per_node(img->engine->nodes(), team->members);
-  *newteam = reinterpret_cast<cf_team_t>(team.get());
+  // Odd, so never 0 (CF_TEAM_ALL); the image in the high bits, so never
+  // another image's, and never -1 (CF_TEAM_NULL) below 2^31 images.
+  team->handle = (uintptr_t{img->image} << 33) | (uintptr_t{++img->teams_made} << 1) | 1;
+  *newteam = reinterpret_cast<cf_team_t>(team->handle);
   img->teams.push_back(std::move(team));
   ++img->epoch;
   return succeed();

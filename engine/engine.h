@@ -155,6 +155,10 @@ struct Team {
   uint32_t splits = 0;             // cf_team_split calls made on this team
   uint32_t outstanding = 0;        // started, not yet synced, collectives
   uint32_t images_per_node = 0;    // node-major with equal runs: ranks per node; else 0
+  // The cf_team_t the API gave out for it (0 for CF_TEAM_ALL): a number,
+  // not the address, so a freed team's handle never names a later team
+  // allocated where it was, nor another image's team.
+  uintptr_t handle = 0;
   // CF_COLL_AGGREGATE: the aggregate being formed on this team (empty
   // when none is open; Engine::start).
   OpenAggregate aggregate;
@@ -278,6 +282,7 @@ class ImageContext {
   std::vector<ClientFunction> fn_table;
   Team all;                                 // CF_TEAM_ALL: every image, rank = image
   std::vector<std::unique_ptr<Team>> teams;  // made by cf_team_split, not yet freed
+  uint32_t teams_made = 0;                   // cf_team_split results so far: Team::handle
 
   struct alignas(64) Vc {  // its own cache lines: each image's thread claims its VCs
     VcQueue ready;
