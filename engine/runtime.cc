@@ -428,6 +428,15 @@ int Runtime::attach(const std::vector<uint32_t>& counts, uint32_t my_image,
     }
   }
   if (engine_ == nullptr) {
+    // my_image is checked before the engine exists: a refused call must
+    // leave none behind (cf_run_images would then find images running).
+    uint64_t base = 0;
+    for (uint32_t n = 0; n < node_; ++n) base += counts[n];
+    if (my_image < base || my_image >= base + counts[node_]) {
+      *error = "my_image: " + std::to_string(my_image) + " is not an image of this node (" + std::to_string(base) +
+               ".." + std::to_string(base + counts[node_] - 1) + ")";
+      return kErrBadArg;
+    }
     if (!engine_fits(counts, node_, error)) {
       *error = "images: " + *error;
       return kErrNoMem;
