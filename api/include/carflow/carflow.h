@@ -100,7 +100,9 @@ int cf_last_status(void);
    argc/argv may be NULL. Errors: CF_ERR_BAD_ARG (environment, called twice). */
 int cf_init(int *argc, char ***argv);
 /* Ends the library: waits for deferred work, frees every image and schedule.
-   Image threads must have finished their collectives. Errors: CF_ERR_NOT_INIT. */
+   Image threads must have finished their collectives. Errors: CF_ERR_NOT_INIT
+   (no cf_init, or cf_finalize called already), CF_ERR_BAD_ARG (cf_run_images
+   is still running). */
 int cf_finalize(void);
 /* This process's node number and the job's node (process) count: from the
    launcher (tools/cfrun) or PMIx (mpirun, srun --mpi=pmix); 0 and 1 without
@@ -180,7 +182,10 @@ typedef void(cf_coll_reduce_fn)(void *results, size_t result_count, const void *
    size (roots are team ranks), dst != NULL, src !=
    NULL on srcimage, nbytes > 0, src and dst on srcimage either identical or
    disjoint. Every image gets srcimage's nbytes in dst, srcimage included.
-   Each _nb call has a blocking form without _nb that returns the status. */
+   Each _nb call has a blocking form without _nb that returns the status.
+   Every collective, sync and team call made by a thread that is not an
+   image (before cf_init, after cf_finalize, or never cf_coll_init'ed) is
+   CF_ERR_NOT_INIT. */
 cf_coll_handle_t cf_coll_broadcast_nb(cf_team_t team, void *dst, cf_image_t srcimage, void *src,
                                       size_t nbytes, int flags);
 int cf_coll_broadcast(cf_team_t team, void *dst, cf_image_t srcimage, void *src, size_t nbytes,
@@ -403,8 +408,10 @@ enum { CF_DT_INT8, CF_DT_UINT8, CF_DT_INT32, CF_DT_UINT32, CF_DT_INT64,
 #define CF_BUILTIN(op, type) (-1 - ((op) * 16 + (type)))
 
 /* ---- sync (not collective; any order; a handle dies when synced) --------
-   Errors: CF_ERR_BAD_ARG (a handle that is not live on this image thread:
-   synced already, never valid, or another thread's), or the collective's
+   Errors: CF_ERR_NOT_INIT (not an image thread), CF_ERR_BAD_ARG (a handle
+   that is not live on this image thread: synced already, never valid,
+   CF_COLL_INVALID_HANDLE to the single-handle calls, or another thread's;
+   handles NULL with n > 0), or the collective's
    own failure (CF_ERR_MISMATCH when images disagreed on sizes, or with
    CF_CHECK=1 on any single-valued argument: see CF_ERR_MISMATCH).
    A dead handle is told from a live one by a 16-bit generation per handle
@@ -441,7 +448,14 @@ int cf_poll(void);
    cf_team_free: local; the image's collectives on the team must be synced
    (else CF_ERR_BAD_ARG); CF_TEAM_ALL cannot be freed.
    cf_team_size / cf_team_rank: 0 / (cf_image_t)-1 with CF_ERR_BAD_ARG for a
-   handle that is not a live team of the calling image. */
+   handle that is not a live team of the calling image.
+   A team handle is the image's own and is never reused: a freed team's, or
+   another image's, is CF_ERR_BAD_ARG naming team (parent for cf_team_split)
+   in every call that takes a team. Errors of cf_team_split: CF_ERR_BAD_ARG
+   (parent not a live team of the image, newteam NULL, an aggregate open on
+   parent); of cf_team_free: CF_ERR_BAD_ARG (CF_TEAM_ALL, CF_TEAM_NULL, not
+   a live team of the image, collectives or an aggregate unfinished on it);
+   all four: CF_ERR_NOT_INIT from a thread that is not an image. */
 int cf_team_split(cf_team_t parent, int color, int key, cf_team_t *newteam);
 int cf_team_free(cf_team_t team);
 cf_image_t cf_team_size(cf_team_t team);
@@ -474,7 +488,9 @@ enum {
    Errors: CF_ERR_BAD_ARG naming the valid algorithms; CF_ERR_NOT_INIT. */
 int cf_coll_set_algorithm(int kind, const char *name);
 /* The algorithm the calling image would use for a call of nbytes
-   (allreduce: elem_size-byte elements, built-in op); NULL on bad kind. */
+   (allreduce: elem_size-byte elements, built-in op); NULL with
+   cf_last_status() CF_ERR_BAD_ARG on a bad kind, CF_ERR_NOT_INIT from a
+   thread that is not an image. */
 const char *cf_coll_algorithm(int kind, size_t nbytes, size_t elem_size);
 typedef struct {
   uint64_t messages;       /* messages sent by all images of this node */
@@ -486,13 +502,14 @@ typedef struct {
   uint64_t schedules_built; /* generator runs (schedule cache misses), all images */
   uint64_t fastbox;        /* small messages handed over in a per-VC ring (inproc) */
 } cf_stats_t;
-/* Counters since the images started. Errors: CF_ERR_NOT_INIT, CF_ERR_BAD_ARG. */
+/* Counters since the images started; any thread may read them. Errors:
+   CF_ERR_NOT_INIT (no images running), CF_ERR_BAD_ARG (out NULL). */
 int cf_get_stats(cf_stats_t *out);
 /* The schedule cache, summed over this node's images: each image keeps
    the schedules (compiled DAGs) of the calls it made, up to
    CF_SCHEDULE_CACHE_BYTES; past it the least used since the last trim are
-   dropped and built again when needed. Errors: CF_ERR_NOT_INIT,
-   CF_ERR_BAD_ARG. */
+   dropped and built again when needed. Any thread. Errors: CF_ERR_NOT_INIT
+   (no images running), CF_ERR_BAD_ARG (out NULL). */
 typedef struct {
   uint64_t built;    /* schedules built (cache misses) */
   uint64_t evicted;  /* dropped to stay within the budget */
@@ -502,7 +519,8 @@ int cf_get_cache_stats(cf_cache_stats_t *out);
 
 /* Between processes (cfrun -n N with N > 1): the libfabric transport's
    protocol and counters since cf_init. With one node, provider is "" and
-   every counter 0. Errors: CF_ERR_NOT_INIT, CF_ERR_BAD_ARG. */
+   every counter 0. Errors: CF_ERR_NOT_INIT (no cf_init, or after
+   cf_finalize), CF_ERR_BAD_ARG (out NULL). */
 typedef struct {
   const char *provider;   /* libfabric provider: "shm", "tcp;ofi_rxm", ... */
   uint64_t eager_bytes;   /* eager (data with the header) up to this size */
