@@ -8,6 +8,7 @@
 
 #include "graph/car.h"
 #include "graph/registry.h"
+#include "engine/tuning.h"
 
 namespace carflow {
 namespace {
@@ -172,6 +173,26 @@ Knob algo_knob(CollKind kind) {
   return k;
 }
 
+// A file loaded when the environment is read, so a bad one fails cf_init
+// naming the variable and the field, and nothing of it is applied.
+template <typename T>
+Knob file_knob(const char* name, std::string Config::*path, std::shared_ptr<const T> Config::*loaded,
+               bool (*load)(const std::string&, T*, std::string*), const char* doc) {
+  Knob k = string_knob(name, "a file", path, "(none)", doc);
+  k.parse = [name = k.name, path, loaded, load](const char* text, Config* c, std::string* error) {
+    auto value = std::make_shared<T>();
+    std::string why;
+    if (!load(text, value.get(), &why)) {
+      *error = name + ": " + why;
+      return false;
+    }
+    c->*path = text;
+    c->*loaded = std::move(value);
+    return true;
+  };
+  return k;
+}
+
 // A variable the launcher sets and transports/bootstrap reads: listed, not parsed here.
 Knob launcher_knob(const char* name, const char* range, const char* doc) {
   Knob k;
@@ -244,6 +265,12 @@ std::vector<Knob> make_knobs() {
                 }),
       uint_knob("CF_LOGP_O", 0, 1000000000, &C::logp_o, "logp broadcast: per-message overhead o, ns"),
       uint_knob("CF_LOGP_G", 0, 1000000000, &C::logp_g, "logp broadcast: gap g between sends, ns"),
+      file_knob<LogGPModel>("CF_MODEL", &C::model_file, &C::model, &load_model_file,
+                            "a LogGP model file (`carflow calibrate`): the default choice becomes the registered "
+                            "algorithm with the least predicted time, and the logp broadcast takes L, o, g from it"),
+      file_knob<TuningTable>("CF_TUNING", &C::tuning_file, &C::tuning, &load_tuning_file,
+                             "a selection table (`carflow tune`): its choices for the team size it was made for "
+                             "come before `CF_MODEL` and the default table"),
   };
   for (int k = 0; k < kCollKinds; ++k) t.push_back(algo_knob(static_cast<CollKind>(k)));
   const std::vector<Knob> rest = {

@@ -8,16 +8,19 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "graph/car.h"
+#include "graph/model/loggp.h"
 
 namespace carflow {
 
 struct Knob;
 struct KnobValue;
+struct TuningTable;
 
 // CF_PROGRESS (GASNet collectives notes v1.7, "Progress"): who moves data while images wait.
 //   poll    waiting threads poll (CF_SPIN_COUNT), yield, then block; oneTBB
@@ -59,6 +62,12 @@ struct Config {
   uint32_t tree_radix = 4;                  // CF_TREE_RADIX: k of knomial / kary
   uint32_t exchange_window = 8;             // CF_EXCHANGE_WINDOW: windowed exchange
   uint32_t logp_L = 500, logp_o = 150, logp_g = 200;  // CF_LOGP_L / _O / _G (ns)
+  // Model-driven selection (engine/selection.h): the files as named and
+  // as loaded when the environment was read (a bad file fails cf_init).
+  std::string model_file;                   // CF_MODEL: a LogGP model file ("" = none)
+  std::shared_ptr<const LogGPModel> model;
+  std::string tuning_file;                  // CF_TUNING: a `carflow tune` table ("" = none)
+  std::shared_ptr<const TuningTable> tuning;
   ProgressMode progress = ProgressMode::Poll;  // CF_PROGRESS
   // Between processes (transports/ofi).
   std::string plugins;                      // CF_PLUGINS: shared libraries cf_init loads, ':'-separated

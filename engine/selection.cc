@@ -4,7 +4,14 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "engine/tuning.h"
+#include "graph/model/predict.h"
+
 namespace carflow {
+
+// The largest DAG the model simulates to choose an algorithm; a larger
+// one (an all-to-all at a large P) is not a candidate.
+constexpr uint64_t kModelMaxCars = uint64_t{1} << 20;
 
 SelectionTable::SelectionTable(const Config& config, uint32_t cores, uint32_t local_images,
                                uint32_t host_images)
@@ -28,8 +35,60 @@ const GeneratorInfo* SelectionTable::get(CollKind kind, const char* name) const 
 
 const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint64_t nbytes,
                                             uint32_t elem_size, bool commutative,
-                                            uint32_t images_per_node) const {
+                                            uint32_t images_per_node, bool uniform) const {
   if (forced_[static_cast<int>(kind)] != nullptr) return forced_[static_cast<int>(kind)];
+  if (uniform && config_.tuning != nullptr) {
+    const GeneratorInfo* gen = config_.tuning->find(kind, images, images_per_node, nbytes);
+    if (gen != nullptr && (commutative || gen->preserves_order)) return gen;
+  }
+  if (uniform) {
+    if (const GeneratorInfo* gen = model_choice(kind, images, nbytes, elem_size, commutative, images_per_node)) {
+      return gen;
+    }
+  }
+  return by_table(kind, images, nbytes, commutative, images_per_node);
+}
+
+size_t SelectionTable::ModelKeyHash::operator()(const ModelKey& k) const {
+  uint64_t h = (uint64_t{k.images} << 32 | k.images_per_node) * 0x9e3779b97f4a7c15ull;
+  h ^= (k.nbytes + (uint64_t{k.elem_size} << 40) + (static_cast<uint64_t>(k.kind) << 56) + k.commutative) *
+       0xc2b2ae3d27d4eb4full;
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
+const GeneratorInfo* SelectionTable::model_choice(CollKind kind, uint32_t images, uint64_t nbytes,
+                                                  uint32_t elem_size, bool commutative,
+                                                  uint32_t images_per_node) const {
+  if (config_.model == nullptr || !model_ranks_kind(kind)) return nullptr;
+  const ModelKey key{kind, commutative, images, images_per_node, elem_size, nbytes};
+  {
+    std::lock_guard<std::mutex> lock(model_mutex_);
+    if (auto it = model_choices_.find(key); it != model_choices_.end()) return it->second;
+  }
+  // Predicted outside the lock: images that miss together compute the same
+  // answer (the simulation is deterministic), and the first one stored wins.
+  CollectiveSpec spec;
+  spec.kind = kind;
+  spec.images = images;
+  spec.nbytes = nbytes;
+  spec.elem_size = elem_size == 0 ? 1 : elem_size;
+  spec.images_per_node = images_per_node;
+  AlgorithmParams params;
+  params.segment_bytes = config_.segment_bytes;
+  params.radix = config_.tree_radix;
+  params.window = config_.exchange_window;
+  LogGPModel model = *config_.model;
+  model.images_per_node = images_per_node;
+  logp_from_model(model, images, &params);
+  const std::vector<Prediction> predictions = predict_algorithms(spec, commutative, model, params, kModelMaxCars);
+  const Prediction* best = fastest(predictions);
+  const GeneratorInfo* gen = best != nullptr ? best->gen : nullptr;  // none: the default table
+  std::lock_guard<std::mutex> lock(model_mutex_);
+  return model_choices_.emplace(key, gen).first->second;
+}
+
+const GeneratorInfo* SelectionTable::by_table(CollKind kind, uint32_t images, uint64_t nbytes, bool commutative,
+                                              uint32_t images_per_node) const {
   // Several nodes of several images: messages between nodes cost far more
   // than within one (Cray MPT notes section 5, SMP-aware collectives), so latency-
   // bound calls go through one leader per node.

@@ -1,10 +1,15 @@
 // The default algorithm table (README, "Algorithm selection"), as data
-// resolved once: environment overrides first, then the table by (P, bytes).
-// The cut-offs are Config knobs, in the spirit of MPT's MPICH_*_SHORT_MSG.
+// resolved once: environment overrides first, then a tuning table
+// (CF_TUNING), then the algorithm a LogGP model (CF_MODEL) predicts
+// fastest, then the table by (P, bytes). The cut-offs are Config knobs, in
+// the spirit of MPT's MPICH_*_SHORT_MSG.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 
 #include "engine/config.h"
 #include "graph/registry.h"
@@ -31,10 +36,19 @@ class SelectionTable {
   // `images_per_node`: the team's ranks per node (0 = not node-major): with
   // more than one node of several images each, small broadcasts, barriers,
   // allreduces and gather_alls take the node-aware generators.
+  // `uniform`: every block has nbytes (not a v form); only such calls
+  // follow CF_TUNING and CF_MODEL.
   const GeneratorInfo* choose(CollKind kind, uint32_t images, uint64_t nbytes, uint32_t elem_size,
-                              bool commutative, uint32_t images_per_node = 0) const;
+                              bool commutative, uint32_t images_per_node = 0, bool uniform = true) const;
+  // The model's choice (CF_MODEL), or nullptr without a model or for a kind
+  // it does not rank. Predicted once per key and kept by this table (one
+  // per engine), so teams and threads share the work and nothing else.
+  const GeneratorInfo* model_choice(CollKind kind, uint32_t images, uint64_t nbytes, uint32_t elem_size,
+                                    bool commutative, uint32_t images_per_node) const;
 
  private:
+  const GeneratorInfo* by_table(CollKind kind, uint32_t images, uint64_t nbytes, bool commutative,
+                                uint32_t images_per_node) const;
   const GeneratorInfo* get(CollKind kind, const char* name) const;
   // `gen`, or the order-preserving `fallback` when the op is not commutative
   // and `gen` reorders operands.
@@ -44,6 +58,18 @@ class SelectionTable {
   const uint32_t local_images_;
   const uint32_t host_images_;
   std::array<const GeneratorInfo*, kCollKinds> forced_{};
+  struct ModelKey {
+    CollKind kind;
+    bool commutative;
+    uint32_t images, images_per_node, elem_size;
+    uint64_t nbytes;
+    bool operator==(const ModelKey&) const = default;
+  };
+  struct ModelKeyHash {
+    size_t operator()(const ModelKey& k) const;
+  };
+  mutable std::mutex model_mutex_;
+  mutable std::unordered_map<ModelKey, const GeneratorInfo*, ModelKeyHash> model_choices_;
 };
 
 }  // namespace carflow

@@ -17,6 +17,7 @@
 #include "graph/aggregate.h"
 #include "graph/json.h"
 #include "graph/layout.h"
+#include "graph/model/predict.h"
 #include "graph/transforms.h"
 #include "graph/validate.h"
 #include "transports/small_copy.h"
@@ -33,7 +34,7 @@ bool Engine::choose_algorithm(const CollectiveCall& call, const GeneratorInfo** 
     for (uint64_t c : call.counts) nbytes = std::max(nbytes, c);
     const uint32_t P = call.team != nullptr ? call.team->size() : images_;
     const uint32_t ppn = call.team != nullptr ? call.team->images_per_node : all_images_per_node_;
-    gen = selection_.choose(call.kind, P, nbytes, call.elem_size, call.op.commutative, ppn);
+    gen = selection_.choose(call.kind, P, nbytes, call.elem_size, call.op.commutative, ppn, call.counts.empty());
   }
   if (is_computational(call.kind) && !call.op.commutative && !gen->preserves_order) {
     *error = "func: a CF_COLL_NONCOMM function needs an order-preserving algorithm; '" +
@@ -51,6 +52,14 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   const bool in_allsync = call.in_allsync || (config_.check && check_barrier);
   const uint64_t segment = gen->segmented ? config_.segment_bytes : 0;
   const bool logp = (gen->params & kUsesLogp) != 0;
+  // With a model (CF_MODEL) the logp tree is built for its L, o, g, as the
+  // model's own prediction of it was.
+  AlgorithmParams logp_params{0, 0, 0, config_.logp_L, config_.logp_o, config_.logp_g};
+  if (logp && config_.model != nullptr) {
+    LogGPModel model = *config_.model;
+    model.images_per_node = team.images_per_node;
+    logp_from_model(model, team.size(), &logp_params);
+  }
   ScheduleKey key{call.kind,
                   gen,
                   team.size(),
@@ -63,9 +72,9 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
                   call.out_allsync,
                   (gen->params & kUsesRadix) ? config_.tree_radix : 0,
                   (gen->params & kUsesWindow) ? config_.exchange_window : 0,
-                  logp ? config_.logp_L : 0,
-                  logp ? config_.logp_o : 0,
-                  logp ? config_.logp_g : 0,
+                  logp ? logp_params.logp_L : 0,
+                  logp ? logp_params.logp_o : 0,
+                  logp ? logp_params.logp_g : 0,
                   call.counts,
                   call.displs,
                   call.perm,

@@ -53,6 +53,10 @@ bool load_dag_file(const std::string& path, GlobalDag* out, std::string* error);
 // and overflow the stack.
 bool json_nesting_ok(const std::string& text, size_t max_depth);
 
+// The whole of a file of at most `limit` bytes into *text; false with
+// *error starting with the path (missing, a directory, too large).
+bool read_bounded_file(const std::string& path, uint64_t limit, std::string* text, std::string* error);
+
 // Graphviz rendering: one cluster per image, CARs as nodes labelled with kind,
 // peer, tag and bytes; dependency edges inside clusters (buffer dependencies
 // dashed), message edges between clusters in bold.

@@ -177,9 +177,11 @@ bool parse_and_read(const std::string& text, GlobalDag* out, std::string* error)
   return true;
 }
 
-// Reads at most `limit` bytes: checked up front where the size is known, and
-// while reading for files whose size is not (pipes, /dev/zero).
-bool read_bounded(const std::string& path, uint64_t limit, std::string* text, std::string* error) {
+}  // namespace
+
+// Checked up front where the size is known, and while reading for files
+// whose size is not (pipes, /dev/zero).
+bool read_bounded_file(const std::string& path, uint64_t limit, std::string* text, std::string* error) {
   const std::string too_big = path + ": larger than the limit of " + std::to_string(limit >> 20) + " MiB";
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return fail(error, path + ": is a directory");
@@ -196,8 +198,6 @@ bool read_bounded(const std::string& path, uint64_t limit, std::string* text, st
   return true;
 }
 
-}  // namespace
-
 bool dag_from_json(const std::string& text, GlobalDag* out, std::string* error) {
   // Nothing may escape: callers include the C API, and a hostile file must
   // end in an error message, whatever the parser or allocator throws.
@@ -213,7 +213,7 @@ bool dag_from_json(const std::string& text, GlobalDag* out, std::string* error) 
 bool load_dag_file(const std::string& path, GlobalDag* out, std::string* error) {
   std::string text;
   try {
-    if (!read_bounded(path, kMaxGraphDocumentBytes, &text, error)) return false;
+    if (!read_bounded_file(path, kMaxGraphDocumentBytes, &text, error)) return false;
   } catch (const std::exception& e) {
     return fail(error, path + ": cannot be read (" + printable(e.what()) + ")");
   }

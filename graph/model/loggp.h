@@ -81,6 +81,9 @@ bool parse_model_string(const std::string& text, LogGPModel* model, std::string*
 bool parse_model_json(const std::string& text, LogGPModel* model, std::string* error);
 // parse_model_json on a file (at most 1 MiB).
 bool load_model_file(const std::string& path, LogGPModel* model, std::string* error);
+// The JSON form of `model`: every main key, and "intra" with the intra keys
+// set explicitly; parse_model_json reads it back to an equal model.
+std::string model_to_json(const LogGPModel& model);
 // The keys, their defaults and units: for usage text and the docs.
 std::string model_keys_help();
 

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "graph/json.h"
+#include "graph/json_strict.h"
 #include "graph/model/loggp.h"
 
 namespace carflow {
@@ -171,28 +172,8 @@ bool parse_model_json(const std::string& text, LogGPModel* model, std::string* e
   // The model nests two levels; refuse deeper text before the parser
   // spends memory on it.
   if (!json_nesting_ok(text, 2)) return fail(error, "model: nests deeper than {\"intra\": {...}}");
-  std::string duplicate;
-  std::vector<std::set<std::string>> keys;
-  auto note_keys = [&](int, Json::parse_event_t event, Json& parsed) {
-    if (event == Json::parse_event_t::object_start) keys.emplace_back();
-    if (event == Json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
-    if (event == Json::parse_event_t::key && !keys.empty() &&
-        !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
-      duplicate = parsed.get<std::string>();
-    }
-    return true;
-  };
   Json doc;
-  try {
-    doc = Json::parse(text, note_keys);
-  } catch (const Json::exception& e) {
-    std::string what = e.what();
-    for (char& ch : what) {
-      if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) > 0x7e) ch = '?';
-    }
-    return fail(error, "model: not valid JSON: " + what);
-  }
-  if (!duplicate.empty()) return fail(error, duplicate + ": given twice");
+  if (!parse_json_unique_keys(text, "model", &doc, error)) return false;
   if (!doc.is_object()) return fail(error, "model: expected a JSON object of keys (" + key_names() + ")");
   LogGPModel out = *model;
   std::set<std::string> seen;
@@ -214,6 +195,17 @@ bool load_model_file(const std::string& path, LogGPModel* model, std::string* er
   if (file.bad()) return fail(error, path + ": read error");
   if (!parse_model_json(text, model, error)) return fail(error, path + ": " + *error);
   return true;
+}
+
+std::string model_to_json(const LogGPModel& model) {
+  Json doc = Json::object();
+  Json intra = Json::object();
+  for (size_t i = 0; i < std::size(kKeys); ++i) {
+    doc[kKeys[i].name] = model.inter.*kKeys[i].field;
+    if (model.intra_given & (1u << i)) intra[kKeys[i].name] = model.intra.*kKeys[i].field;
+  }
+  if (!intra.empty()) doc["intra"] = std::move(intra);
+  return doc.dump(2) + "\n";
 }
 
 std::string model_keys_help() {

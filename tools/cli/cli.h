@@ -80,6 +80,10 @@ int cmd_compare(const Args& args);
 int cmd_demo(const Args& args);
 int cmd_info();
 int cmd_simulate(const Args& args);
+// calibrate measures through the engine, so it calls cf_init itself (and
+// between processes starts itself again under cfrun with argv).
+int cmd_calibrate(const Args& args, int argc, char** argv);
+int cmd_tune(const Args& args);
 // The LogGP model of --model-file and --model (graph/model/loggp.h);
 // false with *error naming the option and the key.
 bool model_from_args(const Args& args, carflow::LogGPModel* model, std::string* error);

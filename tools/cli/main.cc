@@ -1,4 +1,5 @@
-// The `carflow` command line: demo, plan, simulate, dot, view, bench, compare, info.
+// The `carflow` command line: demo, plan, simulate, dot, view, bench, compare, info,
+// calibrate, tune.
 // `tools/carflow` (the shell entry) installs what is missing, builds this
 // binary and forwards its arguments here.
 #include "engine/runtime.h"
@@ -40,7 +41,13 @@ const char kUsage[] =
     "                                      (LO:HI = LO, 2LO, 4LO, ... up to HI)\n"
     "  compare [--coll C] [--images 8] [--sizes 8,1M] [--iters N] [--rounds 5]\n"
     "                                      every algorithm vs the default choice, one run\n"
-    "  info                                environment knobs, algorithms, thresholds\n";
+    "  calibrate [--transport inproc|shm|tcp] [--out model.json] [--iters 2000]\n"
+    "                                      LogGP parameters measured on a transport between\n"
+    "                                      2 images (shm, tcp: 2 processes under cfrun)\n"
+    "  tune  --model-file F --images P [--images-per-node K] [--max-bytes 16M] --out T.json\n"
+    "                                      per kind, the predicted fastest algorithm by size\n"
+    "                                      range: a table for CF_TUNING\n"
+  "  info                                environment knobs, algorithms, thresholds\n";
 
 
 }  // namespace
@@ -78,6 +85,8 @@ int main(int argc, char** argv) {
   if (cmd == "view") return cmd_view(args);
   if (cmd == "trace") return cmd_trace(args);
   if (cmd == "info") return cmd_info();
+  if (cmd == "tune") return cmd_tune(args);
+  if (cmd == "calibrate") return cmd_calibrate(args, argc, argv);
   if (cf_init(&argc, &argv) != CF_OK) return 2;  // prints the reason (fatal mode)
   cf_set_error_mode(CF_ERRORS_RETURN);
   const int rc = cmd == "demo" ? cmd_demo(args) : cmd == "compare" ? cmd_compare(args) : cmd_bench(args);

@@ -28,6 +28,8 @@ const CommandSpec* command_spec(const std::string& cmd) {
        {{"coll", "images", "sizes", "iters", "algo", "sync", "calls", "aggregate", "rounds", "plugin"}, {"json"}, 0}},
       {"compare", {{"coll", "images", "sizes", "iters", "rounds", "plugin"}, {}, 0}},
       {"info", {{"plugin"}, {}, 0}},
+      {"calibrate", {{"transport", "out", "iters"}, {}, 0}},
+      {"tune", {{"model-file", "model", "images", "images-per-node", "max-bytes", "out", "plugin"}, {}, 0}},
   };
   auto it = kSpecs.find(cmd);
   return it == kSpecs.end() ? nullptr : &it->second;

@@ -1,0 +1,61 @@
+// The first-call cost of model-driven selection (CF_MODEL): a fresh
+// SelectionTable per sample, so each choose() predicts every registered
+// algorithm of the kind (generate all P image DAGs, simulate under LogGP)
+// before it answers; later calls with the same key are a hash lookup.
+// Target: under 1 ms for P <= 64.
+//
+//   bazel run -c opt //bench:model_select_cost -- [model.json] [samples=5]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/arg.h"
+#include "engine/config.h"
+#include "engine/selection.h"
+
+int main(int argc, char** argv) {
+  using namespace carflow;
+  auto model = std::make_shared<LogGPModel>();
+  std::string error;
+  if (argc > 1 && std::string(argv[1]) != "-" && !load_model_file(argv[1], model.get(), &error)) {
+    std::fprintf(stderr, "model_select_cost: %s\n", error.c_str());
+    return 1;
+  }
+  const uint64_t samples = carflow_bench::arg_uint(argc, argv, 2, "samples", 5, 1, 1000);
+  Config config;
+  config.model = model;
+  const CollKind kinds[] = {CollKind::Broadcast, CollKind::Barrier,  CollKind::Allreduce,
+                            CollKind::GatherAll, CollKind::Exchange, CollKind::ReduceScatter};
+  std::printf("%-15s %4s %9s %12s %12s %s\n", "kind", "P", "bytes", "median_us", "max_us", "choice");
+  double worst = 0;
+  for (CollKind kind : kinds) {
+    for (uint32_t P : {2u, 4u, 8u, 16u, 32u, 64u}) {
+      for (uint64_t bytes : {uint64_t{8}, uint64_t{4096}, uint64_t{256} << 10, uint64_t{4} << 20}) {
+        if (kind == CollKind::Barrier && bytes != 8) continue;
+        const uint64_t nbytes = kind == CollKind::Barrier ? 0 : bytes;
+        const uint32_t elem = is_computational(kind) ? 8 : 1;
+        std::vector<double> us;
+        std::string choice;
+        for (uint64_t s = 0; s < samples; ++s) {
+          const SelectionTable table(config, 2);
+          const auto t0 = std::chrono::steady_clock::now();
+          choice = table.choose(kind, P, nbytes, elem, true)->name;
+          us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        }
+        std::sort(us.begin(), us.end());
+        worst = std::max(worst, us[us.size() / 2]);
+        std::printf("%-15s %4u %9llu %12.1f %12.1f %s\n", coll_kind_name(kind), P,
+                    static_cast<unsigned long long>(nbytes), us[us.size() / 2], us.back(), choice.c_str());
+        std::fprintf(stderr, "{\"bench\":\"model_select_cost\",\"kind\":\"%s\",\"images\":%u,\"bytes\":%llu,"
+                     "\"median_us\":%.1f,\"max_us\":%.1f,\"choice\":\"%s\"}\n",
+                     coll_kind_name(kind), P, static_cast<unsigned long long>(nbytes), us[us.size() / 2], us.back(),
+                     choice.c_str());
+      }
+    }
+  }
+  std::printf("largest median: %.1f us (target < 1000 us for P <= 64)\n", worst);
+  return 0;
+}

@@ -1,0 +1,57 @@
+// Predicted times of a collective's algorithms under the LogGP model
+// (loggp.h): what `carflow tune` tabulates and what the engine's
+// model-driven selection (CF_MODEL) ranks. Pure: a spec and a model in,
+// times out.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/car.h"
+#include "graph/model/loggp.h"
+#include "graph/registry.h"
+
+namespace carflow {
+
+// The parameters the engine gives a generator that reads them (its
+// GeneratorInfo::params and segmented flag); 0 = the generator's default.
+struct AlgorithmParams {
+  uint64_t segment_bytes = 0;
+  uint32_t radix = 0, window = 0;
+  uint32_t logp_L = 0, logp_o = 0, logp_g = 0;
+};
+
+// L, o and g of `model` in whole ns as the logp broadcast reads them: the
+// intra-node set when the team is one node (images_per_node 0 < K >= P).
+void logp_from_model(const LogGPModel& model, uint32_t images, AlgorithmParams* params);
+
+// `base` with only the parameters `gen` reads set from `params`, its
+// algorithm set to gen's name (the engine's ScheduleKey does the same).
+CollectiveSpec spec_for_generator(const GeneratorInfo& gen, CollectiveSpec base, const AlgorithmParams& params);
+
+// The kinds the model ranks: every rooted and all-to-all kind with one
+// block size; permute and the block-cyclic reduce / prefix_reduce keep
+// the default table (their DAGs depend on per-call layouts).
+bool model_ranks_kind(CollKind kind);
+
+struct Prediction {
+  const GeneratorInfo* gen = nullptr;
+  bool ok = false;
+  double time_ns = 0;
+  std::string error;  // why it was not predicted (its DAG is refused, too large, deadlocks)
+};
+
+// Every generator registered for base.kind that may run the call
+// (order-preserving ones only when !commutative), predicted under `model`
+// with images_per_node = base.images_per_node; registry order.
+// max_cars bounds each DAG (larger ones are not predicted).
+std::vector<Prediction> predict_algorithms(const CollectiveSpec& base, bool commutative,
+                                           const LogGPModel& model, const AlgorithmParams& params,
+                                           uint64_t max_cars);
+
+// The predicted fastest of `predictions` (the first on ties, so every
+// image and process that predicts the same picks the same), or nullptr.
+const Prediction* fastest(const std::vector<Prediction>& predictions);
+
+}  // namespace carflow

@@ -1,0 +1,313 @@
+// carflow calibrate: the LogGP parameters (graph/model/loggp.h) of one of
+// carflow's transports, measured through the engine itself: small
+// generators registered here (the public builder, carflow/generator.h)
+// make ping-pongs, message trains and one-sided sends between 2 images, so
+// the figures include what every collective's CARs pay (matching, queues,
+// completion). Between processes the command starts itself under cfrun.
+#include <carflow/generator.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "engine/reduce_ops.h"
+#include "tools/cli/cli.h"
+
+namespace carflow::cli {
+namespace {
+
+constexpr uint64_t kSmallBytes = 8;        // L, o, g: one 8-byte message, or a train of them
+constexpr uint32_t kTrain = 16;            // messages in a train or round trips in a chain
+constexpr uint64_t kLargeLow = 64 << 10;   // G: the per-byte slope between these two sizes
+constexpr uint64_t kLargeHigh = 1 << 20;
+constexpr uint64_t kLoopBytes = 256 << 10;  // gamma and beta: per-byte loops over this much
+
+// One measurement's generators: `count` messages per call (round trips of
+// a chain, pieces of a train or of the one-sided sends).
+const uint32_t kOne = 1, kMany = kTrain;
+
+cf_buf_t part(int space, uint64_t offset, uint64_t length) { return cf_buf_t{space, 0, offset, length}; }
+
+// Permute on 2 images, `count` round trips in a chain: image 0 sends and
+// waits for the reply before sending again. The last replies leave each
+// image's dst holding its peer's src, as permute requires.
+int chain_generator(const cf_gen_spec_t* spec, cf_dag_t* dag, void* arg) {
+  if (spec->images != 2) return CF_ERR_BAD_ARG;
+  const uint32_t count = *static_cast<const uint32_t*>(arg);
+  const uint32_t peer = 1 - spec->image;
+  cf_car_t last = CF_CAR_NONE;
+  for (uint32_t r = 0; r < count; ++r) {
+    const size_t ndeps = last == CF_CAR_NONE ? 0 : 1;
+    if (spec->image == 0) {
+      const cf_car_t sent = cf_dag_send(dag, peer, part(CF_SPACE_SRC, 0, spec->nbytes), &last, ndeps);
+      last = cf_dag_recv(dag, peer, part(CF_SPACE_DST, 0, spec->nbytes), &sent, 1);
+    } else {
+      const cf_car_t got = cf_dag_recv(dag, peer, part(CF_SPACE_DST, 0, spec->nbytes), &last, ndeps);
+      last = cf_dag_send(dag, peer, part(CF_SPACE_SRC, 0, spec->nbytes), &got, 1);
+    }
+  }
+  return CF_OK;
+}
+
+// Permute on 2 images as two trains of `count` pieces: image 0's train
+// goes out, image 1 answers with its own once all of it has arrived.
+int train_generator(const cf_gen_spec_t* spec, cf_dag_t* dag, void* arg) {
+  const uint32_t count = *static_cast<const uint32_t*>(arg);
+  if (spec->images != 2 || spec->nbytes % count != 0) return CF_ERR_BAD_ARG;
+  const uint64_t piece = spec->nbytes / count;
+  const uint32_t peer = 1 - spec->image;
+  std::vector<cf_car_t> got;
+  for (uint32_t i = 0; i < count && spec->image == 0; ++i) {
+    cf_dag_send(dag, peer, part(CF_SPACE_SRC, i * piece, piece), nullptr, 0);
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    got.push_back(cf_dag_recv(dag, peer, part(CF_SPACE_DST, i * piece, piece), nullptr, 0));
+  }
+  if (spec->image == 1) {
+    const cf_car_t all = cf_dag_join(dag, got.data(), got.size());
+    for (uint32_t i = 0; i < count; ++i) cf_dag_send(dag, peer, part(CF_SPACE_SRC, i * piece, piece), &all, 1);
+  }
+  return CF_OK;
+}
+
+// Broadcast from image 0 on 2 images in `count` pieces: the root's part
+// is its sends alone (and its own copy), so its time is the sender's cost.
+int sends_generator(const cf_gen_spec_t* spec, cf_dag_t* dag, void* arg) {
+  const uint32_t count = *static_cast<const uint32_t*>(arg);
+  if (spec->images != 2 || spec->root != 0 || spec->nbytes % count != 0) return CF_ERR_BAD_ARG;
+  const uint64_t piece = spec->nbytes / count;
+  if (spec->image == 0) cf_dag_copy(dag, part(CF_SPACE_DST, 0, spec->nbytes), part(CF_SPACE_SRC, 0, spec->nbytes), nullptr, 0);
+  for (uint32_t i = 0; i < count; ++i) {
+    const cf_buf_t b = part(spec->image == 0 ? CF_SPACE_SRC : CF_SPACE_DST, i * piece, piece);
+    if (spec->image == 0) {
+      cf_dag_send(dag, 1, b, nullptr, 0);
+    } else {
+      cf_dag_recv(dag, 0, b, nullptr, 0);
+    }
+  }
+  return CF_OK;
+}
+
+struct Generator {
+  int kind;
+  const char* name;
+  cf_generator_fn fn;
+  const uint32_t* count;
+};
+constexpr Generator kGenerators[] = {
+    {CF_KIND_PERMUTE, "calibrate_chain_1", chain_generator, &kOne},
+    {CF_KIND_PERMUTE, "calibrate_train_1", train_generator, &kOne},
+    {CF_KIND_PERMUTE, "calibrate_train_16", train_generator, &kMany},
+    {CF_KIND_BROADCAST, "calibrate_sends_1", sends_generator, &kOne},
+    {CF_KIND_BROADCAST, "calibrate_sends_16", sends_generator, &kMany},
+};
+
+double now_ns() {
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The 10th percentile: on a shared machine most of the spread is time the
+// images spent descheduled, which the model does not describe.
+double low_percentile(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 10, v.end());
+  return v[v.size() / 10];
+}
+
+struct Run {
+  uint32_t iters = 2000;
+  std::vector<uint8_t> src, dst;
+  std::string error;  // image 0's first failure
+  // Image 0's results, ns per call.
+  double chain1 = 0, train1 = 0, train16 = 0, sends1 = 0, sends16 = 0, large_low = 0,
+         large_high = 0;
+};
+
+// `iters` calls of one generator's collective (after a tenth as warm-up);
+// the 10th percentile of the time per call on this image. Both images make the same calls.
+double time_calls(cf_image_t me, Run* run, const char* algorithm, int kind, uint64_t nbytes, uint32_t iters) {
+  const int flags = CF_COLL_IN_NOSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_LOCAL | CF_COLL_ALL_THREADS;
+  const cf_image_t perm[2] = {1, 0};
+  std::vector<uint8_t> src(nbytes, static_cast<uint8_t>(me + 1)), dst(nbytes);
+  if (cf_coll_set_algorithm(kind, algorithm) != CF_OK) return run->error = cf_last_error(), 0;
+  std::vector<double> times;
+  const uint32_t warm = iters / 10 + 1;
+  for (uint32_t i = 0; i < warm + iters; ++i) {
+    const double t0 = now_ns();
+    const int rc = kind == CF_KIND_PERMUTE ? cf_coll_permute(CF_TEAM_ALL, dst.data(), src.data(), nbytes, perm, flags)
+                                           : cf_coll_broadcast(CF_TEAM_ALL, dst.data(), 0, src.data(), nbytes, flags);
+    const double t1 = now_ns();
+    // The one-sided sends: keep the root from running ahead of its peer.
+    if (rc == CF_OK && kind == CF_KIND_BROADCAST) cf_coll_barrier(CF_TEAM_ALL, CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_LOCAL | CF_COLL_ALL_THREADS);
+    if (rc != CF_OK) return run->error = std::string(algorithm) + ": " + cf_last_error(), 0;
+    if (i >= warm) times.push_back(t1 - t0);
+  }
+  if (dst[0] != static_cast<uint8_t>(kind == CF_KIND_PERMUTE ? 2 - me : 1)) {
+    run->error = std::string(algorithm) + ": wrong data received";
+  }
+  cf_coll_set_algorithm(kind, nullptr);
+  return low_percentile(std::move(times));
+}
+
+void measure_image(cf_image_t me, void* arg) {
+  Run* run = static_cast<Run*>(arg);
+  const uint32_t n = run->iters;
+  const uint64_t train_bytes = kSmallBytes * kTrain;
+  Run r;
+  r.chain1 = time_calls(me, &r, "calibrate_chain_1", CF_KIND_PERMUTE, kSmallBytes, n);
+  r.train1 = time_calls(me, &r, "calibrate_train_1", CF_KIND_PERMUTE, train_bytes, n);
+  r.train16 = time_calls(me, &r, "calibrate_train_16", CF_KIND_PERMUTE, train_bytes, n / 4 + 1);
+  r.sends1 = time_calls(me, &r, "calibrate_sends_1", CF_KIND_BROADCAST, train_bytes, n);
+  r.sends16 = time_calls(me, &r, "calibrate_sends_16", CF_KIND_BROADCAST, train_bytes, n / 4 + 1);
+  r.large_low = time_calls(me, &r, "calibrate_chain_1", CF_KIND_PERMUTE, kLargeLow, n / 10 + 1);
+  r.large_high = time_calls(me, &r, "calibrate_chain_1", CF_KIND_PERMUTE, kLargeHigh, n / 40 + 1);
+  if (me == 0) {
+    r.iters = n;
+    *run = std::move(r);
+  }
+}
+
+// ns per byte of a loop over kLoopBytes, the 10th percentile of `reps`.
+template <typename Body>
+double per_byte(uint32_t reps, Body body) {
+  std::vector<double> times;
+  for (uint32_t i = 0; i < reps + 2; ++i) {
+    const double t0 = now_ns();
+    body();
+    if (i >= 2) times.push_back((now_ns() - t0) / kLoopBytes);
+  }
+  return low_percentile(std::move(times));
+}
+
+// gamma: the engine's own SUM kernel, dst = dst + src (a REDUCE or
+// RECV_REDUCE CAR), for elements of `type`.
+double reduce_per_byte(int type, size_t elem_size, uint32_t reps, std::string* error) {
+  ReduceOp op;
+  if (!resolve_reduce_op(CF_BUILTIN(CF_OP_SUM, type), 0, elem_size, {}, &op, error)) return 0;
+  std::vector<uint8_t> a(kLoopBytes, 0), b(kLoopBytes, 0);
+  return per_byte(reps, [&] { op.apply(a.data(), a.data(), b.data(), kLoopBytes); });
+}
+
+double copy_per_byte(uint32_t reps) {
+  std::vector<uint8_t> a(kLoopBytes, 1), b(kLoopBytes);
+  return per_byte(reps, [&] {
+    std::memcpy(b.data(), a.data(), kLoopBytes);
+    asm volatile("" : : "r"(b.data()) : "memory");  // keep the copy
+  });
+}
+
+// Starts this command again as 2 processes under cfrun (beside this
+// binary: bazel-bin/tools/cfrun_bin, or an installed cfrun) with the
+// transport's environment; returns only on failure.
+int relaunch_under_cfrun(const std::string& transport, int argc, char** argv) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return fail("calibrate: cannot find this program (/proc/self/exe)");
+  self[n] = '\0';
+  const std::string dir = std::filesystem::path(self).parent_path();
+  std::string cfrun;
+  for (const char* name : {"/cfrun_bin", "/cfrun"}) {
+    if (access((dir + name).c_str(), X_OK) == 0) cfrun = dir + name;
+  }
+  if (cfrun.empty()) return fail("--transport " + transport + ": needs cfrun beside " + self + " (bazel build //tools:cfrun_bin)");
+  if (transport == "tcp") {
+    setenv("CF_OFI_PROVIDER", "tcp;ofi_rxm", 1);
+    setenv("CF_HOST_RINGS", "0", 1);
+  }
+  std::vector<std::string> words = {cfrun, "-n", "2", "--images", "1", "--timeout", "300", self};
+  for (int i = 1; i < argc; ++i) words.push_back(argv[i]);
+  std::vector<char*> list;
+  for (std::string& w : words) list.push_back(w.data());
+  list.push_back(nullptr);
+  execv(cfrun.c_str(), list.data());
+  return fail("calibrate: cannot start " + cfrun + ": " + std::strerror(errno));
+}
+
+// The fit (graph/README.md, "Calibration"): in LogGP an 8-byte round trip
+// is 2(L + 2o) (one call: L also carries the call's own cost, which every
+// collective pays); a train's messages follow each other at max(o, g);
+// the slope of a round trip in its size is 2G.
+LogGPModel fit(const Run& r, double S, double gamma, double beta) {
+  LogGPModel m;
+  LogGPParams& p = m.inter;
+  const double round_trip = r.chain1;
+  p.o = std::max(1.0, (r.sends16 - r.sends1) / (kTrain - 1));
+  p.g = std::max(0.0, (r.train16 - r.train1) / (2.0 * (kTrain - 1)));
+  p.L = std::max(0.0, round_trip / 2 - 2 * p.o);
+  p.G = std::max(0.0, (r.large_high - r.large_low) / (2.0 * (kLargeHigh - kLargeLow)));
+  p.O = 0;
+  p.S = S;
+  p.gamma = gamma;
+  p.beta = beta;
+  m.intra = p;
+  return m;
+}
+
+}  // namespace
+
+int cmd_calibrate(const Args& args, int argc, char** argv) {
+  const std::string transport = args.count("transport") ? args.at("transport") : "inproc";
+  if (transport != "inproc" && transport != "shm" && transport != "tcp") {
+    return fail("--transport: '" + transport + "': expected inproc, shm or tcp");
+  }
+  uint64_t iters = 0;
+  std::string error;
+  if (!get_uint(args, "iters", 2000, 10, 10000000, &iters, &error)) return fail(error);
+  const bool launched = std::getenv("CF_NODES") != nullptr;
+  if (transport != "inproc" && !launched) return relaunch_under_cfrun(transport, argc, argv);
+  if (transport == "inproc" && launched) return fail("--transport inproc: run without cfrun (one process, 2 image threads)");
+  for (const Generator& g : kGenerators) {
+    if (cf_generator_register(g.kind, g.name, g.fn, const_cast<uint32_t*>(g.count), 0, "calibrate") != CF_OK) {
+      return fail(cf_last_error());
+    }
+  }
+  if (cf_init(&argc, &argv) != CF_OK) return 2;
+  cf_set_error_mode(CF_ERRORS_RETURN);
+  if (cf_nodes() != (transport == "inproc" ? 1u : 2u)) {
+    cf_finalize();
+    return fail("calibrate: --transport " + transport + " needs " + (transport == "inproc" ? "1 process" : "2 processes") +
+                ", got " + std::to_string(cf_nodes()));
+  }
+  Run run;
+  run.iters = static_cast<uint32_t>(iters);
+  const int rc = cf_run_images(transport == "inproc" ? 2 : 1, nullptr, 0, measure_image, &run);
+  Config config;
+  Config::from_env(&config, &error);  // cf_init has checked it
+  const cf_node_t node = cf_mynode();
+  cf_finalize();
+  if (rc != CF_OK || !run.error.empty()) return fail("calibrate: " + (run.error.empty() ? std::string(cf_strerror(rc)) : run.error));
+  if (node != 0) return 0;
+  const uint32_t reps = static_cast<uint32_t>(std::max<uint64_t>(5, iters / 40));
+  const double gamma_float = reduce_per_byte(CF_DT_FLOAT, 4, reps, &error);
+  const double gamma_double = reduce_per_byte(CF_DT_DOUBLE, 8, reps, &error);
+  const double beta = copy_per_byte(reps);
+  const double S = static_cast<double>(transport == "inproc" ? config.inproc_eager_bytes : config.eager_bytes);
+  // One gamma in the model: the slower SUM, so reductions are not under-predicted.
+  const LogGPModel model = fit(run, S, std::max(gamma_float, gamma_double), beta);
+  const LogGPParams& p = model.inter;
+  std::printf("transport %s, 2 images, 10th percentiles of %llu calls (noisy when the machine is shared)\n",
+              transport.c_str(), static_cast<unsigned long long>(iters));
+  std::printf("  8-byte round trip (one call): %.1f ns\n", run.chain1);
+  std::printf("  L     %10.2f ns     latency (round trip / 2 - 2o)\n", p.L);
+  std::printf("  o     %10.2f ns     sender's cost per message (one-sided train of %u)\n", p.o, kTrain);
+  std::printf("  g     %10.2f ns     gap between messages of a train\n", p.g);
+  std::printf("  G     %10.4f ns/B   per byte (round trips of %llu KiB and %llu KiB)\n", p.G,
+              static_cast<unsigned long long>(kLargeLow >> 10), static_cast<unsigned long long>(kLargeHigh >> 10));
+  std::printf("  S     %10.0f B      eager limit (the transport's setting)\n", p.S);
+  std::printf("  gamma %10.4f ns/B   SUM: float %.4f, double %.4f (the model keeps the larger)\n", p.gamma,
+              gamma_float, gamma_double);
+  std::printf("  beta  %10.4f ns/B   memcpy of %llu KiB\n", p.beta, static_cast<unsigned long long>(kLoopBytes >> 10));
+  if (args.count("out")) {
+    std::ofstream file(args.at("out"), std::ios::binary | std::ios::trunc);
+    file << model_to_json(model);
+    if (!file.flush()) return fail("--out: " + args.at("out") + ": cannot write");
+    std::printf("wrote %s\n", args.at("out").c_str());
+  }
+  return 0;
+}
+
+}  // namespace carflow::cli
