@@ -7,12 +7,19 @@
    what it serves, MPI for user ops, derived or unsupported reduction
    datatypes, logical ops, count 0 and communicators of one process.
    Without the layer (or with it turned off) the results are checked alone.
+   Every check runs twice: with the blocking calls, then with their
+   nonblocking forms (MPI_Ibcast ...), each completed by one of the wait and
+   test calls in turn. Then several nonblocking collectives outstanding at
+   once, completed in another order, and a point-to-point receive waited on
+   while a large MPI_Iallreduce is pending, its sender sending only once its
+   own MPI_Iallreduce is done (no deadlock: the wait moves the collective).
 
      mpirun -np P [-x LD_PRELOAD=.../libcarflow_mpi.so] mpi_layer_check
 
    Prints "mpi_layer_check: rank R: layer on|off, N checks, F failures";
    exits 1 when a check failed. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <dlfcn.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -40,18 +47,68 @@ static const char *g_where = "";  /* the communicator under test */
     }                                                                            \
   } while (0)
 
+/* ---- blocking or nonblocking -------------------------------------------- */
+static int g_nonblocking;  /* checks call the MPI_I* forms */
+static unsigned g_wait_kind;
+
+/* Completes a request by the next of the nine wait and test calls. */
+static void complete(MPI_Request *r) {
+  MPI_Status st;
+  int flag = 0, index = 0, out = 0, indices[1];
+  int rc = MPI_SUCCESS;
+  switch (g_wait_kind++ % 9) {
+    case 0: rc = MPI_Wait(r, &st); break;
+    case 1: rc = MPI_Waitall(1, r, MPI_STATUSES_IGNORE); break;
+    case 2: rc = MPI_Waitany(1, r, &index, &st); break;
+    case 3: rc = MPI_Waitsome(1, r, &out, indices, MPI_STATUSES_IGNORE); break;
+    case 4: while (rc == MPI_SUCCESS && !flag) rc = MPI_Test(r, &flag, &st); break;
+    case 5: while (rc == MPI_SUCCESS && !flag) rc = MPI_Testall(1, r, &flag, MPI_STATUSES_IGNORE); break;
+    case 6: while (rc == MPI_SUCCESS && !flag) rc = MPI_Testany(1, r, &index, &flag, &st); break;
+    case 7:
+      do rc = MPI_Testsome(1, r, &out, indices, MPI_STATUSES_IGNORE);
+      while (rc == MPI_SUCCESS && out == 0);
+      break;
+    default:
+      while (rc == MPI_SUCCESS && !flag) rc = MPI_Request_get_status(*r, &flag, &st);
+      if (rc == MPI_SUCCESS) rc = MPI_Wait(r, &st);
+  }
+  CHECK(rc == MPI_SUCCESS && *r == MPI_REQUEST_NULL, "wait kind %u: status %d, request %s", (g_wait_kind - 1) % 9,
+        rc, *r == MPI_REQUEST_NULL ? "freed" : "live");
+}
+
+/* COLL(Bcast, bcast, args): MPI_Bcast(args), or MPI_Ibcast(args, &r) completed. */
+#define COLL(Blocking, nonblocking, ...)                                                 \
+  do {                                                                                   \
+    if (g_nonblocking) {                                                                 \
+      MPI_Request r_ = MPI_REQUEST_NULL;                                                 \
+      MPI_I##nonblocking(__VA_ARGS__, &r_);                                              \
+      complete(&r_);                                                                     \
+    } else {                                                                             \
+      MPI_##Blocking(__VA_ARGS__);                                                       \
+    }                                                                                    \
+  } while (0)
+
+/* "MPI_Bcast", or "MPI_Ibcast" when the checks call the nonblocking forms. */
+static const char *form(const char *fn) {
+  static char name[64];
+  if (!g_nonblocking) return fn;
+  snprintf(name, sizeof name, "MPI_I%c%s", tolower((unsigned char)fn[4]), fn + 5);
+  return name;
+}
+
 /* ---- which path served a call ------------------------------------------ */
 enum { CARFLOW, PMPI };
 static uint64_t g_cf0, g_mpi0;
 
 static void path_begin(const char *fn) {
-  if (g_calls != NULL) g_calls(fn, &g_cf0, &g_mpi0);
+  if (g_calls != NULL) g_calls(form(fn), &g_cf0, &g_mpi0);
 }
 
 /* want: CARFLOW for a call the layer serves on a communicator of two or
    more processes (it goes to MPI otherwise), PMPI for one it must not. */
 static void path_end(const char *fn, MPI_Comm comm, int want) {
   if (g_calls == NULL) return;
+  fn = form(fn);
   int size;
   MPI_Comm_size(comm, &size);
   uint64_t cf = 0, mpi = 0;
@@ -133,7 +190,7 @@ static void *fill(MPI_Datatype t, int n, int rank, int salt) {
 /* ---- data movement -------------------------------------------------------- */
 static void check_barrier(MPI_Comm comm) {
   path_begin("MPI_Barrier");
-  MPI_Barrier(comm);
+  COLL(Barrier, barrier, comm);
   path_end("MPI_Barrier", comm, CARFLOW);
 }
 
@@ -157,7 +214,7 @@ static void check_bcast(MPI_Comm comm) {
       double *d = fill(MPI_DOUBLE, n, root, (int)c);
       if (rank != root) memset(d, 0, sizeof(double) * (size_t)n);
       path_begin("MPI_Bcast");
-      MPI_Bcast(d, n, MPI_DOUBLE, root, comm);
+      COLL(Bcast, bcast, d, n, MPI_DOUBLE, root, comm);
       path_end("MPI_Bcast", comm, CARFLOW);
       int bad = 0;
       for (int i = 0; i < n; ++i) bad += d[i] != (double)value(root, i, (int)c);
@@ -169,8 +226,8 @@ static void check_bcast(MPI_Comm comm) {
     MPI_Datatype strided = every_other_int(6);
     for (int i = 0; i < 6 && rank == root; ++i) buf[i] = (int)value(root, i, 9);
     path_begin("MPI_Bcast");
-    if (rank == root) MPI_Bcast(buf, 6, MPI_INT, root, comm);
-    else MPI_Bcast(buf, 1, strided, root, comm);
+    if (rank == root) COLL(Bcast, bcast, buf, 6, MPI_INT, root, comm);
+    else COLL(Bcast, bcast, buf, 1, strided, root, comm);
     path_end("MPI_Bcast", comm, CARFLOW);
     int bad = 0;
     for (int i = 0; i < 6 && rank != root; ++i) bad += buf[2 * i] != value(root, i, 9) || buf[2 * i + 1] != 0;
@@ -190,7 +247,7 @@ static void check_gather_scatter(MPI_Comm comm) {
       long *mine = fill(MPI_LONG, n, rank, root);
       if (in_place && rank == root) memcpy(all + rank * n, mine, sizeof(long) * n);
       path_begin("MPI_Gather");
-      MPI_Gather(in_place && rank == root ? MPI_IN_PLACE : mine, n, MPI_LONG, all, n, MPI_LONG, root, comm);
+      COLL(Gather, gather, in_place && rank == root ? MPI_IN_PLACE : mine, n, MPI_LONG, all, n, MPI_LONG, root, comm);
       path_end("MPI_Gather", comm, CARFLOW);
       int bad = 0;
       for (int r = 0; r < size && rank == root; ++r)
@@ -201,7 +258,7 @@ static void check_gather_scatter(MPI_Comm comm) {
       long got[3] = {0, 0, 0};
       if (in_place && rank == root) memset(all + rank * n, 0, sizeof(long) * n);
       path_begin("MPI_Scatter");
-      MPI_Scatter(all, n, MPI_LONG, in_place && rank == root ? MPI_IN_PLACE : got, n, MPI_LONG, root, comm);
+      COLL(Scatter, scatter, all, n, MPI_LONG, in_place && rank == root ? MPI_IN_PLACE : got, n, MPI_LONG, root, comm);
       path_end("MPI_Scatter", comm, CARFLOW);
       bad = 0;
       for (int i = 0; i < n && !(in_place && rank == root); ++i) bad += got[i] != value(rank, i, root);
@@ -222,7 +279,7 @@ static void check_allgather_alltoall(MPI_Comm comm) {
     int *mine = fill(MPI_INT, n, rank, 5);
     if (in_place) memcpy(all + rank * n, mine, sizeof(int) * n);
     path_begin("MPI_Allgather");
-    MPI_Allgather(in_place ? MPI_IN_PLACE : mine, n, MPI_INT, all, n, MPI_INT, comm);
+    COLL(Allgather, allgather, in_place ? MPI_IN_PLACE : mine, n, MPI_INT, all, n, MPI_INT, comm);
     path_end("MPI_Allgather", comm, CARFLOW);
     int bad = 0;
     for (int r = 0; r < size; ++r)
@@ -233,7 +290,7 @@ static void check_allgather_alltoall(MPI_Comm comm) {
     int *send = fill(MPI_INT, n * size, rank, 6);
     int *recv = in_place ? send : calloc((size_t)(n * size), sizeof(int));
     path_begin("MPI_Alltoall");
-    MPI_Alltoall(in_place ? MPI_IN_PLACE : send, n, MPI_INT, recv, n, MPI_INT, comm);
+    COLL(Alltoall, alltoall, in_place ? MPI_IN_PLACE : send, n, MPI_INT, recv, n, MPI_INT, comm);
     path_end("MPI_Alltoall", comm, CARFLOW);
     bad = 0;
     for (int r = 0; r < size; ++r)
@@ -257,7 +314,7 @@ static void check_allgather_alltoall(MPI_Comm comm) {
       double *me = fill(MPI_DOUBLE, rank + 1, rank, 8);
       if (in_place) memcpy(v + displs[rank], me, sizeof(double) * (size_t)(rank + 1));
       path_begin("MPI_Allgatherv");
-      MPI_Allgatherv(in_place ? MPI_IN_PLACE : me, rank + 1, MPI_DOUBLE, v, counts, displs, MPI_DOUBLE, comm);
+      COLL(Allgatherv, allgatherv, in_place ? MPI_IN_PLACE : me, rank + 1, MPI_DOUBLE, v, counts, displs, MPI_DOUBLE, comm);
       path_end("MPI_Allgatherv", comm, CARFLOW);
       bad = 0;
       for (int r = 0; r < size; ++r)
@@ -271,6 +328,182 @@ static void check_allgather_alltoall(MPI_Comm comm) {
     free(counts);
     free(displs);
   }
+}
+
+/* Gatherv, Scatterv, Alltoallv: blocks of 0, 1 and 2 ints, displacements
+   packed and with gaps, in place and not, every root. */
+static int layout(const int counts[], int *displs, int size, int gap) {
+  int at = 0;
+  for (int r = 0; r < size; ++r) {
+    displs[r] = at;
+    at += counts[r] + gap;
+  }
+  return at;
+}
+
+static void check_gatherv_scatterv(MPI_Comm comm, int root, int gap, int in_place) {
+  int rank, size;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  int *counts = malloc(sizeof(int) * (size_t)size), *displs = malloc(sizeof(int) * (size_t)size);
+  for (int r = 0; r < size; ++r) counts[r] = (r + root) % 3;
+  const int at = layout(counts, displs, size, gap), salt = 20 + root + gap;
+  const int here = in_place && rank == root;
+  int *all = calloc((size_t)at + 1, sizeof(int));
+  int *mine = fill(MPI_INT, counts[rank], rank, salt);
+  if (here) memcpy(all + displs[root], mine, sizeof(int) * (size_t)counts[root]);
+  path_begin("MPI_Gatherv");
+  COLL(Gatherv, gatherv, here ? MPI_IN_PLACE : mine, counts[rank], MPI_INT, all, counts, displs, MPI_INT, root, comm);
+  path_end("MPI_Gatherv", comm, CARFLOW);
+  int bad = 0;
+  for (int r = 0; r < size && rank == root; ++r) {
+    for (int i = 0; i < counts[r]; ++i) bad += all[displs[r] + i] != value(r, i, salt);
+    for (int i = 0; i < gap; ++i) bad += all[displs[r] + counts[r] + i] != 0;
+  }
+  CHECK(bad == 0, "MPI_Gatherv to %d%s%s: %d wrong", root, gap ? " with gaps" : "", here ? " in place" : "", bad);
+
+  /* Scatter the gathered blocks back. */
+  int got[3] = {-1, -1, -1};
+  path_begin("MPI_Scatterv");
+  COLL(Scatterv, scatterv, all, counts, displs, MPI_INT, here ? MPI_IN_PLACE : got, counts[rank], MPI_INT, root,
+       comm);
+  path_end("MPI_Scatterv", comm, CARFLOW);
+  bad = 0;
+  for (int i = 0; i < counts[rank] && !here; ++i) bad += got[i] != value(rank, i, salt);
+  for (int i = counts[rank]; i < 3 && !here; ++i) bad += got[i] != -1;
+  CHECK(bad == 0, "MPI_Scatterv from %d%s%s: %d wrong", root, gap ? " with gaps" : "", here ? " in place" : "", bad);
+  free(all);
+  free(mine);
+  free(counts);
+  free(displs);
+}
+
+/* Rank i sends (i + j) % 3 doubles to rank j (symmetric, so in place works):
+   element k of that block is value(i, 10 * j + k). */
+static void check_alltoallv(MPI_Comm comm, int gap, int in_place) {
+  int rank, size;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  int *counts = malloc(sizeof(int) * (size_t)size), *sdispls = malloc(sizeof(int) * (size_t)size);
+  int *rdispls = malloc(sizeof(int) * (size_t)size);
+  for (int j = 0; j < size; ++j) counts[j] = (rank + j) % 3;
+  const int sat = layout(counts, sdispls, size, 0), rat = layout(counts, rdispls, size, gap);
+  double *send = calloc((size_t)sat + 1, sizeof(double)), *recv = calloc((size_t)rat + 1, sizeof(double));
+  double *out = in_place ? recv : send;
+  const int *out_displs = in_place ? rdispls : sdispls;
+  for (int j = 0; j < size; ++j)
+    for (int k = 0; k < counts[j]; ++k) out[out_displs[j] + k] = (double)value(rank, 10 * j + k, 31);
+  path_begin("MPI_Alltoallv");
+  COLL(Alltoallv, alltoallv, in_place ? MPI_IN_PLACE : send, counts, sdispls, MPI_DOUBLE, recv, counts, rdispls,
+       MPI_DOUBLE, comm);
+  path_end("MPI_Alltoallv", comm, CARFLOW);
+  int bad = 0;
+  for (int j = 0; j < size; ++j) {
+    for (int k = 0; k < counts[j]; ++k) bad += recv[rdispls[j] + k] != (double)value(j, 10 * rank + k, 31);
+    for (int k = 0; k < gap; ++k) bad += recv[rdispls[j] + counts[j] + k] != 0.0;
+  }
+  CHECK(bad == 0, "MPI_Alltoallv%s%s: %d wrong", gap ? " with gaps" : "", in_place ? " in place" : "", bad);
+  free(send);
+  free(recv);
+  free(counts);
+  free(sdispls);
+  free(rdispls);
+}
+
+static void check_v_forms(MPI_Comm comm) {
+  int size;
+  MPI_Comm_size(comm, &size);
+  for (int gap = 0; gap < 3; gap += 2) {
+    for (int in_place = 0; in_place < 2; ++in_place) {
+      for (int root = 0; root < size; ++root) check_gatherv_scatterv(comm, root, gap, in_place);
+      check_alltoallv(comm, gap, in_place);
+    }
+  }
+}
+
+/* Several nonblocking collectives outstanding at once (one on MPI: a user
+   op), completed together, last started first. */
+static void int_max(void *in, void *inout, int *len, MPI_Datatype *t) {
+  (void)t;
+  for (int i = 0; i < *len; ++i)
+    if (((int *)in)[i] > ((int *)inout)[i]) ((int *)inout)[i] = ((int *)in)[i];
+}
+
+static void check_outstanding(MPI_Comm comm) {
+  int rank, size;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  enum { N = 1000 };
+  double *src = fill(MPI_DOUBLE, N, rank, 50), *sum = calloc(N, sizeof(double));
+  long *b = fill(MPI_LONG, N, size - 1, 51);
+  if (rank != size - 1) memset(b, 0, sizeof(long) * N);
+  int mine = rank * 3, *all = calloc((size_t)size, sizeof(int)), top = 0, one = rank;
+  MPI_Op user;
+  MPI_Op_create(int_max, 1, &user);
+  MPI_Request r[5];
+  MPI_Iallreduce(src, sum, N, MPI_DOUBLE, MPI_SUM, comm, &r[0]);
+  MPI_Ibcast(b, N, MPI_LONG, size - 1, comm, &r[1]);
+  MPI_Ibarrier(comm, &r[2]);
+  MPI_Iallreduce(&one, &top, 1, MPI_INT, user, comm, &r[3]);
+  MPI_Iallgather(&mine, 1, MPI_INT, all, 1, MPI_INT, comm, &r[4]);
+  MPI_Request reversed[5] = {r[4], r[3], r[2], r[1], r[0]};
+  if (rank % 2 == 0) {
+    MPI_Waitall(5, reversed, MPI_STATUSES_IGNORE);
+  } else {
+    int left = 5, out, indices[5];
+    while (left > 0) {
+      MPI_Waitsome(5, reversed, &out, indices, MPI_STATUSES_IGNORE);
+      left -= out;
+    }
+  }
+  int bad = 0;
+  for (int i = 0; i < N; ++i) bad += sum[i] != (double)fold(MPI_SUM, 0, size, i, 50) || b[i] != value(size - 1, i, 51);
+  for (int r2 = 0; r2 < size; ++r2) bad += all[r2] != r2 * 3;
+  bad += top != size - 1;
+  for (int i = 0; i < 5; ++i) bad += reversed[i] != MPI_REQUEST_NULL;
+  CHECK(bad == 0, "five outstanding nonblocking collectives: %d wrong", bad);
+  MPI_Op_free(&user);
+  free(src);
+  free(sum);
+  free(b);
+  free(all);
+}
+
+/* Rank 0 waits for a message from every other rank while a 1.6 MB
+   MPI_Iallreduce is pending; each of them sends only once its own
+   MPI_Iallreduce is done, which needs rank 0's part of the collective to
+   move while rank 0 waits on the receive. */
+static void check_p2p_while_pending(MPI_Comm comm) {
+  int rank, size;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  enum { N = 200000 };
+  double *src = fill(MPI_DOUBLE, N, rank, 60), *sum = calloc(N, sizeof(double));
+  MPI_Request coll;
+  g_nonblocking = 1;
+  path_begin("MPI_Allreduce");
+  MPI_Iallreduce(src, sum, N, MPI_DOUBLE, MPI_SUM, comm, &coll);
+  path_end("MPI_Allreduce", comm, CARFLOW);
+  g_nonblocking = 0;
+  int bad = 0;
+  if (rank == 0) {
+    for (int r = 1; r < size; ++r) {
+      int got = -1, index;
+      MPI_Request recv;
+      MPI_Irecv(&got, 1, MPI_INT, r, 77, comm, &recv);
+      if (r % 2) MPI_Wait(&recv, MPI_STATUS_IGNORE);
+      else MPI_Waitany(1, &recv, &index, MPI_STATUS_IGNORE);
+      bad += got != r;
+    }
+    MPI_Wait(&coll, MPI_STATUS_IGNORE);
+  } else {
+    MPI_Wait(&coll, MPI_STATUS_IGNORE);
+    MPI_Send(&rank, 1, MPI_INT, 0, 77, comm);
+  }
+  for (int i = 0; i < N; ++i) bad += sum[i] != (double)fold(MPI_SUM, 0, size, i, 60);
+  CHECK(bad == 0, "a receive waited on while MPI_Iallreduce is pending: %d wrong", bad);
+  free(src);
+  free(sum);
 }
 
 /* ---- reductions ----------------------------------------------------------- */
@@ -293,7 +526,7 @@ static void check_one_reduction(MPI_Comm comm, MPI_Datatype t, MPI_Op op, int n,
     void *dst = calloc((size_t)(n * size) + 1, (size_t)tsize);
     if (in_place) memcpy(dst, src, (size_t)(n * size * tsize));
     path_begin("MPI_Allreduce");
-    MPI_Allreduce(in_place ? MPI_IN_PLACE : src, dst, n, t, op, comm);
+    COLL(Allreduce, allreduce, in_place ? MPI_IN_PLACE : src, dst, n, t, op, comm);
     path_end("MPI_Allreduce", comm, CARFLOW);
     int bad = 0;
     for (int i = 0; i < n; ++i) bad += get(t, dst, i) != fold(op, 0, size, i, salt);
@@ -304,7 +537,7 @@ static void check_one_reduction(MPI_Comm comm, MPI_Datatype t, MPI_Op op, int n,
       const int here = in_place && rank == root;
       if (here) memcpy(dst, src, (size_t)(n * tsize));
       path_begin("MPI_Reduce");
-      MPI_Reduce(here ? MPI_IN_PLACE : src, dst, n, t, op, root, comm);
+      COLL(Reduce, reduce, here ? MPI_IN_PLACE : src, dst, n, t, op, root, comm);
       path_end("MPI_Reduce", comm, CARFLOW);
       bad = 0;
       for (int i = 0; i < n && rank == root; ++i) bad += get(t, dst, i) != fold(op, 0, size, i, salt);
@@ -313,7 +546,7 @@ static void check_one_reduction(MPI_Comm comm, MPI_Datatype t, MPI_Op op, int n,
 
     if (in_place) memcpy(dst, src, (size_t)(n * tsize));
     path_begin("MPI_Scan");
-    MPI_Scan(in_place ? MPI_IN_PLACE : src, dst, n, t, op, comm);
+    COLL(Scan, scan, in_place ? MPI_IN_PLACE : src, dst, n, t, op, comm);
     path_end("MPI_Scan", comm, CARFLOW);
     bad = 0;
     for (int i = 0; i < n; ++i) bad += get(t, dst, i) != fold(op, 0, rank + 1, i, salt);
@@ -321,7 +554,7 @@ static void check_one_reduction(MPI_Comm comm, MPI_Datatype t, MPI_Op op, int n,
 
     if (in_place) memcpy(dst, src, (size_t)(n * tsize));
     path_begin("MPI_Exscan");
-    MPI_Exscan(in_place ? MPI_IN_PLACE : src, dst, n, t, op, comm);
+    COLL(Exscan, exscan, in_place ? MPI_IN_PLACE : src, dst, n, t, op, comm);
     path_end("MPI_Exscan", comm, CARFLOW);
     bad = 0;
     for (int i = 0; i < n && rank > 0; ++i) bad += get(t, dst, i) != fold(op, 0, rank, i, salt);
@@ -330,7 +563,7 @@ static void check_one_reduction(MPI_Comm comm, MPI_Datatype t, MPI_Op op, int n,
     /* Reduce_scatter_block: block r of the P-block reduction to rank r. */
     if (in_place) memcpy(dst, src, (size_t)(n * size * tsize));
     path_begin("MPI_Reduce_scatter_block");
-    MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : src, dst, n, t, op, comm);
+    COLL(Reduce_scatter_block, reduce_scatter_block, in_place ? MPI_IN_PLACE : src, dst, n, t, op, comm);
     path_end("MPI_Reduce_scatter_block", comm, CARFLOW);
     bad = 0;
     for (int i = 0; i < n; ++i) bad += get(t, dst, i) != fold(op, 0, size, rank * n + i, salt);
@@ -346,7 +579,7 @@ static void check_one_reduction(MPI_Comm comm, MPI_Datatype t, MPI_Op op, int n,
     if (at > 0) {
       if (in_place) memcpy(dst, src, (size_t)(at * tsize));
       path_begin("MPI_Reduce_scatter");
-      MPI_Reduce_scatter(in_place ? MPI_IN_PLACE : src, dst, counts, t, op, comm);
+      COLL(Reduce_scatter, reduce_scatter, in_place ? MPI_IN_PLACE : src, dst, counts, t, op, comm);
       path_end("MPI_Reduce_scatter", comm, CARFLOW);
       bad = 0;
       for (int i = 0; i < counts[rank]; ++i) bad += get(t, dst, i) != fold(op, 0, size, mine_at + i, salt);
@@ -371,7 +604,7 @@ static void check_minloc(MPI_Comm comm) {
   for (int m = 0; m < 2; ++m) {
     const MPI_Op op = m == 0 ? MPI_MINLOC : MPI_MAXLOC;
     path_begin("MPI_Allreduce");
-    MPI_Allreduce(in, out, 2, MPI_2INT, op, comm);
+    COLL(Allreduce, allreduce, in, out, 2, MPI_2INT, op, comm);
     path_end("MPI_Allreduce", comm, CARFLOW);
     int bad = 0;
     for (int k = 0; k < 2; ++k) {
@@ -425,7 +658,7 @@ static void check_fallbacks(MPI_Comm comm) {
   MPI_Op user;
   MPI_Op_create(int_sum, 1, &user);
   path_begin("MPI_Allreduce");
-  MPI_Allreduce(in, out, 2, MPI_INT, user, comm);
+  COLL(Allreduce, allreduce, in, out, 2, MPI_INT, user, comm);
   path_end("MPI_Allreduce", comm, PMPI);
   CHECK(out[0] == sum0 && out[1] == sum1, "MPI_Allreduce with a user op: wrong");
   MPI_Op_free(&user);
@@ -438,7 +671,7 @@ static void check_fallbacks(MPI_Comm comm) {
   MPI_Op_create(pair_sum, 1, &pair);
   out[0] = out[1] = 0;
   path_begin("MPI_Reduce");
-  MPI_Reduce(in, out, 1, two, pair, 0, comm);
+  COLL(Reduce, reduce, in, out, 1, two, pair, 0, comm);
   path_end("MPI_Reduce", comm, PMPI);
   CHECK(rank != 0 || (out[0] == sum0 && out[1] == sum1), "MPI_Reduce of a derived type: wrong");
   MPI_Op_free(&pair);
@@ -447,21 +680,21 @@ static void check_fallbacks(MPI_Comm comm) {
   /* A predefined type carflow has no type for, and a logical op. */
   short s = (short)value(rank, 0, 1), s_out = 0;
   path_begin("MPI_Allreduce");
-  MPI_Allreduce(&s, &s_out, 1, MPI_SHORT, MPI_SUM, comm);
+  COLL(Allreduce, allreduce, &s, &s_out, 1, MPI_SHORT, MPI_SUM, comm);
   path_end("MPI_Allreduce", comm, PMPI);
   CHECK(s_out == sum0, "MPI_Allreduce of MPI_SHORT: wrong");
   int flag = rank >= 0, all = 0;
   path_begin("MPI_Allreduce");
-  MPI_Allreduce(&flag, &all, 1, MPI_INT, MPI_LAND, comm);
+  COLL(Allreduce, allreduce, &flag, &all, 1, MPI_INT, MPI_LAND, comm);
   path_end("MPI_Allreduce", comm, PMPI);
   CHECK(all == 1, "MPI_Allreduce MPI_LAND: wrong");
 
   /* Count 0. */
   path_begin("MPI_Bcast");
-  MPI_Bcast(in, 0, MPI_INT, 0, comm);
+  COLL(Bcast, bcast, in, 0, MPI_INT, 0, comm);
   path_end("MPI_Bcast", comm, PMPI);
   path_begin("MPI_Allreduce");
-  MPI_Allreduce(in, out, 0, MPI_INT, MPI_SUM, comm);
+  COLL(Allreduce, allreduce, in, out, 0, MPI_INT, MPI_SUM, comm);
   path_end("MPI_Allreduce", comm, PMPI);
 }
 
@@ -472,8 +705,16 @@ static void run_all(MPI_Comm comm, const char *where) {
   check_bcast(comm);
   check_gather_scatter(comm);
   check_allgather_alltoall(comm);
+  check_v_forms(comm);
   check_reductions(comm);
   check_fallbacks(comm);
+}
+
+/* Every check blocking, then nonblocking. */
+static void run_both(MPI_Comm comm, const char *where) {
+  for (g_nonblocking = 0; g_nonblocking < 2; ++g_nonblocking) run_all(comm, where);
+  g_nonblocking = 0;
+  check_outstanding(comm);
 }
 
 int main(int argc, char **argv) {
@@ -486,28 +727,29 @@ int main(int argc, char **argv) {
   if (g_calls != NULL) g_calls("MPI_Barrier", &cf, NULL);
   g_layer_on = cf == 1;
 
-  run_all(MPI_COMM_WORLD, "world");
+  run_both(MPI_COMM_WORLD, "world");
+  check_p2p_while_pending(MPI_COMM_WORLD);
   MPI_Comm dup, split, shared, cart, single, dup_of_split;
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-  run_all(dup, "dup");
+  run_both(dup, "dup");
   /* Reversed keys: the team's order must follow the communicator's. */
   MPI_Comm_split(MPI_COMM_WORLD, g_world_rank % 2, -g_world_rank, &split);
-  run_all(split, "split");
+  run_both(split, "split");
   MPI_Comm_dup(split, &dup_of_split);
-  run_all(dup_of_split, "dup of split");
+  run_both(dup_of_split, "dup of split");
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared);
-  run_all(shared, "split_type");
+  run_both(shared, "split_type");
   int size, dims[1] = {0}, periods[1] = {1};
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   dims[0] = size;
   MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 1, &cart);
-  run_all(cart, "cart");
+  run_both(cart, "cart");
   MPI_Comm_split(MPI_COMM_WORLD, g_world_rank, 0, &single);
-  run_all(single, "one process");
+  run_both(single, "one process");
   MPI_Comm_free(&dup_of_split);
   MPI_Comm_free(&split);
   /* A freed communicator's team is gone; the others still work. */
-  run_all(dup, "dup after frees");
+  run_both(dup, "dup after frees");
   MPI_Comm_free(&dup);
   MPI_Comm_free(&shared);
   MPI_Comm_free(&cart);

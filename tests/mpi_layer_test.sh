@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # libcarflow_mpi under Open MPI's mpirun: tests/mpi_layer_check.c (every
-# intercepted collective, results and the path that served each call) built
+# intercepted collective, blocking and nonblocking, results and the path
+# that served each call; a receive waited on while a collective is
+# pending) built
 # with mpicc and run on 2, 3 and 4 processes with the layer preloaded and on
 # 3 without it; the layer stepping aside when carflow cannot start; mpi4py
 # programs printing the same with and without the layer.
@@ -32,6 +34,10 @@ for np in 2 3 4; do
   # The report: per rank, allreduces on carflow and user ops on MPI.
   [ "$(count "rank [0-9]*: MPI_Allreduce: [1-9][0-9]* on carflow, [1-9][0-9]* on MPI (.*op [1-9]")" -eq "$np" ] ||
     fail "np=$np: CF_MPI_REPORT did not give every rank's MPI_Allreduce line"
+  [ "$(count "rank [0-9]*: MPI_Iallreduce: [1-9][0-9]* on carflow, [1-9][0-9]* on MPI (.*op [1-9]")" -eq "$np" ] ||
+    fail "np=$np: CF_MPI_REPORT did not give every rank's MPI_Iallreduce line"
+  [ "$(count "rank [0-9]*: MPI_Ialltoallv: [1-9][0-9]* on carflow, [1-9][0-9]* on MPI (communicator without")" \
+    -eq "$np" ] || fail "np=$np: CF_MPI_REPORT did not give every rank's MPI_Ialltoallv line"
 done
 
 run 3
@@ -50,7 +56,9 @@ if /usr/bin/python3 -c "import mpi4py" 2>/dev/null; then
   echo "$layered"
   cat "$WORK"/layered.*
   [ "$(cat "$WORK"/plain.*)" = "$(cat "$WORK"/layered.*)" ] || fail "mpi4py: results differ with the layer"
-  for fn in MPI_Bcast MPI_Allreduce MPI_Allgather; do
+  for fn in MPI_Bcast MPI_Allreduce MPI_Allgather MPI_Gatherv MPI_Scatterv MPI_Alltoallv MPI_Ibarrier MPI_Ibcast \
+    MPI_Iallreduce MPI_Ireduce MPI_Iscan MPI_Iexscan MPI_Ireduce_scatter_block MPI_Ireduce_scatter MPI_Igather \
+    MPI_Iallgather MPI_Ialltoall MPI_Iscatter MPI_Iallgatherv MPI_Igatherv MPI_Iscatterv MPI_Ialltoallv; do
     [ "$(grep -c "rank [0-9]: $fn: [1-9][0-9]* on carflow" <<<"$layered")" -eq 3 ] ||
       fail "mpi4py: $fn did not run on carflow on every rank"
   done

@@ -19,15 +19,17 @@ int delete_team(MPI_Comm, int, void* value, void*) {
   // After MPI_Finalize began, free_all_teams has freed every team already.
   if (l.finalized) return MPI_SUCCESS;
   auto* attr = static_cast<TeamAttr*>(value);
+  cf_team_free(attr->second);
   cf_team_free(attr->team);
   l.teams.erase(attr);
   delete attr;
   return MPI_SUCCESS;
 }
 
-bool parent_team(MPI_Comm comm, cf_team_t* team) {
+bool parent_team(MPI_Comm comm, cf_team_t* team, cf_team_t* second = nullptr) {
   if (comm == MPI_COMM_WORLD) {
     *team = CF_TEAM_ALL;
+    if (second != nullptr) *second = layer().world_second;
     return true;
   }
   void* value = nullptr;
@@ -35,8 +37,10 @@ bool parent_team(MPI_Comm comm, cf_team_t* team) {
   PMPI_Comm_get_attr(comm, layer().keyval, &value, &found);
   if (!found) return false;
   *team = static_cast<TeamAttr*>(value)->team;
+  if (second != nullptr) *second = static_cast<TeamAttr*>(value)->second;
   return true;
 }
+
 
 // The parent rank of child's rank 0: the same on every member of child, so
 // it is a color that groups them.
@@ -54,6 +58,12 @@ int leader_in_parent(MPI_Comm parent, MPI_Comm child) {
 
 }  // namespace
 
+bool split_second(cf_team_t team, cf_team_t* second) {
+  if (cf_team_split(team, 0, static_cast<int>(cf_team_rank(team)), second) == CF_OK) return true;
+  std::fprintf(stderr, "libcarflow_mpi: rank %d: cf_team_split: %s\n", layer().world_rank, cf_last_error());
+  return false;
+}
+
 void create_team_keyval() {
   // MPI_COMM_NULL_COPY_FN: a duplicate gets its own team (attach_team), not
   // a copy of its parent's.
@@ -63,13 +73,16 @@ void create_team_keyval() {
 void free_all_teams() {
   Layer& l = layer();
   for (TeamAttr* attr : l.teams) {
+    cf_team_free(attr->second);
     cf_team_free(attr->team);
     delete attr;
   }
   l.teams.clear();
+  if (l.world_second != CF_TEAM_NULL) cf_team_free(l.world_second);
+  l.world_second = CF_TEAM_NULL;
 }
 
-bool team_of(MPI_Comm comm, cf_team_t* team, Coll coll) {
+bool team_of(MPI_Comm comm, cf_team_t* team, Coll coll, cf_team_t* second) {
   const Layer& l = layer();
   if (!l.active) {
     count_pmpi(coll, Fallback::Off);
@@ -85,7 +98,7 @@ bool team_of(MPI_Comm comm, cf_team_t* team, Coll coll) {
                  l.world_rank, coll_name(coll));
     PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_OTHER);
   }
-  if (parent_team(comm, team)) return true;
+  if (parent_team(comm, team, second)) return true;
   count_pmpi(coll, Fallback::NoTeam);
   return false;
 }
@@ -113,7 +126,13 @@ void attach_team(MPI_Comm parent, MPI_Comm child) {
     cf_team_free(team);
     return;
   }
-  auto* attr = new TeamAttr{team};
+  cf_team_t second = CF_TEAM_NULL;
+  if (!split_second(team, &second)) {
+    cf_team_free(team);
+    PMPI_Comm_call_errhandler(parent, MPI_ERR_OTHER);
+    return;
+  }
+  auto* attr = new TeamAttr{team, second};
   l.teams.insert(attr);
   PMPI_Comm_set_attr(child, l.keyval, attr);
 }

@@ -32,6 +32,7 @@ std::string start_carflow(int rank, int size, bool* started) {
   if (cf_coll_init(nullptr, cf_mynode(), nullptr, 0, 0) != CF_OK) {
     return std::string("cf_coll_init: ") + cf_last_error();
   }
+  if (!split_second(CF_TEAM_ALL, &layer().world_second)) return std::string("cf_team_split: ") + cf_last_error();
   return "";
 }
 
@@ -62,10 +63,15 @@ Layer& layer() {
 }
 
 const char* coll_name(Coll c) {
-  static const char* const names[] = {"MPI_Barrier",   "MPI_Bcast",    "MPI_Reduce",  "MPI_Allreduce",
-                                      "MPI_Allgather", "MPI_Allgatherv", "MPI_Alltoall", "MPI_Gather",
-                                      "MPI_Scatter",   "MPI_Scan",     "MPI_Exscan",  "MPI_Reduce_scatter_block",
-                                      "MPI_Reduce_scatter"};
+  static const char* const names[] = {
+      "MPI_Barrier",    "MPI_Bcast",      "MPI_Reduce",    "MPI_Allreduce",
+      "MPI_Allgather",  "MPI_Allgatherv", "MPI_Alltoall",  "MPI_Gather",
+      "MPI_Scatter",    "MPI_Scan",       "MPI_Exscan",    "MPI_Reduce_scatter_block",
+      "MPI_Reduce_scatter", "MPI_Gatherv", "MPI_Scatterv", "MPI_Alltoallv",
+      "MPI_Ibarrier",   "MPI_Ibcast",     "MPI_Ireduce",   "MPI_Iallreduce",
+      "MPI_Iallgather", "MPI_Iallgatherv", "MPI_Ialltoall", "MPI_Igather",
+      "MPI_Iscatter",   "MPI_Iscan",      "MPI_Iexscan",   "MPI_Ireduce_scatter_block",
+      "MPI_Ireduce_scatter", "MPI_Igatherv", "MPI_Iscatterv", "MPI_Ialltoallv"};
   static_assert(sizeof names / sizeof names[0] == static_cast<size_t>(Coll::kCount));
   return names[static_cast<int>(c)];
 }

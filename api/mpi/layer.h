@@ -1,5 +1,6 @@
 // libcarflow_mpi's internals: the layer's one state object, its per-call
-// decision and the staging of MPI buffers as carflow's contiguous bytes.
+// decision, the staging of MPI buffers as carflow's contiguous bytes, and
+// the calls served, blocking or behind a generalized request.
 // The layer sits on the public C API only (carflow/carflow.h) and on PMPI_*.
 #ifndef CARFLOW_API_MPI_LAYER_H
 #define CARFLOW_API_MPI_LAYER_H
@@ -9,17 +10,26 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <type_traits>
 #include <unordered_set>
+#include <vector>
 
 namespace carflow::mpi {
 
-// The collectives the layer intercepts, in the order the report lists them.
+// The collectives the layer intercepts, in the order the report lists them:
+// the blocking ones, then their nonblocking forms in the same order.
 enum class Coll {
   Barrier, Bcast, Reduce, Allreduce, Allgather, Allgatherv, Alltoall, Gather, Scatter, Scan,
-  Exscan, ReduceScatterBlock, ReduceScatter, kCount
+  Exscan, ReduceScatterBlock, ReduceScatter, Gatherv, Scatterv, Alltoallv, kBlocking,
+  kCount = 2 * kBlocking
 };
-const char* coll_name(Coll c);  // "MPI_Bcast"
+const char* coll_name(Coll c);  // "MPI_Bcast", "MPI_Ibcast"
+// c's nonblocking form when the MPI call has a request, else c.
+inline Coll form(Coll c, const MPI_Request* request) {
+  return request == nullptr ? c : static_cast<Coll>(static_cast<int>(c) + static_cast<int>(Coll::kBlocking));
+}
 
 // Why a call went to PMPI. Every reason is decided from what MPI guarantees
 // equal on every rank of the call (communicator, type signature, the
@@ -36,9 +46,15 @@ const char* fallback_name(Fallback f);  // "count 0"
 // process, each passing its own addresses: LOCAL | ALL_THREADS.
 constexpr int kFlags = CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_LOCAL | CF_COLL_ALL_THREADS;
 
-// A communicator's team, as the value of its attribute.
+class Call;
+
+// A communicator's teams, as the value of its attribute. `second` has the
+// same members and serves only the second step of the nonblocking v forms
+// (vforms.cc), which starts when a wait sees the first one done: carflow
+// orders collectives per team, so those steps keep one order of their own.
 struct TeamAttr {
   cf_team_t team;
+  cf_team_t second;
 };
 
 // The layer's state, one per process (no other global mutable state).
@@ -50,6 +66,9 @@ struct Layer {
   int keyval = MPI_KEYVAL_INVALID;  // the communicator attribute holding a team
   unsigned long image_thread = 0;   // pthread_t of the thread that called MPI_Init
   std::unordered_set<TeamAttr*> teams;  // every live attribute, freed at MPI_Finalize
+  std::vector<Call*> pending;  // nonblocking calls whose carflow handle is live, oldest first
+  std::vector<cf_team_t> held;  // progress_pending's scratch: second teams whose next step must wait
+  cf_team_t world_second = CF_TEAM_NULL;  // MPI_COMM_WORLD's TeamAttr::second
   uint64_t on_carflow[static_cast<int>(Coll::kCount)] = {};
   uint64_t on_pmpi[static_cast<int>(Coll::kCount)][static_cast<int>(Fallback::kCount)] = {};
 };
@@ -62,12 +81,17 @@ void stop_before_mpi_finalize();
 
 // The team serving `comm`, or why it has none. MPI_COMM_WORLD is
 // CF_TEAM_ALL; other communicators hold theirs as an attribute.
-bool team_of(MPI_Comm comm, cf_team_t* team, Coll coll);
+bool team_of(MPI_Comm comm, cf_team_t* team, Coll coll, cf_team_t* second = nullptr);
+// Data movement of nbytes on every rank: the team if the call goes to
+// carflow, counting the fallback otherwise.
+bool served(MPI_Comm comm, size_t nbytes, Coll coll, cf_team_t* team);
 // After a communicator constructor ran on every rank of `parent`: gives
 // `child` (MPI_COMM_NULL on ranks outside it) a team split from parent's.
 void attach_team(MPI_Comm parent, MPI_Comm child);
 // The attribute's key, made once carflow runs; every team freed before cf_finalize.
 void create_team_keyval();
+// The second team of `team` (TeamAttr::second), split from it by every member.
+bool split_second(cf_team_t team, cf_team_t* second);
 void free_all_teams();
 
 void count_carflow(Coll c);
@@ -113,6 +137,94 @@ class Staged {
 
 // Bytes of count elements of type (MPI_Type_size times count).
 size_t type_bytes(int count, MPI_Datatype type);
+
+// An MPI v-form buffer (counts and displacements in elements of type, each
+// rank's own layout: MPI lets displacements differ by rank) as carflow's
+// blocks packed in rank order. Packed displacements are staged as one
+// buffer (no copy when the type is one run of bytes); others go through a
+// private packed copy, filled block by block for reading, spread block by
+// block by finish(). Displacements so never decide carflow or MPI.
+class Blocks {
+ public:
+  int stage_in(const void* base, const int counts[], const int displs[], MPI_Datatype type, int n,
+               MPI_Comm comm);
+  int stage_out(void* base, const int counts[], const int displs[], MPI_Datatype type, int n, MPI_Comm comm);
+  int finish(MPI_Comm comm);
+  char* data = nullptr;
+  std::vector<size_t> bytes;  // block i's bytes
+  size_t nbytes = 0;
+
+ private:
+  int stage(void* base, const int counts[], const int displs[], MPI_Datatype type, int n, MPI_Comm comm,
+            bool fill);
+  Staged whole_;
+  std::unique_ptr<char[]> packed_;  // blocks at other displacements, packed
+  char* base_ = nullptr;
+  std::vector<int> counts_, displs_;
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+  bool writes_ = false;
+};
+
+// One MPI collective served by carflow, from its staging to its end. A
+// blocking call's lives on its MPI function's stack; a nonblocking call's
+// on the heap until the MPI wait or test that sees it done (requests.cc).
+class Call {
+ public:
+  Call(Coll coll, MPI_Comm comm, bool nonblocking) : coll(coll), comm(comm), nonblocking_(nonblocking) {}
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  // Runs carflow's collective: its blocking form for a blocking MPI call,
+  // else its _nb form, whose handle the MPI wait and test calls progress.
+  template <typename... A>
+  int run(int (*blocking)(A...), cf_coll_handle_t (*start)(A...), std::type_identity_t<A>... args) {
+    if (!nonblocking_) return end(blocking(args...));
+    handle = start(args...);
+    return handle == CF_COLL_INVALID_HANDLE ? carflow_failed(comm, coll, cf_last_status()) : MPI_SUCCESS;
+  }
+  // carflow's part ended with status: the results go to the user's buffers.
+  int end(int status);
+  // A call that moves nothing on any rank (every count 0): done at once.
+  int nothing_to_do();
+  bool nonblocking() const { return nonblocking_; }
+
+  const Coll coll;
+  const MPI_Comm comm;
+  Staged dst, src;
+  Blocks vdst, vsrc;
+  std::unique_ptr<char[]> copy;     // a private copy of a source carflow must not overlap
+  std::vector<size_t> counts;       // v forms: bytes per block, as every rank knows them
+  std::vector<size_t> own_counts;   // v forms: this rank's row of counts, being shared
+  // A nonblocking call of two steps: the second, started on second_team
+  // once handle (the first) is done and every older call's second step on
+  // that team has started.
+  std::function<int(Call&)> next;
+  cf_team_t second_team = CF_TEAM_NULL;
+  cf_coll_handle_t handle = CF_COLL_INVALID_HANDLE;
+  MPI_Request request = MPI_REQUEST_NULL;  // the generalized request of a nonblocking call
+  int error = MPI_SUCCESS;                 // its outcome, for the request's status
+
+ private:
+  const bool nonblocking_;
+};
+
+// Runs body(call) for a blocking MPI call (request == nullptr), or for a
+// nonblocking one whose generalized request goes to *request.
+int start_request(std::unique_ptr<Call> call, int rc, MPI_Request* request);
+template <typename Body>
+int serve(Coll coll, MPI_Comm comm, MPI_Request* request, Body body) {
+  if (request == nullptr) {
+    Call call(coll, comm, false);
+    return body(call);
+  }
+  auto call = std::make_unique<Call>(form(coll, request), comm, true);
+  const int rc = body(*call);
+  return start_request(std::move(call), rc, request);
+}
+
+// Every pending nonblocking call whose carflow handle is done ends and
+// completes its generalized request. Only from MPI_Init's thread.
+void progress_pending();
 
 }  // namespace carflow::mpi
 

@@ -2,6 +2,8 @@
 // datatype and op (MPI-4.0, 6.9.1), so the choice made from them is the same
 // everywhere: a predefined op and datatype with a carflow built-in go to
 // carflow; user ops, derived datatypes and the logical ops go to PMPI.
+// The nonblocking forms take the same path as their blocking ones, with
+// PMPI's nonblocking call as the fallback.
 #include <numeric>
 #include <vector>
 
@@ -32,19 +34,138 @@ bool served(MPI_Comm comm, size_t count, MPI_Datatype type, MPI_Op op, Coll coll
   return true;
 }
 
-int done(MPI_Comm comm, Coll coll, int status, Staged* out) {
-  if (status != CF_OK) return carflow_failed(comm, coll, status);
-  count_carflow(coll);
-  return out == nullptr ? MPI_SUCCESS : out->finish(comm);
-}
-
 // recvbuf as the result, and the source: recvbuf itself in place (carflow
 // reads the input before writing), else sendbuf.
-int stage_pair(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Comm comm,
-               const Reduction& r, Staged* dst, Staged* src) {
-  if (sendbuf == MPI_IN_PLACE) return dst->stage_inout(recvbuf, count, type, comm, r.align);
-  const int rc = dst->stage_out(recvbuf, count, type, comm, r.align);
-  return rc != MPI_SUCCESS ? rc : src->stage_in(sendbuf, count, type, comm, r.align);
+const void* stage_pair(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, const Reduction& r,
+                       Call& c, int* rc) {
+  if (sendbuf == MPI_IN_PLACE) {
+    *rc = c.dst.stage_inout(recvbuf, count, type, c.comm, r.align);
+    return c.dst.data;
+  }
+  *rc = c.dst.stage_out(recvbuf, count, type, c.comm, r.align);
+  if (*rc == MPI_SUCCESS) *rc = c.src.stage_in(sendbuf, count, type, c.comm, r.align);
+  return c.src.data;
+}
+
+int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+              MPI_Request* request) {
+  Reduction r;
+  if (!served(comm, count, type, op, form(Coll::Allreduce, request), &r)) {
+    return request != nullptr ? PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request)
+                              : PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+  }
+  return serve(Coll::Allreduce, comm, request, [&](Call& c) {
+    int rc;
+    const void* in = stage_pair(sendbuf, recvbuf, count, type, r, c, &rc);
+    if (rc != MPI_SUCCESS) return rc;
+    return c.run(cf_coll_allreduce, cf_coll_allreduce_nb, r.team, c.dst.data, in, r.elem_size, count, r.func, 0,
+                 kFlags);
+  });
+}
+
+int reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
+           MPI_Request* request) {
+  Reduction r;
+  if (!served(comm, count, type, op, form(Coll::Reduce, request), &r)) {
+    return request != nullptr ? PMPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, request)
+                              : PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
+  }
+  return serve(Coll::Reduce, comm, request, [&](Call& c) {
+    int rc;
+    const void* in = nullptr;
+    if (cf_team_rank(r.team) == static_cast<cf_image_t>(root)) {
+      in = stage_pair(sendbuf, recvbuf, count, type, r, c, &rc);
+    } else {
+      rc = c.src.stage_in(sendbuf, count, type, comm, r.align);
+      in = c.src.data;
+    }
+    if (rc != MPI_SUCCESS) return rc;
+    return c.run(cf_coll_reduce_vec, cf_coll_reduce_vec_nb, r.team, root, c.dst.data, in, r.elem_size, count,
+                 r.func, 0, kFlags);
+  });
+}
+
+// Scan, and Exscan with CF_COLL_EXCLUSIVE. Exscan leaves rank 0's result
+// untouched: it is staged with its contents, so a private copy gives back
+// what was there.
+int scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+         MPI_Request* request, bool exclusive) {
+  const Coll coll = exclusive ? Coll::Exscan : Coll::Scan;
+  Reduction r;
+  if (!served(comm, count, type, op, form(coll, request), &r)) {
+    if (exclusive) {
+      return request != nullptr ? PMPI_Iexscan(sendbuf, recvbuf, count, type, op, comm, request)
+                                : PMPI_Exscan(sendbuf, recvbuf, count, type, op, comm);
+    }
+    return request != nullptr ? PMPI_Iscan(sendbuf, recvbuf, count, type, op, comm, request)
+                              : PMPI_Scan(sendbuf, recvbuf, count, type, op, comm);
+  }
+  return serve(coll, comm, request, [&](Call& c) {
+    int rc = MPI_SUCCESS;
+    const void* in = nullptr;
+    if (exclusive) {
+      rc = c.dst.stage_inout(recvbuf, count, type, comm, r.align);
+      if (rc == MPI_SUCCESS && sendbuf != MPI_IN_PLACE) rc = c.src.stage_in(sendbuf, count, type, comm, r.align);
+      in = sendbuf == MPI_IN_PLACE ? c.dst.data : c.src.data;
+    } else {
+      in = stage_pair(sendbuf, recvbuf, count, type, r, c, &rc);
+    }
+    if (rc != MPI_SUCCESS) return rc;
+    return c.run(cf_coll_scan, cf_coll_scan_nb, r.team, c.dst.data, in, r.elem_size, count, r.func, 0,
+                 kFlags | (exclusive ? CF_COLL_EXCLUSIVE : 0));
+  });
+}
+
+// In place the input is recvbuf's blocks and the result lands at its start.
+const void* stage_scatter_pair(const void* sendbuf, void* recvbuf, int mine, int all, MPI_Datatype type,
+                               const Reduction& r, Call& c, int* rc) {
+  if (sendbuf == MPI_IN_PLACE) {
+    *rc = c.dst.stage_inout(recvbuf, all, type, c.comm, r.align);
+    return c.dst.data;
+  }
+  *rc = c.dst.stage_out(recvbuf, mine, type, c.comm, r.align);
+  if (*rc == MPI_SUCCESS) *rc = c.src.stage_in(sendbuf, all, type, c.comm, r.align);
+  return c.src.data;
+}
+
+int reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                         MPI_Comm comm, MPI_Request* request) {
+  Reduction r;
+  if (!served(comm, recvcount, type, op, form(Coll::ReduceScatterBlock, request), &r)) {
+    return request != nullptr
+               ? PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm, request)
+               : PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
+  }
+  return serve(Coll::ReduceScatterBlock, comm, request, [&](Call& c) {
+    const int all = recvcount * static_cast<int>(cf_team_size(r.team));
+    int rc;
+    const void* in = stage_scatter_pair(sendbuf, recvbuf, recvcount, all, type, r, c, &rc);
+    if (rc != MPI_SUCCESS) return rc;
+    return c.run(cf_coll_reduce_scatter, cf_coll_reduce_scatter_nb, r.team, c.dst.data, in, r.elem_size,
+                 recvcount, r.func, 0, kFlags);
+  });
+}
+
+int reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                   MPI_Comm comm, MPI_Request* request) {
+  int size = 0, rank = 0;
+  PMPI_Comm_size(comm, &size);
+  PMPI_Comm_rank(comm, &rank);
+  const long total = std::accumulate(recvcounts, recvcounts + size, 0L);
+  Reduction r;
+  if (!served(comm, total, type, op, form(Coll::ReduceScatter, request), &r)) {
+    return request != nullptr ? PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, request)
+                              : PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
+  }
+  return serve(Coll::ReduceScatter, comm, request, [&](Call& c) {
+    c.counts.assign(recvcounts, recvcounts + size);  // kept: carflow reads them until the call ends
+    int rc;
+    const void* in = stage_scatter_pair(sendbuf, recvbuf, recvcounts[rank], static_cast<int>(total), type, r, c,
+                                        &rc);
+    if (rc != MPI_SUCCESS) return rc;
+    return c.run(cf_coll_reduce_scatterv, cf_coll_reduce_scatterv_nb, r.team, c.dst.data, in, r.elem_size,
+                 c.counts.data(), r.func, 0, kFlags);
+  });
 }
 
 }  // namespace
@@ -55,100 +176,54 @@ using namespace carflow::mpi;
 extern "C" {
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  Reduction r;
-  if (!served(comm, count, type, op, Coll::Allreduce, &r)) {
-    return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
-  }
-  Staged dst, src;
-  const int rc = stage_pair(sendbuf, recvbuf, count, type, comm, r, &dst, &src);
-  if (rc != MPI_SUCCESS) return rc;
-  const void* in = sendbuf == MPI_IN_PLACE ? dst.data : src.data;
-  const int st = cf_coll_allreduce(r.team, dst.data, in, r.elem_size, count, r.func, 0, kFlags);
-  return done(comm, Coll::Allreduce, st, &dst);
+  return allreduce(sendbuf, recvbuf, count, type, op, comm, nullptr);
+}
+int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                   MPI_Request* request) {
+  return allreduce(sendbuf, recvbuf, count, type, op, comm, request);
 }
 
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                MPI_Comm comm) {
-  Reduction r;
-  if (!served(comm, count, type, op, Coll::Reduce, &r)) {
-    return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
-  }
-  const bool is_root = cf_team_rank(r.team) == static_cast<cf_image_t>(root);
-  Staged dst, src;
-  const int rc = is_root ? stage_pair(sendbuf, recvbuf, count, type, comm, r, &dst, &src)
-                         : src.stage_in(sendbuf, count, type, comm, r.align);
-  if (rc != MPI_SUCCESS) return rc;
-  const void* in = sendbuf == MPI_IN_PLACE ? dst.data : src.data;
-  const int st = cf_coll_reduce_vec(r.team, root, dst.data, in, r.elem_size, count, r.func, 0, kFlags);
-  return done(comm, Coll::Reduce, st, is_root ? &dst : nullptr);
+  return reduce(sendbuf, recvbuf, count, type, op, root, comm, nullptr);
+}
+int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                MPI_Comm comm, MPI_Request* request) {
+  return reduce(sendbuf, recvbuf, count, type, op, root, comm, request);
 }
 
 int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  Reduction r;
-  if (!served(comm, count, type, op, Coll::Scan, &r)) return PMPI_Scan(sendbuf, recvbuf, count, type, op, comm);
-  Staged dst, src;
-  const int rc = stage_pair(sendbuf, recvbuf, count, type, comm, r, &dst, &src);
-  if (rc != MPI_SUCCESS) return rc;
-  const void* in = sendbuf == MPI_IN_PLACE ? dst.data : src.data;
-  const int st = cf_coll_scan(r.team, dst.data, in, r.elem_size, count, r.func, 0, kFlags);
-  return done(comm, Coll::Scan, st, &dst);
+  return scan(sendbuf, recvbuf, count, type, op, comm, nullptr, false);
+}
+int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+              MPI_Request* request) {
+  return scan(sendbuf, recvbuf, count, type, op, comm, request, false);
 }
 
 int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  Reduction r;
-  if (!served(comm, count, type, op, Coll::Exscan, &r)) {
-    return PMPI_Exscan(sendbuf, recvbuf, count, type, op, comm);
-  }
-  Staged dst, src;
-  // Rank 0's result is left untouched by carflow: staged with its contents
-  // so that a private copy gives back what was there.
-  int rc = dst.stage_inout(recvbuf, count, type, comm, r.align);
-  if (rc == MPI_SUCCESS && sendbuf != MPI_IN_PLACE) rc = src.stage_in(sendbuf, count, type, comm, r.align);
-  if (rc != MPI_SUCCESS) return rc;
-  const void* in = sendbuf == MPI_IN_PLACE ? dst.data : src.data;
-  const int st = cf_coll_scan(r.team, dst.data, in, r.elem_size, count, r.func, 0, kFlags | CF_COLL_EXCLUSIVE);
-  return done(comm, Coll::Exscan, st, &dst);
+  return scan(sendbuf, recvbuf, count, type, op, comm, nullptr, true);
+}
+int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                MPI_Request* request) {
+  return scan(sendbuf, recvbuf, count, type, op, comm, request, true);
 }
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                              MPI_Comm comm) {
-  Reduction r;
-  if (!served(comm, recvcount, type, op, Coll::ReduceScatterBlock, &r)) {
-    return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
-  }
-  const int all = recvcount * static_cast<int>(cf_team_size(r.team));
-  Staged dst, src;
-  // In place the input is recvbuf's P blocks and the result lands at its start.
-  int rc = sendbuf == MPI_IN_PLACE ? dst.stage_inout(recvbuf, all, type, comm, r.align)
-                                   : dst.stage_out(recvbuf, recvcount, type, comm, r.align);
-  if (rc == MPI_SUCCESS && sendbuf != MPI_IN_PLACE) rc = src.stage_in(sendbuf, all, type, comm, r.align);
-  if (rc != MPI_SUCCESS) return rc;
-  const void* in = sendbuf == MPI_IN_PLACE ? dst.data : src.data;
-  const int st = cf_coll_reduce_scatter(r.team, dst.data, in, r.elem_size, recvcount, r.func, 0, kFlags);
-  return done(comm, Coll::ReduceScatterBlock, st, &dst);
+  return reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm, nullptr);
+}
+int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                              MPI_Comm comm, MPI_Request* request) {
+  return reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm, request);
 }
 
 int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
                        MPI_Comm comm) {
-  int size = 0, rank = 0;
-  PMPI_Comm_size(comm, &size);
-  PMPI_Comm_rank(comm, &rank);
-  const long total = std::accumulate(recvcounts, recvcounts + size, 0L);
-  Reduction r;
-  if (!served(comm, total, type, op, Coll::ReduceScatter, &r)) {
-    return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
-  }
-  const std::vector<size_t> counts(recvcounts, recvcounts + size);
-  Staged dst, src;
-  int rc = sendbuf == MPI_IN_PLACE ? dst.stage_inout(recvbuf, static_cast<int>(total), type, comm, r.align)
-                                   : dst.stage_out(recvbuf, recvcounts[rank], type, comm, r.align);
-  if (rc == MPI_SUCCESS && sendbuf != MPI_IN_PLACE) {
-    rc = src.stage_in(sendbuf, static_cast<int>(total), type, comm, r.align);
-  }
-  if (rc != MPI_SUCCESS) return rc;
-  const void* in = sendbuf == MPI_IN_PLACE ? dst.data : src.data;
-  const int st = cf_coll_reduce_scatterv(r.team, dst.data, in, r.elem_size, counts.data(), r.func, 0, kFlags);
-  return done(comm, Coll::ReduceScatter, st, &dst);
+  return reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, nullptr);
+}
+int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type,
+                        MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  return reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, request);
 }
 
 }  // extern "C"

@@ -107,6 +107,79 @@ int Staged::finish(MPI_Comm comm) {
   return PMPI_Unpack(tmp_.get(), static_cast<int>(nbytes), &position, user_, count_, type_, comm);
 }
 
+// Packed displacements: block i right after block i-1, from the start.
+static bool packed_displs(const int counts[], const int displs[], int n) {
+  long at = 0;
+  for (int i = 0; i < n; at += counts[i], ++i) {
+    if (displs[i] != at) return false;
+  }
+  return true;
+}
+
+int Blocks::stage(void* base, const int counts[], const int displs[], MPI_Datatype type, int n, MPI_Comm comm,
+                  bool fill) {
+  bytes.resize(n);
+  long total = 0;
+  for (int i = 0; i < n; ++i) {
+    bytes[i] = type_bytes(counts[i], type);
+    total += counts[i];
+  }
+  if (packed_displs(counts, displs, n)) {
+    const int rc = fill ? whole_.stage_in(base, static_cast<int>(total), type, comm)
+                        : whole_.stage_out(base, static_cast<int>(total), type, comm);
+    data = whole_.data;
+    nbytes = whole_.nbytes;
+    return rc;
+  }
+  nbytes = type_bytes(static_cast<int>(total), type);
+  packed_.reset(new char[nbytes + 1]);
+  data = packed_.get();
+  base_ = static_cast<char*>(base);
+  counts_.assign(counts, counts + n);
+  displs_.assign(displs, displs + n);
+  type_ = type;
+  MPI_Aint lb = 0, extent = 0;
+  PMPI_Type_get_extent(type, &lb, &extent);
+  size_t at = 0;
+  for (int i = 0; fill && i < n; at += bytes[i], ++i) {
+    if (bytes[i] == 0) continue;
+    Staged block;
+    const int rc = block.stage_in(base_ + displs[i] * extent, counts[i], type, comm);
+    if (rc != MPI_SUCCESS) return rc;
+    std::memcpy(data + at, block.data, bytes[i]);
+  }
+  return MPI_SUCCESS;
+}
+
+int Blocks::stage_in(const void* base, const int counts[], const int displs[], MPI_Datatype type, int n,
+                     MPI_Comm comm) {
+  return stage(const_cast<void*>(base), counts, displs, type, n, comm, true);
+}
+
+int Blocks::stage_out(void* base, const int counts[], const int displs[], MPI_Datatype type, int n,
+                      MPI_Comm comm) {
+  writes_ = true;
+  return stage(base, counts, displs, type, n, comm, false);
+}
+
+int Blocks::finish(MPI_Comm comm) {
+  if (!writes_) return MPI_SUCCESS;
+  if (packed_ == nullptr) return whole_.finish(comm);
+  MPI_Aint lb = 0, extent = 0;
+  PMPI_Type_get_extent(type_, &lb, &extent);
+  size_t at = 0;
+  for (size_t i = 0; i < counts_.size(); at += bytes[i], ++i) {
+    if (bytes[i] == 0) continue;
+    Staged block;
+    int rc = block.stage_out(base_ + displs_[i] * extent, counts_[i], type_, comm);
+    if (rc != MPI_SUCCESS) return rc;
+    std::memcpy(block.data, data + at, bytes[i]);
+    rc = block.finish(comm);
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  return MPI_SUCCESS;
+}
+
 namespace {
 
 enum class TypeClass { Int, Float, Byte, Pair };

@@ -1,0 +1,216 @@
+// Nonblocking collectives as MPI requests. A call served by carflow returns
+// a generalized request (MPI_Grequest_start) and joins the pending list; the
+// MPI wait and test calls progress every pending carflow handle, end the
+// finished calls and complete their requests, then ask MPI. While carflow
+// calls are pending a wait is a loop of both, so waiting on any request
+// (a point-to-point receive whose sender first waits on the collective,
+// say) still moves carflow's collectives: MPI's progress rule for
+// nonblocking collectives (MPI-4.0, 6.12) asks no less.
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+
+#include "api/mpi/layer.h"
+
+namespace carflow::mpi {
+namespace {
+
+// MPI's status for a collective's request: no source, tag or elements.
+int query_call(void* state, MPI_Status* status) {
+  const Call* call = static_cast<const Call*>(state);
+  PMPI_Status_set_elements(status, MPI_BYTE, 0);
+  PMPI_Status_set_cancelled(status, 0);
+  status->MPI_SOURCE = MPI_UNDEFINED;
+  status->MPI_TAG = MPI_UNDEFINED;
+  status->MPI_ERROR = call->error;
+  return call->error;
+}
+
+// The request is freed once MPI saw it complete (the call left the
+// pending list then); the call's buffers go with it.
+int free_call(void* state) {
+  delete static_cast<Call*>(state);
+  return MPI_SUCCESS;
+}
+
+// A started collective cannot be taken back; MPI makes cancelling one
+// erroneous anyway (MPI-4.0, 6.12).
+int cancel_call(void*, int) { return MPI_SUCCESS; }
+
+bool on_image_thread() {
+  return pthread_equal(pthread_self(), static_cast<pthread_t>(layer().image_thread));
+}
+
+// Whether a wait must loop over carflow and MPI; else it may block in MPI.
+// Other threads than MPI_Init's cannot progress carflow and leave it to it.
+bool carflow_pending() { return !layer().pending.empty() && on_image_thread(); }
+
+// Waits until test says done: carflow's pending calls and MPI's requests
+// progressed in turn (MPI_Test* progress MPI), yielding the core after a
+// few empty rounds, which matters when ranks outnumber cores. Once nothing
+// of carflow's is pending, MPI's own blocking wait takes over.
+template <typename Test, typename Wait>
+int wait_loop(Test test, Wait wait) {
+  for (unsigned round = 0;; ++round) {
+    if (!carflow_pending()) return wait();
+    progress_pending();
+    int flag = 0;
+    const int rc = test(&flag);
+    if (rc != MPI_SUCCESS || flag) return rc;
+    if (round >= 64) sched_yield();
+  }
+}
+
+void progress_if_pending() {
+  if (carflow_pending()) progress_pending();
+}
+
+}  // namespace
+
+int Call::end(int status) {
+  if (status != CF_OK) return carflow_failed(comm, coll, status);
+  if (!nonblocking_) count_carflow(coll);  // a nonblocking call counted when it started
+  const int rc = dst.finish(comm);
+  return rc != MPI_SUCCESS ? rc : vdst.finish(comm);
+}
+
+int Call::nothing_to_do() {
+  if (!nonblocking_) count_carflow(coll);
+  handle = CF_COLL_INVALID_HANDLE;
+  return MPI_SUCCESS;
+}
+
+int start_request(std::unique_ptr<Call> call, int rc, MPI_Request* request) {
+  if (rc != MPI_SUCCESS) return rc;
+  count_carflow(call->coll);
+  rc = PMPI_Grequest_start(query_call, free_call, cancel_call, call.get(), request);
+  if (rc != MPI_SUCCESS) return rc;
+  call->request = *request;
+  if (call->handle == CF_COLL_INVALID_HANDLE) {
+    call.release();  // free_call owns it from here
+    return PMPI_Grequest_complete(*request);
+  }
+  layer().pending.push_back(call.release());
+  return MPI_SUCCESS;
+}
+
+namespace {
+
+// The call is over: results in place, its request complete. free_call may
+// run inside MPI_Grequest_complete, so the call is off the list by then.
+void complete_call(Call* call, int status) {
+  call->error = call->end(status);
+  PMPI_Grequest_complete(call->request);
+}
+
+bool held(cf_team_t team) {
+  const std::vector<cf_team_t>& teams = layer().held;
+  return std::find(teams.begin(), teams.end(), team) != teams.end();
+}
+
+// One pending call's turn; false when it is over.
+bool progress_call(Call* call) {
+  if (call->handle != CF_COLL_INVALID_HANDLE) {
+    const int status = cf_coll_try_sync(call->handle);
+    if (status == CF_NOT_READY) {
+      if (call->next) layer().held.push_back(call->second_team);
+      return true;
+    }
+    call->handle = CF_COLL_INVALID_HANDLE;
+    if (status != CF_OK || !call->next) {
+      complete_call(call, status);
+      return false;
+    }
+  }
+  // The first step is done; the second starts in the order the calls did.
+  if (held(call->second_team)) return true;
+  const std::function<int(Call&)> next = std::move(call->next);
+  call->next = nullptr;
+  const int rc = next(*call);
+  if (rc != MPI_SUCCESS) {
+    call->error = rc;
+    PMPI_Grequest_complete(call->request);
+    return false;
+  }
+  if (call->handle != CF_COLL_INVALID_HANDLE) return true;
+  complete_call(call, CF_OK);  // nothing to move
+  return false;
+}
+
+}  // namespace
+
+void progress_pending() {
+  Layer& l = layer();
+  l.held.clear();
+  size_t kept = 0;
+  for (size_t i = 0; i < l.pending.size(); ++i) {
+    Call* call = l.pending[i];
+    if (progress_call(call)) l.pending[kept++] = call;
+  }
+  l.pending.resize(kept);
+}
+
+}  // namespace carflow::mpi
+
+using namespace carflow::mpi;
+
+extern "C" {
+
+int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+  if (!carflow_pending()) return PMPI_Wait(request, status);
+  return wait_loop([&](int* flag) { return PMPI_Test(request, flag, status); },
+                   [&] { return PMPI_Wait(request, status); });
+}
+
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+  if (!carflow_pending()) return PMPI_Waitall(count, requests, statuses);
+  return wait_loop([&](int* flag) { return PMPI_Testall(count, requests, flag, statuses); },
+                   [&] { return PMPI_Waitall(count, requests, statuses); });
+}
+
+int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
+  if (!carflow_pending()) return PMPI_Waitany(count, requests, index, status);
+  // Testany sets flag with index MPI_UNDEFINED when no request is active.
+  return wait_loop([&](int* flag) { return PMPI_Testany(count, requests, index, flag, status); },
+                   [&] { return PMPI_Waitany(count, requests, index, status); });
+}
+
+int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
+  if (!carflow_pending()) return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
+  // Testsome gives 0 while none is done, MPI_UNDEFINED when none is active.
+  return wait_loop(
+      [&](int* flag) {
+        const int rc = PMPI_Testsome(incount, requests, outcount, indices, statuses);
+        *flag = *outcount != 0;
+        return rc;
+      },
+      [&] { return PMPI_Waitsome(incount, requests, outcount, indices, statuses); });
+}
+
+int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  progress_if_pending();
+  return PMPI_Test(request, flag, status);
+}
+
+int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+  progress_if_pending();
+  return PMPI_Testall(count, requests, flag, statuses);
+}
+
+int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
+  progress_if_pending();
+  return PMPI_Testany(count, requests, index, flag, status);
+}
+
+int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
+  progress_if_pending();
+  return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+}
+
+int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
+  progress_if_pending();
+  return PMPI_Request_get_status(request, flag, status);
+}
+
+}  // extern "C"
