@@ -6,8 +6,8 @@ had it: the order of srcs and deps is the link order.
 """
 
 # The sanitizer suppressions (.bazelrc's asan and tsan configs name them),
-# in every test's runfiles.
-SUPPRESSIONS = ["tsan.supp", "ubsan.supp"]
+# in every test's runfiles: a sanitizer that cannot read its file dies.
+SUPPRESSIONS = ["lsan.supp", "tsan.supp", "ubsan.supp"]
 
 PTHREAD = ["-lpthread"]
 
@@ -110,6 +110,6 @@ def launched_test(name, programs, data = [], timeout = None):
         timeout = timeout,
         srcs = [name + ".cc", "shell_run.h"],
         args = ["$(rootpath //tools:cfrun_bin)"] + ["$(rootpath %s)" % p for p in programs],
-        data = sorted(programs) + data + ["//tools:cfrun_bin"],
+        data = sorted(programs) + data + SUPPRESSIONS + ["//tools:cfrun_bin"],
         tags = ["exclusive"],
     )
