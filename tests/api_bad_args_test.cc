@@ -321,8 +321,33 @@ int refused_as(T got, T refused) {
   return got == refused ? cf_last_status() : kStarted;
 }
 
+// `call` made while an aggregate is open on CF_TEAM_ALL (a barrier, so no
+// buffer of the row's): its status, or kStarted when cf_last_error() did
+// not name the aggregate. The aggregate is then ended and synced.
+int with_open_aggregate(const std::function<int()>& call) {
+  cf_coll_barrier_nb(CF_TEAM_ALL, kAllLocal | CF_COLL_AGGREGATE);
+  const int rc = call();
+  const bool named = contains(cf_last_error(), "aggregate");
+  cf_coll_wait_sync(cf_coll_barrier_nb(CF_TEAM_ALL, kAllLocal));
+  return named ? rc : kStarted;
+}
+
 std::vector<Row> team_and_extension_rows() {
   return {
+      {"cf_coll_broadcast", "an aggregate open on the team", CF_ERR_BAD_ARG, "", [](Ctx& c) {
+         return with_open_aggregate([&] { return cf_coll_broadcast(CF_TEAM_ALL, c.dst, 0, c.src, 8, kAllLocal); });
+       }},
+      {"cf_team_split", "an aggregate open on parent", CF_ERR_BAD_ARG, "", [](Ctx&) {
+         cf_team_t t = CF_TEAM_NULL;
+         return with_open_aggregate([&] { return cf_team_split(CF_TEAM_ALL, 0, 0, &t); });
+       }},
+      {"cf_coll_broadcastm_nb", "CF_COLL_AGGREGATE in the representative mode", CF_ERR_BAD_ARG, "flags",
+       [](Ctx& c) {
+         return nb(cf_coll_broadcastm_nb(CF_TEAM_ALL, c.w.dstlist, 0, c.src, 8,
+                                         (kMulti & ~CF_COLL_ALL_THREADS) | CF_COLL_AGGREGATE));
+       }},
+      {"cf_graph_dump_json", "another image's handle", CF_ERR_BAD_ARG, "handle",
+       [](Ctx& c) { return cf_graph_dump_json(c.other, carflow_test::temp_path("bad_args_other").c_str()); }},
       {"cf_team_split", "NULL newteam", CF_ERR_BAD_ARG, "newteam",
        [](Ctx&) { return cf_team_split(CF_TEAM_ALL, 0, 0, nullptr); }},
       {"cf_team_split", "a freed parent", CF_ERR_BAD_ARG, "parent", [](Ctx& c) {
