@@ -607,8 +607,7 @@ void Engine::trace_done(CarState* cs) {
   r.ready = t.ready.load(std::memory_order_relaxed);
   r.start = t.start.load(std::memory_order_relaxed);
   r.done = now;
-  r.kind = static_cast<uint64_t>(car.kind);
-  r.bytes = car.kind == CarKind::Send ? car.src.length : car.dst.length;
+  r.kind_bytes = TraceRecord::pack(car.kind, car.kind == CarKind::Send ? car.src.length : car.dst.length);
   r.schedule = inst.schedule;
   r.team = inst.team;
   r.seq = inst.seq + car.member;

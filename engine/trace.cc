@@ -90,7 +90,7 @@ bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t 
       const uint64_t ready = t.ready != 0 ? t.ready : start;
       const uint64_t done = std::max(t.done, start);
       const CollectiveSpec& spec = t.schedule->spec();
-      const CarKind kind = static_cast<CarKind>(t.kind);
+      const CarKind kind = t.kind();
       const bool message = kind == CarKind::Send || is_receive(kind);
       const std::string common = "\"pid\": " + std::to_string(node) + ", \"tid\": " + std::to_string(image);
       out += ",\n{\"ph\": \"X\", " + common + ", \"cat\": \"car\", \"name\": \"";
@@ -102,7 +102,7 @@ bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t 
       put_us(out, done - start);
       out += ", \"args\": {\"kind\": \"" + std::string(car_kind_name(kind)) + "\"";
       if (message) out += ", \"peer\": " + std::to_string(t.peer) + ", \"tag\": " + std::to_string(t.tag);
-      out += ", \"bytes\": " + std::to_string(static_cast<uint64_t>(t.bytes)) + ", \"coll\": \"" + coll_kind_name(spec.kind) +
+      out += ", \"bytes\": " + std::to_string(t.bytes()) + ", \"coll\": \"" + coll_kind_name(spec.kind) +
              "\", \"algorithm\": \"" + escaped(spec.algorithm) + "\", \"seq\": " + std::to_string(t.seq) +
              ", \"team\": " + std::to_string(t.team) + ", \"car\": " + std::to_string(t.car) + ", \"ready_us\": ";
       put_us(out, ready);

@@ -42,16 +42,20 @@ struct CarTimes {
   std::atomic<uint64_t> ready{0}, start{0}, done{0};
 };
 
-// One cache line per CAR.
+// One cache line per CAR. Plain words, no bit-fields: assigning a bit-field
+// reads the destination first, and that read misses (the buffer left the
+// cache long ago) on the call's critical path.
 struct alignas(64) TraceRecord {
   uint64_t ready = 0, start = 0, done = 0;
-  uint64_t bytes : 56 = 0;  // below 2^48
-  uint64_t kind : 8 = 0;    // CarKind
+  uint64_t kind_bytes = 0;             // CarKind << 56 | bytes (below 2^48)
   const Schedule* schedule = nullptr;  // kind, algorithm; alive until the engine closes
   uint32_t team = 0, seq = 0, tag = 0;
   uint32_t car = 0;    // the CAR's id in its image's DAG
   uint32_t image = 0;  // global image numbers
   uint32_t peer = 0;
+  static uint64_t pack(CarKind kind, uint64_t bytes) { return static_cast<uint64_t>(kind) << 56 | bytes; }
+  CarKind kind() const { return static_cast<CarKind>(kind_bytes >> 56); }
+  uint64_t bytes() const { return kind_bytes & ((uint64_t{1} << 56) - 1); }
 };
 static_assert(sizeof(TraceRecord) == 64);
 
@@ -61,6 +65,12 @@ class TraceBuffer {
   void add(const TraceRecord& r) {
     const size_t i = next_.fetch_add(1, std::memory_order_relaxed);
     if (i < capacity_) {
+      // Records fill memory that left the cache long ago, and the engine's
+      // next locked operation waits for a store that misses. Fetching the
+      // line a few calls ahead takes the miss off the critical path
+      // (non-temporal stores are worse: locked operations wait for them
+      // to reach memory).
+      if (i + kPrefetchAhead < capacity_) __builtin_prefetch(&records_[i + kPrefetchAhead], 1, 3);
       records_[i] = r;
     } else {
       dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -72,6 +82,7 @@ class TraceBuffer {
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
 
  private:
+  static constexpr size_t kPrefetchAhead = 16;
   std::unique_ptr<TraceRecord[]> records_;
   size_t capacity_;
   std::atomic<size_t> next_{0};

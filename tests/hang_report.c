@@ -3,10 +3,14 @@
    written (its DAG file appears in the directory given as argv[1]); then
    it enters, and both finish with the right data. tests/hang_test.sh runs
    it and checks the stderr line and the file. No sleeps as
-   synchronization: image 1 polls for the file, with a deadline. */
+   synchronization: image 1 polls for the file, with a deadline.
+   `hang_report DIR lost`, under cfrun -n 2: node 1 kills itself instead of
+   entering, and node 0's broadcast must return CF_ERR_PEER_LOST, which
+   writes the same report ("a peer was lost"). */
 #include <carflow/carflow.h>
 
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -15,6 +19,7 @@
 
 static const char *g_dir;
 static int g_failures;
+static int g_lost_mode;
 
 static int report_written(void) {
   DIR *d = opendir(g_dir);
@@ -38,6 +43,13 @@ static void body(cf_image_t me, void *arg) {
     printf("images started\n");
     fflush(stdout);
   }
+  if (g_lost_mode) {
+    if (cf_mynode() == 1) raise(SIGKILL);
+    const int rc = cf_coll_broadcast(CF_TEAM_ALL, dst, 1, src, sizeof src, kFlags);
+    printf("lost: status %d (%s)\n", rc, rc == CF_ERR_PEER_LOST ? "CF_ERR_PEER_LOST" : "unexpected");
+    if (rc != CF_ERR_PEER_LOST) __atomic_add_fetch(&g_failures, 1, __ATOMIC_RELAXED);
+    return;
+  }
   if (me == 1) {
     const double deadline = now_s() + 60;
     while (!report_written() && now_s() < deadline) {
@@ -55,17 +67,18 @@ static void body(cf_image_t me, void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: hang_report DIR (also CF_TRACE=DIR CF_HANG_DUMP_S=S)\n");
+  if (argc != 2 && !(argc == 3 && strcmp(argv[2], "lost") == 0)) {
+    fprintf(stderr, "usage: hang_report DIR [lost] (also CF_TRACE=DIR CF_HANG_DUMP_S=S)\n");
     return 2;
   }
   g_dir = argv[1];
+  g_lost_mode = argc == 3;
   cf_set_error_mode(CF_ERRORS_RETURN);
-  if (cf_init(&argc, &argv) != CF_OK || cf_run_images(2, NULL, 0, body, NULL) != CF_OK) {
+  if (cf_init(&argc, &argv) != CF_OK || cf_run_images(g_lost_mode ? 1 : 2, NULL, 0, body, NULL) != CF_OK) {
     printf("FAIL: %s\n", cf_last_error());
     return 1;
   }
   const int fin = cf_finalize();
   printf("hang_report: %d failures, cf_finalize %d\n", g_failures, fin);
-  return g_failures == 0 && fin == CF_OK ? 0 : 1;
+  return g_failures == 0 && (fin == CF_OK || g_lost_mode) ? 0 : 1;
 }
