@@ -10,9 +10,10 @@
    Every check runs twice: with the blocking calls, then with their
    nonblocking forms (MPI_Ibcast ...), each completed by one of the wait and
    test calls in turn. Then several nonblocking collectives outstanding at
-   once, completed in another order, and a point-to-point receive waited on
-   while a large MPI_Iallreduce is pending, its sender sending only once its
-   own MPI_Iallreduce is done (no deadlock: the wait moves the collective).
+   once, completed in another order, and point-to-point receives (waited
+   on, and blocking) while a large MPI_Iallreduce is pending, their senders
+   sending only once their own MPI_Iallreduce is done (no deadlock: the
+   wait moves the collective).
 
      mpirun -np P [-x LD_PRELOAD=.../libcarflow_mpi.so] mpi_layer_check
 
@@ -472,8 +473,9 @@ static void check_outstanding(MPI_Comm comm) {
 /* Rank 0 waits for a message from every other rank while a 1.6 MB
    MPI_Iallreduce is pending; each of them sends only once its own
    MPI_Iallreduce is done, which needs rank 0's part of the collective to
-   move while rank 0 waits on the receive. */
-static void check_p2p_while_pending(MPI_Comm comm) {
+   move while rank 0 waits on the receive: MPI_Wait and MPI_Waitany on
+   MPI_Irecv, then (blocking) MPI_Recv and MPI_Sendrecv. */
+static void check_p2p_while_pending(MPI_Comm comm, int blocking) {
   int rank, size;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -488,20 +490,28 @@ static void check_p2p_while_pending(MPI_Comm comm) {
   int bad = 0;
   if (rank == 0) {
     for (int r = 1; r < size; ++r) {
-      int got = -1, index;
+      int got = -1, index, none = 0;
       MPI_Request recv;
-      MPI_Irecv(&got, 1, MPI_INT, r, 77, comm, &recv);
-      if (r % 2) MPI_Wait(&recv, MPI_STATUS_IGNORE);
-      else MPI_Waitany(1, &recv, &index, MPI_STATUS_IGNORE);
+      if (blocking && r % 2) {
+        MPI_Recv(&got, 1, MPI_INT, r, 77, comm, MPI_STATUS_IGNORE);
+      } else if (blocking) {
+        MPI_Sendrecv(&none, 0, MPI_INT, r, 78, &got, 1, MPI_INT, r, 77, comm, MPI_STATUS_IGNORE);
+      } else {
+        MPI_Irecv(&got, 1, MPI_INT, r, 77, comm, &recv);
+        if (r % 2) MPI_Wait(&recv, MPI_STATUS_IGNORE);
+        else MPI_Waitany(1, &recv, &index, MPI_STATUS_IGNORE);
+      }
       bad += got != r;
     }
     MPI_Wait(&coll, MPI_STATUS_IGNORE);
   } else {
     MPI_Wait(&coll, MPI_STATUS_IGNORE);
     MPI_Send(&rank, 1, MPI_INT, 0, 77, comm);
+    if (blocking && rank % 2 == 0) MPI_Recv(NULL, 0, MPI_INT, 0, 78, comm, MPI_STATUS_IGNORE);
   }
   for (int i = 0; i < N; ++i) bad += sum[i] != (double)fold(MPI_SUM, 0, size, i, 60);
-  CHECK(bad == 0, "a receive waited on while MPI_Iallreduce is pending: %d wrong", bad);
+  CHECK(bad == 0, "a %s receive waited on while MPI_Iallreduce is pending: %d wrong",
+        blocking ? "blocking" : "nonblocking", bad);
   free(src);
   free(sum);
 }
@@ -728,7 +738,8 @@ int main(int argc, char **argv) {
   g_layer_on = cf == 1;
 
   run_both(MPI_COMM_WORLD, "world");
-  check_p2p_while_pending(MPI_COMM_WORLD);
+  check_p2p_while_pending(MPI_COMM_WORLD, 0);
+  check_p2p_while_pending(MPI_COMM_WORLD, 1);
   MPI_Comm dup, split, shared, cart, single, dup_of_split;
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   run_both(dup, "dup");

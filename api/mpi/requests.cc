@@ -5,7 +5,8 @@
 // calls are pending a wait is a loop of both, so waiting on any request
 // (a point-to-point receive whose sender first waits on the collective,
 // say) still moves carflow's collectives: MPI's progress rule for
-// nonblocking collectives (MPI-4.0, 6.12) asks no less.
+// nonblocking collectives (MPI-4.0, 6.12) asks no less. MPI_Recv, MPI_Send
+// and MPI_Sendrecv wait so too while carflow calls are pending.
 #include <pthread.h>
 #include <sched.h>
 
@@ -211,6 +212,38 @@ int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices
 int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
   progress_if_pending();
   return PMPI_Request_get_status(request, flag, status);
+}
+
+// Blocking point-to-point calls wait the same way while carflow calls are
+// pending: as their nonblocking forms and MPI_Wait's loop.
+int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  if (!carflow_pending()) return PMPI_Recv(buf, count, type, source, tag, comm, status);
+  MPI_Request request;
+  const int rc = PMPI_Irecv(buf, count, type, source, tag, comm, &request);
+  return rc != MPI_SUCCESS ? rc : MPI_Wait(&request, status);
+}
+
+int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (!carflow_pending()) return PMPI_Send(buf, count, type, dest, tag, comm);
+  MPI_Request request;
+  const int rc = PMPI_Isend(buf, count, type, dest, tag, comm, &request);
+  return rc != MPI_SUCCESS ? rc : MPI_Wait(&request, MPI_STATUS_IGNORE);
+}
+
+int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
+  if (!carflow_pending()) {
+    return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
+                         recvtag, comm, status);
+  }
+  MPI_Request requests[2];
+  int rc = PMPI_Irecv(recvbuf, recvcount, recvtype, source, recvtag, comm, &requests[0]);
+  if (rc == MPI_SUCCESS) rc = PMPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &requests[1]);
+  if (rc != MPI_SUCCESS) return rc;
+  MPI_Status statuses[2];
+  rc = MPI_Waitall(2, requests, statuses);
+  if (status != MPI_STATUS_IGNORE) *status = statuses[0];
+  return rc;
 }
 
 }  // extern "C"
