@@ -12,9 +12,23 @@
 #include <string>
 #include <vector>
 
+#include <time.h>
+
 #include "bench/arg.h"
 #include "engine/config.h"
 #include "engine/selection.h"
+
+namespace {
+
+// This thread's CPU time: on a shared machine the wall clock also counts
+// the time the thread waited for a core.
+double thread_cpu_us() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace carflow;
@@ -29,7 +43,8 @@ int main(int argc, char** argv) {
   config.model = model;
   const CollKind kinds[] = {CollKind::Broadcast, CollKind::Barrier,  CollKind::Allreduce,
                             CollKind::GatherAll, CollKind::Exchange, CollKind::ReduceScatter};
-  std::printf("%-15s %4s %9s %12s %12s %s\n", "kind", "P", "bytes", "median_us", "max_us", "choice");
+  std::printf("%-15s %4s %9s %12s %12s %12s %s\n", "kind", "P", "bytes", "median_us", "max_us", "cpu_us",
+              "choice");
   double worst = 0;
   for (CollKind kind : kinds) {
     for (uint32_t P : {2u, 4u, 8u, 16u, 32u, 64u}) {
@@ -37,25 +52,29 @@ int main(int argc, char** argv) {
         if (kind == CollKind::Barrier && bytes != 8) continue;
         const uint64_t nbytes = kind == CollKind::Barrier ? 0 : bytes;
         const uint32_t elem = is_computational(kind) ? 8 : 1;
-        std::vector<double> us;
+        std::vector<double> us, cpu;
         std::string choice;
         for (uint64_t s = 0; s < samples; ++s) {
           const SelectionTable table(config, 2);
           const auto t0 = std::chrono::steady_clock::now();
+          const double c0 = thread_cpu_us();
           choice = table.choose(kind, P, nbytes, elem, true)->name;
+          cpu.push_back(thread_cpu_us() - c0);
           us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
         }
         std::sort(us.begin(), us.end());
-        worst = std::max(worst, us[us.size() / 2]);
-        std::printf("%-15s %4u %9llu %12.1f %12.1f %s\n", coll_kind_name(kind), P,
-                    static_cast<unsigned long long>(nbytes), us[us.size() / 2], us.back(), choice.c_str());
+        std::sort(cpu.begin(), cpu.end());
+        const double cpu_us = cpu[cpu.size() / 2];
+        worst = std::max(worst, cpu_us);
+        std::printf("%-15s %4u %9llu %12.1f %12.1f %12.1f %s\n", coll_kind_name(kind), P,
+                    static_cast<unsigned long long>(nbytes), us[us.size() / 2], us.back(), cpu_us, choice.c_str());
         std::fprintf(stderr, "{\"bench\":\"model_select_cost\",\"kind\":\"%s\",\"images\":%u,\"bytes\":%llu,"
-                     "\"median_us\":%.1f,\"max_us\":%.1f,\"choice\":\"%s\"}\n",
+                     "\"median_us\":%.1f,\"max_us\":%.1f,\"cpu_us\":%.1f,\"choice\":\"%s\"}\n",
                      coll_kind_name(kind), P, static_cast<unsigned long long>(nbytes), us[us.size() / 2], us.back(),
-                     choice.c_str());
+                     cpu_us, choice.c_str());
       }
     }
   }
-  std::printf("largest median: %.1f us (target < 1000 us for P <= 64)\n", worst);
+  std::printf("largest median CPU time: %.1f us (target < 1000 us for P <= 64)\n", worst);
   return 0;
 }

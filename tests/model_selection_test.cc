@@ -38,7 +38,8 @@ std::string predicted_fastest(const Config& c, CollKind kind, uint32_t P, uint64
   LogGPModel model = *c.model;
   model.images_per_node = ppn;
   logp_from_model(model, P, &params);
-  const std::vector<Prediction> all = predict_algorithms(spec, true, model, params, uint64_t{1} << 20);
+  // Every algorithm simulated (no pruning): the choice must not depend on it.
+  const std::vector<Prediction> all = predict_algorithms(spec, true, model, params, uint64_t{1} << 20, false);
   const Prediction* best = fastest(all);
   REQUIRE(best != nullptr);
   for (const Prediction& p : all) CHECK((!p.ok || p.time_ns >= best->time_ns));
@@ -73,6 +74,21 @@ TEST_CASE("with a model the choice is the registered algorithm predicted fastest
       CHECK(gen->name == predicted_fastest(c, call.kind, call.images, call.nbytes, call.elem_size, call.ppn));
       // Asked again: the cached answer.
       CHECK(table.choose(call.kind, call.images, call.nbytes, call.elem_size, true, call.ppn) == gen);
+    }
+  }
+}
+
+TEST_CASE("a pruned generator's lower bound is below its simulated time") {
+  LogGPModel model;
+  std::string error;
+  REQUIRE(parse_model_string("L=300,o=120,g=150,G=0.09,gamma=0.05,beta=0.03", &model, &error));
+  for (const Call& call : kCalls) {
+    CollectiveSpec spec;
+    spec.kind = call.kind, spec.images = call.images, spec.nbytes = call.nbytes, spec.elem_size = call.elem_size;
+    for (const Prediction& p : predict_algorithms(spec, true, model, AlgorithmParams{}, uint64_t{1} << 20, false)) {
+      if (!p.ok) continue;
+      INFO(coll_kind_name(call.kind), " ", p.gen->name, " P=", call.images, " bytes=", call.nbytes);
+      CHECK(lower_bound_ns(*p.gen, spec_for_generator(*p.gen, spec, AlgorithmParams{}), model) <= p.time_ns);
     }
   }
 }

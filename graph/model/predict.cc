@@ -1,5 +1,6 @@
 #include "graph/model/predict.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "graph/layout.h"
@@ -34,24 +35,104 @@ bool model_ranks_kind(CollKind kind) {
   return kind != CollKind::Permute && kind != CollKind::Reduce && kind != CollKind::PrefixReduce;
 }
 
+namespace {
+
+// The cheaper of the two parameter sets, per key: a bound must hold for
+// every pair of images.
+LogGPParams cheapest(const LogGPModel& m) {
+  LogGPParams p = m.inter;
+  p.o = std::min(p.o, m.intra.o), p.O = std::min(p.O, m.intra.O);
+  p.g = std::min(p.g, m.intra.g), p.G = std::min(p.G, m.intra.G);
+  return p;
+}
+
+double image_bound(const LocalDag& dag, const LogGPParams& p) {
+  double cpu = 0, nic = 0, largest_send = 0;
+  for (const Car& car : dag.cars) {
+    const double s = static_cast<double>(car.message_bytes()), less_one = s > 0 ? s - 1 : 0;
+    if (car.is_message()) cpu += p.o + less_one * p.O;
+    if (car.kind == CarKind::RecvReduce) cpu += s * p.gamma;
+    if (car.kind == CarKind::Reduce) cpu += static_cast<double>(car.src.length) * p.gamma;
+    if (car.kind == CarKind::Copy) cpu += static_cast<double>(car.dst.length) * p.beta;
+    if (car.kind == CarKind::Send) {
+      nic += p.g + less_one * p.G;
+      largest_send = std::max(largest_send, p.g + less_one * p.G);
+    }
+  }
+  // The last send ends its CPU part after every earlier one has left the NIC.
+  return std::max(cpu, nic - largest_send);
+}
+
+struct Candidate {
+  Prediction prediction;
+  CollectiveSpec spec;
+  double bound = 0;
+};
+
+void simulate_candidate(Candidate* c, const LogGPModel& placed, uint64_t max_cars) {
+  Prediction& p = c->prediction;
+  FlatDag dag;
+  p.ok = build_flat_dag(*p.gen, c->spec, &dag, &p.error, max_cars);
+  LogGPResult result;
+  p.ok = p.ok && simulate_loggp(dag, placed, &result, &p.error);
+  p.time_ns = result.time_ns;
+}
+
+}  // namespace
+
+double lower_bound_ns(const GeneratorInfo& gen, const CollectiveSpec& spec, const LogGPModel& model) {
+  const LogGPParams p = cheapest(model);
+  double bound = 0;
+  for (uint32_t image = 0; image < std::min<uint32_t>(spec.images, 2); ++image) {
+    const LocalDag dag = generate_local(gen, spec, image);
+    if (!dag.error.empty()) return 0;  // the full build reports it
+    bound = std::max(bound, image_bound(dag, p));
+  }
+  // The simulator adds the same terms in another order: leave room for rounding.
+  return bound * (1 - 1e-9);
+}
+
 std::vector<Prediction> predict_algorithms(const CollectiveSpec& base, bool commutative,
                                            const LogGPModel& model, const AlgorithmParams& params,
-                                           uint64_t max_cars) {
+                                           uint64_t max_cars, bool prune) {
   LogGPModel placed = model;
   placed.images_per_node = base.images_per_node;
-  std::vector<Prediction> out;
+  std::vector<Candidate> all;
   for (const GeneratorInfo* gen : GeneratorRegistry::instance().list(base.kind)) {
     if (!commutative && !gen->preserves_order) continue;
-    Prediction p;
-    p.gen = gen;
-    const CollectiveSpec spec = spec_for_generator(*gen, base, params);
-    FlatDag dag;
-    p.ok = check_layout(spec, &p.error) && build_flat_dag(*gen, spec, &dag, &p.error, max_cars);
-    LogGPResult result;
-    p.ok = p.ok && simulate_loggp(dag, placed, &result, &p.error);
-    p.time_ns = result.time_ns;
-    out.push_back(std::move(p));
+    Candidate c;
+    c.prediction.gen = gen;
+    c.spec = spec_for_generator(*gen, base, params);
+    if (!check_layout(c.spec, &c.prediction.error)) c.bound = -1;  // refused: never simulated
+    if (c.bound == 0 && prune) c.bound = lower_bound_ns(*gen, c.spec, placed);
+    all.push_back(std::move(c));
   }
+  // The most promising first (least bound), then the rest in registry
+  // order, each only when its bound leaves it a chance: strictly below the
+  // best time, or equal to it and registered before the best (which wins
+  // the tie, as fastest() has it).
+  size_t best = all.size();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].bound >= 0 && (best == all.size() || all[i].bound < all[best].bound)) best = i;
+  }
+  if (best < all.size()) simulate_candidate(&all[best], placed, max_cars);
+  if (best < all.size() && !all[best].prediction.ok) best = all.size();
+  for (size_t i = 0; i < all.size(); ++i) {
+    Prediction& p = all[i].prediction;
+    if (all[i].bound < 0 || p.ok || !p.error.empty()) continue;  // refused, or simulated already
+    const double best_ns = best < all.size() ? all[best].prediction.time_ns : 0;
+    if (prune && best < all.size() && (all[i].bound > best_ns || (i > best && all[i].bound >= best_ns))) {
+      p.error = "pruned: at least " + std::to_string(all[i].bound) + " ns";
+      continue;
+    }
+    simulate_candidate(&all[i], placed, max_cars);
+    if (p.ok && (best == all.size() || p.time_ns < all[best].prediction.time_ns ||
+                 (p.time_ns == all[best].prediction.time_ns && i < best))) {
+      best = i;
+    }
+  }
+  std::vector<Prediction> out;
+  for (Candidate& c : all) out.push_back(std::move(c.prediction));
   return out;
 }
 

@@ -45,10 +45,18 @@ struct Prediction {
 // Every generator registered for base.kind that may run the call
 // (order-preserving ones only when !commutative), predicted under `model`
 // with images_per_node = base.images_per_node; registry order.
-// max_cars bounds each DAG (larger ones are not predicted).
+// max_cars bounds each DAG (larger ones are not predicted). `prune`: a
+// generator whose lower bound (lower_bound_ns) shows it cannot beat the
+// best found so far is not simulated (ok false, error "pruned: ..."), so
+// fastest() names the same generator as without pruning.
 std::vector<Prediction> predict_algorithms(const CollectiveSpec& base, bool commutative,
                                            const LogGPModel& model, const AlgorithmParams& params,
-                                           uint64_t max_cars);
+                                           uint64_t max_cars, bool prune = true);
+
+// A lower bound of `spec`'s time under `model` from two image DAGs (0 and
+// 1) alone: each image's CPU holds every CAR for at least its cost, and
+// its NIC spaces its sends by g + (s-1)G, whatever the others do.
+double lower_bound_ns(const GeneratorInfo& gen, const CollectiveSpec& spec, const LogGPModel& model);
 
 // The predicted fastest of `predictions` (the first on ties, so every
 // image and process that predicts the same picks the same), or nullptr.
