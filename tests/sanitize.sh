@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# tools/carflow sanitize [asan|tsan]... [-- BAZEL_TEST_ARGS]: runs the suites
+# that exercise threads under ThreadSanitizer and the API, engine and
+# multi-process suites under AddressSanitizer + UBSan (.bazelrc's configs),
+# each config in an output base of its own so that the normal build's cache
+# stays warm. A sanitizer report fails its test (the configs halt on the
+# first one), and a failed test fails this script. tests/README.md,
+# "Sanitizers".
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# What each config runs: chosen to fit CI's budget on 2 cores (the timings
+# are in tests/README.md). TSan: the engine's threads, the inproc rings and
+# the sync family under each progress mode that adds threads. ASan + UBSan:
+# every refused call, teams, handles, aggregates, the generator builder,
+# the engine, and refused calls across processes.
+declare -A TARGETS=(
+  [tsan]="//tests:engine_test //tests:inproc_transport_test //tests:host_rings_test
+          //tests:api_sync_test_thread //tests:api_handles_test_thread //tests:api_aggregate_test_rings"
+  [asan]="//tests:api_bad_args_test //tests:api_errors_test //tests:api_init_test //tests:api_teams_test
+          //tests:api_handles_test //tests:api_aggregate_test //tests:api_generator_test //tests:engine_test
+          //tests:refused_test"
+)
+
+configs=()
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    asan|tsan) configs+=("$1"); shift ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "usage: tools/carflow sanitize [asan|tsan]... [-- BAZEL_TEST_ARGS]" >&2; exit 2 ;;
+  esac
+done
+[ ${#configs[@]} -gt 0 ] || configs=(tsan asan)
+
+failed=()
+for c in "${configs[@]}"; do
+  base="${CF_SANITIZE_OUTPUT_BASE:-$HOME/.cache/bazel_carflow}_$c"
+  start=$SECONDS
+  # shellcheck disable=SC2086  # TARGETS holds a word list
+  if (cd "$ROOT" && bazel --output_base="$base" test --config="$c" --symlink_prefix=/ \
+        ${TARGETS[$c]} "${extra[@]}"); then
+    echo "sanitize: $c passed in $((SECONDS - start)) s" >&2
+  else
+    echo "sanitize: $c FAILED after $((SECONDS - start)) s (logs: $base/execroot/carflow/bazel-out/*/testlogs)" >&2
+    failed+=("$c")
+  fi
+done
+[ ${#failed[@]} -eq 0 ] || { echo "sanitize: FAILED: ${failed[*]}" >&2; exit 1; }
