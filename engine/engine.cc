@@ -158,7 +158,10 @@ Engine::~Engine() {
   if (hang_thread_.joinable()) stop_hang_watch();
   if (tracing_) {
     std::string path, error;
-    if (!write_trace(config_.trace_dir, map_.node, base_, trace_run_, trace_buffers_, &path, &error)) {
+    ClockEstimate clock;
+    clock.same_clock = true;  // alone, or node 0: its own clock
+    if (clock_source_ != nullptr) clock = clock_source_->clock_estimate();
+    if (!write_trace(config_.trace_dir, map_.node, base_, trace_run_, trace_buffers_, clock, &path, &error)) {
       std::fprintf(stderr, "carflow: %s\n", error.c_str());
     }
   }

@@ -371,6 +371,10 @@ class Engine final : public TransportHooks {
   InprocTransport& transport() { return *transport_; }
   Transport* remote() { return remote_; }
 
+  // The trace moves this node's times onto node 0's clock as `mesh`
+  // estimates it; it must outlive the engine.
+  void set_clock_source(const LivenessMesh* mesh) { clock_source_ = mesh; }
+
   // A peer node was lost (launcher notice, transport error): every wait
   // returns `status` from now on, naming `what` (GASNet LAPI notes: robust exit).
   void fail_all(int status, const std::string& what);
@@ -638,6 +642,7 @@ class Engine final : public TransportHooks {
   // the hot path pays when both are off.
   bool timing_ = false;
   bool tracing_ = false;
+  const LivenessMesh* clock_source_ = nullptr;  // node 0's clock for the trace (set_clock_source)
   uint32_t trace_run_ = 0;
   std::vector<std::unique_ptr<TraceBuffer>> trace_buffers_;
   void trace_launch(Instance& inst);

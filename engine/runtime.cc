@@ -384,6 +384,7 @@ std::unique_ptr<Engine> Runtime::make_engine(const std::vector<uint32_t>& counts
   // Before the engine, whose progress thread may already poll the transport.
   if (ofi_ != nullptr) ofi_->set_cores_shared(Engine::shares_cores(std::max(host_images, map.local())));
   auto engine = std::make_unique<Engine>(map, config_, ofi_.get(), host_images);
+  engine->set_clock_source(liveness_.get());  // freed after the engines
   std::lock_guard<std::mutex> lost_lock(lost_mutex_);
   if (!lost_.empty()) engine->fail_all(kErrPeerLost, lost_);
   attached_.assign(map.local(), false);

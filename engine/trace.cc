@@ -67,7 +67,10 @@ uint64_t trace_flow_id(uint32_t run, uint32_t team, uint32_t seq, uint32_t tag, 
 }
 
 bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t run,
-                 const std::vector<std::unique_ptr<TraceBuffer>>& buffers, std::string* path, std::string* error) {
+                 const std::vector<std::unique_ptr<TraceBuffer>>& buffers, const ClockEstimate& clock,
+                 std::string* path, std::string* error) {
+  // Unsigned arithmetic wraps: adding a negative offset subtracts.
+  const uint64_t shift = clock.same_clock ? 0 : static_cast<uint64_t>(clock.offset_ns);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   *path = dir + "/carflow-trace-node" + std::to_string(node) + "-run" + std::to_string(run) + ".json";
@@ -86,9 +89,9 @@ bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t 
     dropped += buf.dropped();
     for (size_t r = 0; r < buf.size(); ++r) {
       const TraceRecord& t = buf[r];
-      const uint64_t start = t.start != 0 ? t.start : (t.ready != 0 ? t.ready : t.done);
-      const uint64_t ready = t.ready != 0 ? t.ready : start;
-      const uint64_t done = std::max(t.done, start);
+      const uint64_t start = (t.start != 0 ? t.start : (t.ready != 0 ? t.ready : t.done)) + shift;
+      const uint64_t ready = t.ready != 0 ? t.ready + shift : start;
+      const uint64_t done = std::max(t.done + shift, start);
       const CollectiveSpec& spec = t.schedule->spec();
       const CarKind kind = t.kind();
       const bool message = kind == CarKind::Send || is_receive(kind);
@@ -123,7 +126,10 @@ bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t 
   }
   out += "\n],\n\"displayTimeUnit\": \"ns\",\n\"otherData\": {\"format\": \"carflow.trace/1\", \"node\": " +
          std::to_string(node) + ", \"host\": \"" + host + "\", \"run\": " + std::to_string(run) + ", \"clock\": \"CLOCK_MONOTONIC\", \"dropped\": " +
-         std::to_string(dropped) + "}}\n";
+         std::to_string(dropped) + ", \"clock_of_node0\": {\"same_clock\": " + (clock.same_clock ? "true" : "false") +
+         ", \"offset_ns\": " + std::to_string(clock.offset_ns) + ", \"error_ns\": " + std::to_string(clock.error_ns) +
+         ", \"samples\": " + std::to_string(clock.samples) + ", \"applied\": " + (shift != 0 ? "true" : "false") +
+         "}}}\n";
   if (dropped > 0) {
     std::fprintf(stderr, "carflow: CF_TRACE: node %u kept the first CF_TRACE_EVENTS CARs per image; %llu more were "
                  "not recorded\n", node, static_cast<unsigned long long>(dropped));

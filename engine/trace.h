@@ -12,9 +12,10 @@
 // metadata and a line on stderr report.
 //
 // Times are CLOCK_MONOTONIC nanoseconds: one clock for every process of a
-// host, so flows between them are ordered. Across hosts each host's clock
-// is its own (the file names the host; the viewer shows them side by
-// side).
+// host, so flows between them are ordered. A node on another host than
+// node 0 shifts its times onto node 0's clock by the offset the liveness
+// mesh estimated (ClockEstimate: within half the best round trip); the
+// file records the offset, its bound and whether it was applied.
 #pragma once
 
 #include <atomic>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "graph/car.h"
+#include "transports/liveness/liveness_mesh.h"
 
 namespace carflow {
 
@@ -101,8 +103,11 @@ uint32_t next_trace_run();
 // Writes the trace of this process's images (buffers[i]: image base + i)
 // to DIR/carflow-trace-node<N>-run<R>.json. False with *error when the
 // file cannot be written.
+// clock: node 0's clock as this node knows it; times move onto it unless
+// it is the same clock.
 bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t run,
-                 const std::vector<std::unique_ptr<TraceBuffer>>& buffers, std::string* path, std::string* error);
+                 const std::vector<std::unique_ptr<TraceBuffer>>& buffers, const ClockEstimate& clock,
+                 std::string* path, std::string* error);
 
 // `carflow trace merge`: the traceEvents of every carflow-trace-*.json in
 // `dir` in one document, each file checked (a JSON object with a

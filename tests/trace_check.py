@@ -3,7 +3,7 @@ its format's fields, each SEND's flow start meets exactly one receive's
 flow end, and on one host's clock a receive never ends before its SEND
 started. Options: --min-x N / --max-x N (CAR events), --dropped (otherData
 must count dropped CARs), --flows-across-pids (every flow joins two
-processes)."""
+processes), --one-host (every file on node 0's clock, not shifted)."""
 import json
 import sys
 
@@ -40,6 +40,19 @@ def main(argv):
     dropped = doc.get("otherData", {}).get("dropped", 0)
     if "sources" in doc.get("otherData", {}):
         dropped = sum(s.get("dropped", 0) for s in doc["otherData"]["sources"])
+    # Every process's file says how its clock relates to node 0's; on one
+    # host it is the same clock and nothing was shifted.
+    other = doc.get("otherData", {})
+    for source in other.get("sources", [other]):
+        clock = source.get("clock_of_node0")
+        assert isinstance(clock, dict), ("no clock_of_node0", source)
+        for key in ("same_clock", "offset_ns", "error_ns", "samples", "applied"):
+            assert key in clock, (key, clock)
+        if "--one-host" in opts:
+            assert clock["same_clock"] and not clock["applied"], ("one host, yet another clock", clock)
+            assert abs(clock["offset_ns"]) <= clock["error_ns"], ("estimate outside its bound", clock)
+            if source.get("node", 0) != 0:
+                assert clock["samples"] > 0, ("node 0's clock never asked", source)
     if dropped == 0:
         assert set(starts) == set(ends), ("unmatched flows", len(set(starts) ^ set(ends)))
     for fid, s in starts.items():

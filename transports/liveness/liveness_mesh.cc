@@ -30,6 +30,8 @@ enum FrameType : uint32_t {
   kLost = 0x4c560003,
   kChallenge = 0x4c560004,
   kProof = 0x4c560005,
+  kClockAsk = 0x4c560006,
+  kClockTell = 0x4c560007,
 };
 constexpr size_t kHeaderBytes = 20;  // type, rank, value, text length
 constexpr int kHelloWaitMs = 2000;   // an accepted connection must prove the key by then
@@ -37,6 +39,25 @@ constexpr size_t kMaxUnproven = 64;  // held at once; beyond, the oldest goes
 constexpr int kSendRetries = 20;     // x 50 ms: a frame that cannot leave is dropped
 
 using Clock = std::chrono::steady_clock;
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// The kernel's boot id: two processes that read the same one share
+// CLOCK_MONOTONIC, whatever their network namespace.
+std::string read_boot_id() {
+  char buf[64] = {0};
+  FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f == nullptr) return "";
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  std::string id(buf, n);
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id.find(' ') == std::string::npos ? id : "";
+}
 
 int remaining_ms(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -189,7 +210,9 @@ std::unique_ptr<LivenessMesh> LivenessMesh::listen(uint32_t rank, uint32_t nodes
 LivenessMesh::LivenessMesh(int listen_fd, int wake_fd, uint32_t rank, uint32_t nodes, std::string ip,
                            std::string key, bool key_given, KeepaliveTiming timing)
     : wake_fd_(wake_fd), listen_fd_(listen_fd), rank_(rank), nodes_(nodes), ip_(std::move(ip)),
-      key_(std::move(key)), key_given_(key_given), timing_(timing), peers_(nodes) {}
+      key_(std::move(key)), key_given_(key_given), timing_(timing), peers_(nodes), boot_id_(read_boot_id()) {
+  if (rank == 0) clock_.same_clock = true;
+}
 
 LivenessMesh::~LivenessMesh() {
   stop_.store(true);
@@ -425,6 +448,50 @@ void LivenessMesh::watch(LostCallback on_lost) {
     on_lost_ = std::move(on_lost);
   }
   poller_ = std::thread([this] { poll_loop(); });
+  if (rank_ != 0) ask_clock();
+}
+
+// One round trip at a time: the poll thread sends the next ask when the
+// answer to this one arrives.
+bool LivenessMesh::ask_clock() {
+  uint64_t now;
+  {
+    std::lock_guard<std::mutex> lock(clock_mu_);
+    now = clock_asked_at_ = monotonic_ns();
+  }
+  return send_frame(0, kClockAsk, rank_, now, "");
+}
+
+void LivenessMesh::clock_told(uint64_t node0_now, const std::string& text) {
+  const uint64_t now = monotonic_ns();
+  const size_t space = text.find(' ');
+  if (space == std::string::npos || space == 0 || space > 20) return;
+  uint64_t asked = 0;
+  for (size_t i = 0; i < space; ++i) {
+    if (text[i] < '0' || text[i] > '9') return;
+    asked = asked * 10 + static_cast<uint64_t>(text[i] - '0');
+  }
+  bool again;
+  {
+    std::lock_guard<std::mutex> lock(clock_mu_);
+    // Only the answer to the outstanding ask counts (not a stale or made-up one).
+    if (asked == 0 || asked != clock_asked_at_ || now < asked) return;
+    clock_asked_at_ = 0;
+    const uint64_t round_trip = now - asked;
+    if (clock_.samples == 0 || round_trip / 2 < clock_.error_ns) {
+      clock_.error_ns = round_trip / 2;
+      clock_.offset_ns = static_cast<int64_t>(node0_now - (asked + round_trip / 2));
+    }
+    clock_.same_clock = !boot_id_.empty() && text.compare(space + 1, std::string::npos, boot_id_) == 0;
+    ++clock_.samples;
+    again = clock_.samples < kClockSamples;
+  }
+  if (again) ask_clock();
+}
+
+ClockEstimate LivenessMesh::clock_estimate() const {
+  std::lock_guard<std::mutex> lock(clock_mu_);
+  return clock_;
 }
 
 void LivenessMesh::poll_loop() {
@@ -489,6 +556,10 @@ bool LivenessMesh::handle_frames(uint32_t node) {
       changed_.notify_all();
     } else if (f.type == kLost && f.rank < nodes_ && f.rank != rank_) {
       report_lost(f.rank, text + "; reported by node " + std::to_string(node));
+    } else if (f.type == kClockAsk && rank_ == 0) {
+      send_frame(node, kClockTell, rank_, monotonic_ns(), std::to_string(f.value) + " " + boot_id_);
+    } else if (f.type == kClockTell && node == 0) {
+      clock_told(f.value, text);
     } else if (f.type != kLost) {
       return false;
     }

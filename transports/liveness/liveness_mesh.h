@@ -34,11 +34,21 @@
 // link and waits (bounded) for everyone's BYE, so a clean exit is never
 // reported as a loss.
 //
+// Node 0's clock: once the poll threads run, every other node asks node 0
+// for its CLOCK_MONOTONIC kClockSamples times, one round trip after the
+// other, and keeps the sample with the shortest round trip: node 0's
+// clock minus ours is then off by at most half that round trip. Traces of
+// nodes on other hosts are shifted onto node 0's clock with it; nodes
+// that share node 0's kernel (the same boot id, network namespaces
+// included) share its clock exactly and are not shifted.
+//
 // Wire format: frames of a 20-byte header (type, rank, value: big-endian
 // u32, u32, u64; then a u32 text length) and that many bytes of text
 // (at most kMaxTextBytes). HELLO text = nonce; CHALLENGE text = nonce and
 // proof; PROOF text = proof; LOST rank = the lost node, text = how; BYE
-// carries nothing.
+// carries nothing; CLOCK_ASK value = the asker's clock; CLOCK_TELL value =
+// node 0's clock, text = the ask's value in decimal, a space, node 0's
+// boot id.
 //
 // Threading: one thread (started by watch()) polls every link and calls
 // on_lost(node, how) at most once per node; on_lost must not call back into
@@ -69,6 +79,14 @@ struct KeepaliveTiming {
   // Whole seconds (keepalive's unit), at least 2, otherwise at most
   // peer_timeout_ms - 250 ms (the kernel's timer slack).
   static KeepaliveTiming from_peer_timeout(uint64_t peer_timeout_ms);
+};
+
+// What a node knows of node 0's clock (LivenessMesh::clock_estimate).
+struct ClockEstimate {
+  uint32_t samples = 0;      // round trips to node 0 so far (0 on node 0)
+  bool same_clock = false;   // node 0 runs on this kernel: the true offset is 0
+  int64_t offset_ns = 0;     // estimated: node 0's CLOCK_MONOTONIC minus this node's
+  uint64_t error_ns = 0;     // half the best round trip: the offset is off by at most this
 };
 
 class LivenessMesh {
@@ -102,6 +120,10 @@ class LivenessMesh {
   void goodbye(int timeout_ms);
 
   const KeepaliveTiming& timing() const { return timing_; }
+  // Node 0's clock as estimated so far (see above); node 0 itself: the
+  // same clock.
+  ClockEstimate clock_estimate() const;
+  static constexpr uint32_t kClockSamples = 16;
   // Connections closed by connect() for want of a proof of the key.
   uint64_t refused() const { return refused_; }
 
@@ -128,6 +150,8 @@ class LivenessMesh {
   void read_peer(uint32_t node);
   bool handle_frames(uint32_t node);
   void report_lost(uint32_t node, const std::string& how);
+  bool ask_clock();
+  void clock_told(uint64_t node0_now, const std::string& text);
 
   const int wake_fd_;  // eventfd: wakes the poll thread to stop
   int listen_fd_;
@@ -146,6 +170,10 @@ class LivenessMesh {
   std::vector<Peer> peers_;          // by node; peers_[rank_] unused
   bool reporting_ = true;            // false once goodbye() began
   LostCallback on_lost_;
+  const std::string boot_id_;  // this kernel's; "" when unknown
+  mutable std::mutex clock_mu_;
+  uint64_t clock_asked_at_ = 0;  // the outstanding CLOCK_ASK's value (0: none)
+  ClockEstimate clock_;
   std::atomic<bool> stop_{false};
   std::thread poller_;
 };
