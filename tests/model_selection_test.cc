@@ -93,6 +93,32 @@ TEST_CASE("a pruned generator's lower bound is below its simulated time") {
   }
 }
 
+TEST_CASE("generators registered at run time (plug-ins) are candidates like the built-ins") {
+  const GeneratorInfo* flat = GeneratorRegistry::instance().find(CollKind::Scatter, "flat");
+  REQUIRE(flat != nullptr);
+  GeneratorInfo copy = *flat;
+  copy.name = "model_test_flat_copy";
+  copy.plugin = true;
+  copy.closure = [fn = flat->fn](const CollectiveSpec& spec, uint32_t image) { return fn(spec, image); };
+  copy.fn = nullptr;
+  std::string error;
+  REQUIRE_MESSAGE(GeneratorRegistry::instance().add_checked(copy, &error), error);
+  LogGPModel model;
+  CollectiveSpec spec;
+  spec.kind = CollKind::Scatter, spec.images = 6, spec.nbytes = 1 << 20;
+  double flat_ns = -1, copy_ns = -2;
+  for (const Prediction& p : predict_algorithms(spec, true, model, AlgorithmParams{}, uint64_t{1} << 20, false)) {
+    if (p.gen->name == "flat") flat_ns = p.time_ns;
+    if (p.gen->name == "model_test_flat_copy") copy_ns = p.time_ns;
+  }
+  CHECK(copy_ns == flat_ns);
+  // Equal times: the one registered first (the built-in) is chosen.
+  Config c;
+  c.model = std::make_shared<LogGPModel>(model);
+  const GeneratorInfo* chosen = SelectionTable(c, kCores).choose(CollKind::Scatter, 6, 1 << 20, 1, true);
+  CHECK(chosen->name != "model_test_flat_copy");
+}
+
 TEST_CASE("different models choose differently: latency-bound trees against one round") {
   // Huge latency, free sends: one round of P-1 sends wins a barrier;
   // expensive sends, no latency: fewer messages per image win.
