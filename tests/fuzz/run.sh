@@ -13,8 +13,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # graph JSON, or a trace nested deep enough to overflow a recursive
 # reader's stack; a few dozen lines or words elsewhere.
 declare -A MAX_LEN=([graph_json]=16384 [store_protocol]=2048 [bootstrap_reply]=2048
-                    [model_params]=512 [cli_options]=512 [trace_merge]=32768)
-ALL=(graph_json store_protocol bootstrap_reply model_params cli_options trace_merge)
+                    [model_params]=512 [cli_options]=512 [trace_merge]=32768
+                    [liveness_frames]=4096)
+ALL=(graph_json store_protocol bootstrap_reply model_params cli_options trace_merge liveness_frames)
 
 usage() {
   echo "usage: tools/carflow fuzz [--seconds N] [TARGET...]   targets: ${ALL[*]}" >&2
