@@ -80,6 +80,7 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
   }
   hang_dump_ns_ = config_.hang_dump_ms * 1000000;
   timing_ = hang_dump_ns_ != 0 || !config_.trace_dir.empty();
+  if (timing_) trace_clock_.start();
   if (hang_dump_ns_ != 0) start_hang_watch();
   if (!config_.trace_dir.empty()) {
     tracing_ = true;
@@ -161,7 +162,8 @@ Engine::~Engine() {
     ClockEstimate clock;
     clock.same_clock = true;  // alone, or node 0: its own clock
     if (clock_source_ != nullptr) clock = clock_source_->clock_estimate();
-    if (!write_trace(config_.trace_dir, map_.node, base_, trace_run_, trace_buffers_, clock, &path, &error)) {
+    if (!write_trace(config_.trace_dir, map_.node, base_, trace_run_, trace_buffers_, trace_clock_, clock, &path,
+                     &error)) {
       std::fprintf(stderr, "carflow: %s\n", error.c_str());
     }
   }

@@ -643,6 +643,7 @@ class Engine final : public TransportHooks {
   bool timing_ = false;
   bool tracing_ = false;
   const LivenessMesh* clock_source_ = nullptr;  // node 0's clock for the trace (set_clock_source)
+  TraceClock trace_clock_;                        // the stamps' CLOCK_MONOTONIC, from the engine's start
   uint32_t trace_run_ = 0;
   std::vector<std::unique_ptr<TraceBuffer>> trace_buffers_;
   void trace_launch(Instance& inst);

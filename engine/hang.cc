@@ -49,7 +49,7 @@ void Engine::hang_loop() {
     const bool all = g_report_all.exchange(false, std::memory_order_relaxed);
     const uint64_t now = trace_now();
     for (auto& [inst, live] : live_instances_) {
-      const uint64_t age = now - live.since;
+      const uint64_t age = trace_clock_.duration_ns(now - live.since);
       if (all || (!live.reported && age >= hang_dump_ns_)) {
         report_hang(*inst, age, all ? "SIGUSR1" : "outstanding past CF_HANG_DUMP_S");
         live.reported = true;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -66,11 +67,53 @@ uint64_t trace_flow_id(uint32_t run, uint32_t team, uint32_t seq, uint32_t tag, 
   return h & ((uint64_t{1} << 53) - 1);  // exact as a JSON number
 }
 
+bool detect_trace_tsc() {
+#if defined(__x86_64__)
+  std::ifstream f("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+  std::string source;
+  return static_cast<bool>(f >> source) && source == "tsc";
+#else
+  return false;
+#endif
+}
+
+ClockAnchor take_clock_anchor() {
+  ClockAnchor best;
+  uint64_t best_width = UINT64_MAX;
+  for (int i = 0; i < 32; ++i) {
+    const uint64_t before = trace_now(), ns = monotonic_ns(), after = trace_now();
+    if (after - before < best_width) {
+      best_width = after - before;
+      best = {before + (after - before) / 2, ns};
+    }
+  }
+  return best;
+}
+
+uint64_t TraceClock::to_ns(uint64_t stamp, const ClockAnchor& end) const {
+  if (!kTraceTsc || stamp == 0) return stamp;
+  const long double rate = end.stamp > begin_.stamp
+                               ? static_cast<long double>(end.ns - begin_.ns) / static_cast<long double>(end.stamp - begin_.stamp)
+                               : 1.0L;
+  const long double delta = static_cast<long double>(static_cast<int64_t>(stamp - begin_.stamp)) * rate;
+  return begin_.ns + static_cast<uint64_t>(static_cast<int64_t>(std::llroundl(delta)));
+}
+
+uint64_t TraceClock::duration_ns(uint64_t stamps) const {
+  if (!kTraceTsc) return stamps;
+  const uint64_t now = trace_now(), ns = monotonic_ns();
+  const long double rate = now > begin_.stamp ? static_cast<long double>(ns - begin_.ns) / static_cast<long double>(now - begin_.stamp)
+                                              : 1.0L;
+  return static_cast<uint64_t>(static_cast<long double>(stamps) * rate);
+}
+
 bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t run,
-                 const std::vector<std::unique_ptr<TraceBuffer>>& buffers, const ClockEstimate& clock,
-                 std::string* path, std::string* error) {
+                 const std::vector<std::unique_ptr<TraceBuffer>>& buffers, const TraceClock& stamps,
+                 const ClockEstimate& clock, std::string* path, std::string* error) {
+  const ClockAnchor end = take_clock_anchor();
   // Unsigned arithmetic wraps: adding a negative offset subtracts.
   const uint64_t shift = clock.same_clock ? 0 : static_cast<uint64_t>(clock.offset_ns);
+  auto ns = [&](uint64_t stamp) { return stamp == 0 ? 0 : stamps.to_ns(stamp, end) + shift; };
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   *path = dir + "/carflow-trace-node" + std::to_string(node) + "-run" + std::to_string(run) + ".json";
@@ -89,9 +132,9 @@ bool write_trace(const std::string& dir, uint32_t node, uint32_t base, uint32_t 
     dropped += buf.dropped();
     for (size_t r = 0; r < buf.size(); ++r) {
       const TraceRecord& t = buf[r];
-      const uint64_t start = (t.start != 0 ? t.start : (t.ready != 0 ? t.ready : t.done)) + shift;
-      const uint64_t ready = t.ready != 0 ? t.ready + shift : start;
-      const uint64_t done = std::max(t.done + shift, start);
+      const uint64_t start = ns(t.start != 0 ? t.start : (t.ready != 0 ? t.ready : t.done));
+      const uint64_t ready = t.ready != 0 ? std::min(ns(t.ready), start) : start;
+      const uint64_t done = std::max(ns(t.done), start);
       const CollectiveSpec& spec = t.schedule->spec();
       const CarKind kind = t.kind();
       const bool message = kind == CarKind::Send || is_receive(kind);
