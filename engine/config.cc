@@ -206,6 +206,77 @@ Knob launcher_knob(const char* name, const char* range, const char* doc) {
   return k;
 }
 
+// CF_FAULT=KIND:VALUE[,node=N].
+Knob fault_knob() {
+  Knob k;
+  k.name = "CF_FAULT";
+  k.range = "`kill_after:K`, `close_link:K`, `stop:S` or `delay:US`, then optionally `,node=N`";
+  k.doc = "fault injection for tests, on messages between processes: `kill_after:K` raises SIGKILL once K are "
+          "sent, `close_link:K` closes the liveness connection to the lowest other node once K are sent, "
+          "`stop:S` stops the process for S seconds at its first, `delay:US` delays each by US microseconds; "
+          "`node=N`: only node N; unset: off";
+  k.parse = [](const char* text, Config* c, std::string* error) {
+    const std::string s = text;
+    auto fail = [&](const std::string& why) {
+      *error = "CF_FAULT='" + s + "': " + why;
+      return false;
+    };
+    const size_t colon = s.find(':');
+    if (colon == std::string::npos) return fail("expected KIND:VALUE[,node=N] (KIND kill_after, close_link, stop or delay)");
+    const std::string kind = s.substr(0, colon);
+    const size_t comma = s.find(',', colon);
+    const std::string value = s.substr(colon + 1, comma == std::string::npos ? std::string::npos : comma - colon - 1);
+    auto whole = [](const std::string& t, uint64_t max, uint64_t* out) {
+      if (t.empty() || t.size() > 19 || t.find_first_not_of("0123456789") != std::string::npos) return false;
+      *out = std::stoull(t);
+      return *out <= max;
+    };
+    FaultSpec f;
+    if (kind == "kill_after" || kind == "close_link") {
+      f.kind = kind == "kill_after" ? FaultSpec::KillAfter : FaultSpec::CloseLink;
+      if (!whole(value, k2p40, &f.value)) return fail(kind + " takes a message count in [0, 2^40]");
+    } else if (kind == "stop") {
+      f.kind = FaultSpec::Stop;
+      char* end = nullptr;
+      errno = 0;
+      const double v = std::strtod(value.c_str(), &end);
+      if (value.empty() || errno != 0 || *end != '\0' || !(v > 0) || v > 86400) {
+        return fail("stop takes seconds in (0, 86400]");
+      }
+      f.value = static_cast<uint64_t>(v * 1000 + 0.5);
+    } else if (kind == "delay") {
+      f.kind = FaultSpec::Delay;
+      if (!whole(value, 10000000, &f.value)) return fail("delay takes microseconds in [0, 10^7]");
+    } else {
+      return fail("unknown kind '" + kind + "' (expected kill_after, close_link, stop or delay)");
+    }
+    if (comma != std::string::npos) {
+      const std::string rest = s.substr(comma + 1);
+      uint64_t node = 0;
+      if (rest.rfind("node=", 0) != 0 || !whole(rest.substr(5), (uint64_t{1} << 31) - 2, &node)) {
+        return fail("after the value only ',node=N' (N a node number)");
+      }
+      f.node = static_cast<int64_t>(node);
+    }
+    c->fault = f;
+    return true;
+  };
+  k.show = [](const Config& c) {
+    const FaultSpec& f = c.fault;
+    std::string s;
+    switch (f.kind) {
+      case FaultSpec::None: return std::string("(off)");
+      case FaultSpec::KillAfter: s = "kill_after:" + std::to_string(f.value); break;
+      case FaultSpec::CloseLink: s = "close_link:" + std::to_string(f.value); break;
+      case FaultSpec::Stop: s = "stop:" + seconds_text(f.value); break;
+      case FaultSpec::Delay: s = "delay:" + std::to_string(f.value); break;
+    }
+    if (f.node >= 0) s += ",node=" + std::to_string(f.node);
+    return s;
+  };
+  return k;
+}
+
 std::vector<Knob> make_knobs() {
   using C = Config;
   std::vector<Knob> t = {
@@ -312,6 +383,7 @@ std::vector<Knob> make_knobs() {
                    "`cf_finalize`'s exit fence, and cfrun's grace before ending the others"),
       uint_knob("CF_CHECK", 0, 1, &C::check,
                 "1 = check that single-valued arguments agree; forces `IN_ALLSYNC`; same in every process"),
+      fault_knob(),
       uint_knob("CF_SPIN_COUNT", 0, 100000000, &C::spin_count, "waits poll this many times, then yield"),
       uint_knob("CF_YIELD_COUNT", 0, 100000000, &C::yield_count, "then yield this many times, then block"),
       uint_knob("CF_MPI_VERBOSE", 0, 1, &C::mpi_verbose,

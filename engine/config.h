@@ -37,6 +37,17 @@ enum class ProgressMode : uint8_t { Poll, Thread, Block };
 // host do not outnumber its cores, 1 = always, 0 = never.
 enum class RingsMode : uint8_t { Auto, On, Off };
 
+// CF_FAULT: one fault injected on purpose, for testing a program's (and
+// carflow's) handling of failures. Off unless set; its hooks sit on the
+// between-process send path (transports/ofi) only.
+struct FaultSpec {
+  enum Kind : uint8_t { None, KillAfter, CloseLink, Stop, Delay };
+  Kind kind = None;
+  uint64_t value = 0;  // messages (kill_after, close_link), ms (stop), us (delay)
+  int64_t node = -1;   // the node it applies to (-1: every node)
+  bool applies_to(uint32_t n) const { return kind != None && (node < 0 || static_cast<uint64_t>(node) == n); }
+};
+
 struct Config {
   uint64_t inproc_eager_bytes = 8192;       // CF_INPROC_EAGER_BYTES
   uint64_t inproc_fastbox_bytes = 1024;     // CF_INPROC_FASTBOX_BYTES: largest ring message (0 = rings off)
@@ -89,6 +100,7 @@ struct Config {
   // debugging is enabled"): images compare digests of their single-valued
   // arguments on the entry barrier's messages (engine/arg_check.h).
   bool check = false;
+  FaultSpec fault;                          // CF_FAULT
   // libcarflow_mpi (api/mpi) reads these through the environment itself (it
   // sits on the C API); their rows make cf_init check them and the docs list them.
   bool mpi_verbose = false;                 // CF_MPI_VERBOSE: say once why the layer steps aside

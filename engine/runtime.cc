@@ -212,6 +212,16 @@ int Runtime::connect_nodes(std::string* error) {
   options.credits = config_.ofi_credits;
   options.unexpected_bytes = config_.ofi_unexpected_bytes;
   options.split_bytes = config_.host_split_bytes;
+  if (config_.fault.applies_to(node_)) {
+    options.fault_kind = static_cast<uint8_t>(config_.fault.kind);
+    options.fault_value = config_.fault.value;
+    options.fault_text = std::getenv("CF_FAULT");  // set: the config came from it
+    // close_link: the connection to the lowest other node (the mesh exists by the first message).
+    const uint32_t other = node_ == 0 ? 1 : 0;
+    options.fault_close_link = [this, other] {
+      if (liveness_ != nullptr) liveness_->sever(other);
+    };
+  }
   ofi_ = OfiTransport::open(provider, node_, nodes_, options, error);
   if (ofi_ == nullptr) return kErrTransport;
   if (!exchange(*boot_, node_, nodes_, "ep", to_hex(ofi_->address()), &addresses, error)) return kErrTransport;

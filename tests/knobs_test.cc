@@ -164,3 +164,47 @@ TEST_CASE("values are read into Config; bad ones name the variable and the rule"
     REQUIRE(Config::from_env(&c, &error));
   }
 }
+
+TEST_CASE("CF_FAULT: each kind reads back as written; a malformed spec names CF_FAULT and the rule") {
+  for (const char* spec : {"kill_after:5", "close_link:0,node=2", "stop:2.5", "delay:100,node=0"}) {
+    CAPTURE(spec);
+    Env e("CF_FAULT", spec);
+    Config c;
+    std::string error;
+    REQUIRE_MESSAGE(Config::from_env(&c, &error), error);
+    CHECK(c.fault.kind != carflow::FaultSpec::None);
+    for (const auto& row : c.describe()) {
+      if (row.name == "CF_FAULT") CHECK(row.value == spec);
+    }
+  }
+  {
+    Env e("CF_FAULT", "kill_after:5,node=1");
+    Config c;
+    std::string error;
+    REQUIRE(Config::from_env(&c, &error));
+    CHECK(c.fault.applies_to(1));
+    CHECK_FALSE(c.fault.applies_to(0));
+  }
+  CHECK(Config{}.fault.kind == carflow::FaultSpec::None);  // off by default
+  {
+    Env e("CF_FAULT", "explode:1");
+    CHECK(from_env_error() == "CF_FAULT='explode:1': unknown kind 'explode' (expected kill_after, close_link, stop or delay)");
+  }
+  {
+    Env e("CF_FAULT", "kill_after");
+    CHECK(from_env_error() ==
+          "CF_FAULT='kill_after': expected KIND:VALUE[,node=N] (KIND kill_after, close_link, stop or delay)");
+  }
+  {
+    Env e("CF_FAULT", "kill_after:-1");
+    CHECK(from_env_error() == "CF_FAULT='kill_after:-1': kill_after takes a message count in [0, 2^40]");
+  }
+  {
+    Env e("CF_FAULT", "stop:0");
+    CHECK(from_env_error() == "CF_FAULT='stop:0': stop takes seconds in (0, 86400]");
+  }
+  {
+    Env e("CF_FAULT", "delay:5,rank=1");
+    CHECK(from_env_error() == "CF_FAULT='delay:5,rank=1': after the value only ',node=N' (N a node number)");
+  }
+}

@@ -25,6 +25,10 @@
 //          naming node 1) through keepalives alone.
 //   slow   node 1 is stopped (SIGSTOP) for twice CF_PEER_TIMEOUT, then
 //          continues: a slow peer is not lost, the broadcast succeeds.
+//   fault  200 allreduces under the CF_FAULT the caller set: a lost node
+//          fails a pending one and a later barrier with CF_ERR_PEER_LOST;
+//          a slowed one leaves every sum right (the fault writes its
+//          "at_ms=T" line on stderr).
 // kill and cut print "event at_ms=T" (the victim, just before) and each
 // process that saw the loss "lost at_ms=T" (wall clock, ms): the test
 // checks the detection delay.
@@ -228,6 +232,7 @@ constexpr Mode kModes[] = {
     {"killstream", run_mode_killstream},
     {"cut", run_mode_cut},
     {"slow", run_mode_slow},
+    {"fault", run_mode_fault},
     {"flood", run_mode_flood},
     {"pump", run_mode_pump},
     {"split", run_mode_split},

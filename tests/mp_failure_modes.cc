@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,28 @@ void run_mode_slow(Context& c, cf_image_t me) {
   if (rc != CF_OK || y != root) {
     log.fail("slow: broadcast returned " + std::to_string(rc) + " (" + cf_last_error() + "), y = " +
              std::to_string(y));
+  }
+}
+
+// fault: every image runs 200 allreduces under the CF_FAULT the test set.
+// A fault that loses a node (kill_after, close_link) must fail a pending
+// allreduce and a later barrier with CF_ERR_PEER_LOST naming a node, on
+// every image still alive; one that only slows (delay, stop) must leave
+// every sum right.
+void run_mode_fault(Context& c, cf_image_t me) {
+  Log& log = c.log;
+  const uint32_t P = cf_images();
+  for (int round = 0; round < 200; ++round) {
+    int64_t mine = me + round, sum = 0;
+    const int rc = cf_coll_allreduce(CF_TEAM_ALL, &sum, &mine, 8, 1, kSumInt64, 0, kLocal);
+    if (rc != CF_OK) {
+      note_lost(c, rc, "allreduce");
+      if (std::strstr(cf_last_error(), "node ") == nullptr) log.fail(std::string("no node named: ") + cf_last_error());
+      note_lost(c, cf_coll_barrier(CF_TEAM_ALL, kLocal), "a later barrier");
+      return;
+    }
+    log.checks++;
+    if (sum != int64_t{P} * (P - 1) / 2 + int64_t{P} * round) log.fail("fault: allreduce " + std::to_string(round) + " wrong");
   }
 }
 

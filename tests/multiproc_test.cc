@@ -511,6 +511,75 @@ TEST_CASE("a slow peer (stopped for twice CF_PEER_TIMEOUT) is not reported lost:
   }
 }
 
+// CF_FAULT (mode "fault"): the line the fault writes when it acts, and
+// each survivor's first CF_ERR_PEER_LOST, seconds after it.
+std::vector<Detection> fault_detections(const std::string& output) {
+  std::smatch fault;
+  REQUIRE(std::regex_search(output, fault, std::regex(R"(carflow: CF_FAULT=[^:]+:[^:]+: node \d+ [^\n]* at_ms=(\d+))")));
+  const long long fault_ms = std::stoll(fault[1].str());
+  static const std::regex lost(R"(\[(\d+)\] lost: (\d+) waits returned CF_ERR_PEER_LOST: ([^\n]*)\n\[\1\] lost at_ms=(\d+))");
+  std::vector<Detection> out;
+  for (std::sregex_iterator it(output.begin(), output.end(), lost), end; it != end; ++it) {
+    CHECK((*it)[2].str() != "1");  // the pending allreduce and the later barrier, on every image
+    out.push_back({(*it)[1].str(), (*it)[3].str(), (std::stoll((*it)[4].str()) - fault_ms) / 1000.0});
+    MESSAGE("CF_FAULT: node ", out.back().rank, " saw CF_ERR_PEER_LOST ", out.back().delay_s, " s after the fault");
+  }
+  return out;
+}
+
+TEST_CASE("CF_FAULT=kill_after:20,node=1: the others' pending and later waits return CF_ERR_PEER_LOST naming node 1") {
+  for (const char* notices : {"", "--no-lost-notices "}) {
+    const Run r = run(std::string(kNoNoticesEnv) + " CF_FAULT=kill_after:20,node=1",
+                      std::string(notices) + "-n 3 --images 2 " + g_program + " fault", 60);
+    INFO(notices, r.output);
+    CHECK(r.status == 128 + 9);
+    CHECK(std::regex_search(r.output, std::regex(R"(cfrun: rank 1 \(pid \d+\) was killed by signal 9)")));
+    CHECK(std::regex_search(r.output, std::regex(R"(CF_FAULT=kill_after:20,node=1: node 1 raises SIGKILL after 20 messages)")));
+    const std::vector<Detection> found = fault_detections(r.output);
+    CHECK(found.size() == 2);
+    for (const Detection& d : found) {
+      CHECK(d.rank != "1");
+      CHECK(d.message.find("node 1 was lost") != std::string::npos);
+      CHECK(d.delay_s < kPeerTimeoutS + 1);
+    }
+    CHECK(r.output.find("FAIL") == std::string::npos);
+  }
+}
+
+TEST_CASE("CF_FAULT=close_link:20,node=1: a closed liveness connection fails every node's waits, each naming a node") {
+  const Run r = run(std::string(kNoNoticesEnv) + " CF_FAULT=close_link:20,node=1", "-n 3 --images 2 " + g_program + " fault", 60);
+  INFO(r.output);
+  CHECK(std::regex_search(r.output, std::regex(R"(node 1 closes a liveness connection after 20 messages)")));
+  const std::vector<Detection> found = fault_detections(r.output);
+  CHECK(found.size() == 3);
+  for (const Detection& d : found) {
+    CHECK(d.message.find(d.rank == "1" ? "node 0 was lost" : "was lost") != std::string::npos);
+    CHECK(d.delay_s < kPeerTimeoutS + 1);
+  }
+  CHECK(r.output.find("FAIL") == std::string::npos);
+}
+
+TEST_CASE("CF_FAULT=delay and stop (longer than CF_PEER_TIMEOUT) slow node 1 down but lose nothing") {
+  struct Case {
+    const char* fault;
+    double min_wall_s;  // node 1's
+  };
+  for (const Case& k : {Case{"delay:2000,node=1", 0.4}, Case{"stop:3,node=1", 3.0}}) {
+    const Run r = run(std::string(kNoNoticesEnv) + " CF_FAULT=" + k.fault, "-n 2 --images 2 " + g_program + " fault", 60);
+    INFO(k.fault, r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("CF_ERR_PEER_LOST") == std::string::npos);
+    CHECK(r.output.find(std::string("CF_FAULT=") + k.fault + ": node 1") != std::string::npos);
+    const auto lines = summaries(r.output);
+    CHECK(lines.size() == 2);
+    for (const auto& m : lines) {
+      CHECK(m[kChecks].str() == "400");  // 200 allreduces x 2 images, verified
+      CHECK(m[kFailures].str() == "0");
+      if (m[kNode].str() == "1") CHECK(std::stod(m[kWall].str()) >= k.min_wall_s);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: multiproc_test CFRUN MP_COLLECTIVES [doctest options]\n");

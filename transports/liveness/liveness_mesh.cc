@@ -587,6 +587,13 @@ void LivenessMesh::report_lost(uint32_t node, const std::string& how) {
   if (on_lost) on_lost(node, how);
 }
 
+void LivenessMesh::sever(uint32_t node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (node < peers_.size() && node != rank_ && peers_[node].fd >= 0 && peers_[node].live) {
+    ::shutdown(peers_[node].fd, SHUT_RDWR);  // the fd stays open until the destructor
+  }
+}
+
 void LivenessMesh::goodbye(int timeout_ms) {
   std::vector<uint32_t> live;
   {

@@ -118,6 +118,9 @@ class LivenessMesh {
   // BYE to every live peer; then waits up to timeout_ms for every live
   // peer's BYE (0: does not wait). Losses are no longer reported after it.
   void goodbye(int timeout_ms);
+  // Shuts the connection to `node` down (CF_FAULT=close_link): both ends
+  // find it failed and report each other lost.
+  void sever(uint32_t node);
 
   const KeepaliveTiming& timing() const { return timing_; }
   // Node 0's clock as estimated so far (see above); node 0 itself: the

@@ -31,6 +31,7 @@ std::unique_ptr<OfiTransport> OfiTransport::open(const std::string& provider, ui
   std::unique_ptr<OfiTransport> t(new OfiTransport());
   t->provider_ = provider;
   t->options_ = options;
+  t->fault_armed_ = options.fault_kind != 0;
   t->node_ = node;
   t->nodes_ = nodes;
   t->posted_from_ = std::make_unique<std::atomic<uint32_t>[]>(nodes);

@@ -5,6 +5,10 @@
 
 
 #include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -16,6 +20,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -142,7 +147,60 @@ void OfiTransport::start_send(MsgOp* op, PeerNode& node, Actions* actions) {
   }
 }
 
+// CF_FAULT's action before a message to another process (off: one
+// predictable branch in send()). Writes one line saying what it does and when.
+[[gnu::noinline, gnu::cold]] void OfiTransport::inject_fault() {
+  const uint64_t before = fault_sent_.fetch_add(1, std::memory_order_relaxed);  // messages already sent
+  auto say = [&](const char* what) {
+    const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+    std::fprintf(stderr, "carflow: CF_FAULT=%s: node %u %s after %llu messages at_ms=%lld\n",
+                 options_.fault_text.c_str(), node_, what, static_cast<unsigned long long>(before), ms);
+    std::fflush(stderr);
+  };
+  switch (options_.fault_kind) {
+    case 1:  // kill_after:K
+      if (before >= options_.fault_value) {
+        say("raises SIGKILL");
+        raise(SIGKILL);
+      }
+      break;
+    case 2:  // close_link:K
+      if (before >= options_.fault_value && !fault_done_.exchange(true)) {
+        say("closes a liveness connection");
+        if (options_.fault_close_link) options_.fault_close_link();
+      }
+      break;
+    case 3:  // stop:S, once: a process cannot continue itself, so a child wakes it
+      if (!fault_done_.exchange(true)) {
+        say("stops");
+        const pid_t parent = getpid();
+        const pid_t child = fork();
+        if (child == 0) {
+          const uint64_t ms = options_.fault_value;
+          const timespec pause{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000};
+          nanosleep(&pause, nullptr);
+          kill(parent, SIGCONT);
+          _exit(0);
+        }
+        if (child > 0) {
+          raise(SIGSTOP);
+          waitpid(child, nullptr, 0);
+        }
+        say("continues");
+      }
+      break;
+    case 4:  // delay:US
+      if (before == 0) say("delays every message");
+      std::this_thread::sleep_for(std::chrono::microseconds(options_.fault_value));
+      break;
+    default:
+      break;
+  }
+}
+
 void OfiTransport::send(MsgOp* op) {
+  if (fault_armed_) [[unlikely]] inject_fault();
   if (rings_ != nullptr) {
     const uint32_t dst_node = map_.node_of(op->peer);
     const bool streamed = op->nbytes > HostRings::kMaxBytes;

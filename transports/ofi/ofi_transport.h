@@ -36,6 +36,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -63,6 +64,12 @@ struct OfiOptions {
   uint32_t credits = 32;               // CF_OFI_CREDITS: per peer node
   uint64_t unexpected_bytes = 64 << 20;  // CF_OFI_UNEXPECTED_BYTES
   uint64_t split_bytes = 1 << 20;        // CF_HOST_SPLIT_BYTES (0: no split copies)
+  // CF_FAULT, when it applies to this node (engine/config.h FaultSpec):
+  // kind 0 = none, 1 kill_after, 2 close_link, 3 stop, 4 delay.
+  uint8_t fault_kind = 0;
+  uint64_t fault_value = 0;
+  std::string fault_text;                 // the spec, for the line the fault writes
+  std::function<void()> fault_close_link;  // close_link: closes one liveness connection
 };
 
 struct OfiStats {
@@ -210,6 +217,11 @@ class OfiTransport final : public Transport {
 
   std::string provider_;
   OfiOptions options_;
+  // CF_FAULT: tested once per message sent to another process; the rest is out of line.
+  bool fault_armed_ = false;  // set by open()
+  std::atomic<uint64_t> fault_sent_{0};
+  std::atomic<bool> fault_done_{false};
+  void inject_fault();
   uint32_t node_ = 0, nodes_ = 1;
   uint64_t inject_bytes_ = 0;
   bool virt_addr_ = false, prov_key_ = false, mr_local_ = false;
