@@ -41,9 +41,9 @@ enum class RingsMode : uint8_t { Auto, On, Off };
 // carflow's) handling of failures. Off unless set; its hooks sit on the
 // between-process send path (transports/ofi) only.
 struct FaultSpec {
-  enum Kind : uint8_t { None, KillAfter, CloseLink, Stop, Delay };
+  enum Kind : uint8_t { None, KillAfter, CloseLink, Stop, Delay, NomemCache };
   Kind kind = None;
-  uint64_t value = 0;  // messages (kill_after, close_link), ms (stop), us (delay)
+  uint64_t value = 0;  // messages (kill_after, close_link), ms (stop), us (delay); nomem: 0
   int64_t node = -1;   // the node it applies to (-1: every node)
   bool applies_to(uint32_t n) const { return kind != None && (node < 0 || static_cast<uint64_t>(node) == n); }
 };

@@ -297,6 +297,8 @@ class ImageContext {
   std::vector<uint32_t> handle_generation;
   FreeSlots free_slots;
   std::atomic<uint64_t> generator_runs{0};  // schedule-cache misses
+  // CF_FAULT=nomem:cache: 1 once this image's first miss reported no memory, 2 while start() says so.
+  uint8_t fault_nomem = 0;
   std::atomic<uint64_t> schedules_evicted{0};  // dropped to keep CF_SCHEDULE_CACHE_BYTES
   std::atomic<uint64_t> cache_bytes{0};        // held by `cache` after the last miss
   int trim_hold = 0;  // > 0: schedules looked up and not yet started are held (no trimming)

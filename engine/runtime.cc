@@ -212,7 +212,7 @@ int Runtime::connect_nodes(std::string* error) {
   options.credits = config_.ofi_credits;
   options.unexpected_bytes = config_.ofi_unexpected_bytes;
   options.split_bytes = config_.host_split_bytes;
-  if (config_.fault.applies_to(node_)) {
+  if (config_.fault.applies_to(node_) && config_.fault.kind != FaultSpec::NomemCache) {
     options.fault_kind = static_cast<uint8_t>(config_.fault.kind);
     options.fault_value = config_.fault.value;
     options.fault_text = std::getenv("CF_FAULT");  // set: the config came from it

@@ -92,6 +92,11 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
     img.last_schedule = it->second.get();
     return img.last_schedule;
   }
+  if (config_.fault.kind == FaultSpec::NomemCache && img.fault_nomem == 0) [[unlikely]] {
+    img.fault_nomem = 2;  // this image's first miss only: the call after it builds
+    *error = "CF_FAULT=nomem:cache: the schedule cache could not hold this call's schedule (no memory)";
+    return nullptr;
+  }
   CollectiveSpec spec;
   spec.kind = call.kind;
   spec.algorithm = gen->name;
@@ -150,7 +155,13 @@ int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handl
     return join_aggregate(img, call, p, handle, error);
   }
   if (p.schedule == nullptr) p.schedule = schedule_for(img, call, p.gen, error);
-  if (p.schedule == nullptr) return kErrBadArg;
+  if (p.schedule == nullptr) {
+    if (img.fault_nomem == 2) {
+      img.fault_nomem = 1;
+      return kErrNoMem;
+    }
+    return kErrBadArg;
+  }
   *handle = start_alone(img, call, p.schedule, p.digest, team_of(img, call));
   return kOk;
 }

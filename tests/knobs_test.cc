@@ -166,7 +166,7 @@ TEST_CASE("values are read into Config; bad ones name the variable and the rule"
 }
 
 TEST_CASE("CF_FAULT: each kind reads back as written; a malformed spec names CF_FAULT and the rule") {
-  for (const char* spec : {"kill_after:5", "close_link:0,node=2", "stop:2.5", "delay:100,node=0"}) {
+  for (const char* spec : {"kill_after:5", "close_link:0,node=2", "stop:2.5", "delay:100,node=0", "nomem:cache"}) {
     CAPTURE(spec);
     Env e("CF_FAULT", spec);
     Config c;
@@ -188,7 +188,7 @@ TEST_CASE("CF_FAULT: each kind reads back as written; a malformed spec names CF_
   CHECK(Config{}.fault.kind == carflow::FaultSpec::None);  // off by default
   {
     Env e("CF_FAULT", "explode:1");
-    CHECK(from_env_error() == "CF_FAULT='explode:1': unknown kind 'explode' (expected kill_after, close_link, stop or delay)");
+    CHECK(from_env_error() == "CF_FAULT='explode:1': unknown kind 'explode' (expected kill_after, close_link, stop, delay or nomem)");
   }
   {
     Env e("CF_FAULT", "kill_after");
@@ -202,6 +202,10 @@ TEST_CASE("CF_FAULT: each kind reads back as written; a malformed spec names CF_
   {
     Env e("CF_FAULT", "stop:0");
     CHECK(from_env_error() == "CF_FAULT='stop:0': stop takes seconds in (0, 86400]");
+  }
+  {
+    Env e("CF_FAULT", "nomem:cache,node=1");
+    CHECK(from_env_error() == "CF_FAULT='nomem:cache,node=1': nomem:cache fails the same call on every image, so it takes no node");
   }
   {
     Env e("CF_FAULT", "delay:5,rank=1");

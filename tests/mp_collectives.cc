@@ -29,6 +29,8 @@
 //          fails a pending one and a later barrier with CF_ERR_PEER_LOST;
 //          a slowed one leaves every sum right (the fault writes its
 //          "at_ms=T" line on stderr).
+//   nomem  (CF_FAULT=nomem:cache) each image's first allreduce fails with
+//          CF_ERR_NO_MEM; the 20 after it are right.
 // kill and cut print "event at_ms=T" (the victim, just before) and each
 // process that saw the loss "lost at_ms=T" (wall clock, ms): the test
 // checks the detection delay.
@@ -233,6 +235,7 @@ constexpr Mode kModes[] = {
     {"cut", run_mode_cut},
     {"slow", run_mode_slow},
     {"fault", run_mode_fault},
+    {"nomem", run_mode_nomem},
     {"flood", run_mode_flood},
     {"pump", run_mode_pump},
     {"split", run_mode_split},

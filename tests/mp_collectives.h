@@ -69,6 +69,7 @@ void run_mode_killstream(Context& c, cf_image_t me);
 void run_mode_cut(Context& c, cf_image_t me);
 void run_mode_slow(Context& c, cf_image_t me);
 void run_mode_fault(Context& c, cf_image_t me);
+void run_mode_nomem(Context& c, cf_image_t me);
 void run_mode_check(Context& c, cf_image_t me);
 void run_mode_sizes(Context& c, cf_image_t me);
 // mp_transport_modes.cc: the transports' paths under load.

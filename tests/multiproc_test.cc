@@ -580,6 +580,11 @@ TEST_CASE("CF_FAULT=delay and stop (longer than CF_PEER_TIMEOUT) slow node 1 dow
   }
 }
 
+TEST_CASE("CF_FAULT=nomem:cache: every image's first call returns CF_ERR_NO_MEM, and the next calls work") {
+  const Run r = run("CF_FAULT=nomem:cache", "-n 2 --images 2 " + g_program + " nomem", 60);
+  expect_each_node(r, 2, "42");  // per image: the refused call and 20 allreduces
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: multiproc_test CFRUN MP_COLLECTIVES [doctest options]\n");
