@@ -443,17 +443,26 @@ struct Detection {
   double delay_s;
 };
 
-std::vector<Detection> detections(const std::string& output) {
-  std::smatch event;
-  REQUIRE(std::regex_search(output, event, std::regex(R"(\[1\] event at_ms=(\d+))")));
-  const long long event_ms = std::stoll(event[1].str());
-  static const std::regex lost(R"(\[(\d+)\] lost: \d+ waits returned CF_ERR_PEER_LOST: ([^\n]*)\n\[\1\] lost at_ms=(\d+))");
+// Each survivor's first CF_ERR_PEER_LOST, in seconds after the event that
+// `event` finds (its group 1: at_ms). With min_waits 2, each survivor must
+// have seen its pending wait and a later one fail.
+std::vector<Detection> lost_after(const std::string& output, const std::regex& event, const char* what,
+                                  int min_waits = 1) {
+  std::smatch found;
+  REQUIRE(std::regex_search(output, found, event));
+  const long long event_ms = std::stoll(found[1].str());
+  static const std::regex lost(R"(\[(\d+)\] lost: (\d+) waits returned CF_ERR_PEER_LOST: ([^\n]*)\n\[\1\] lost at_ms=(\d+))");
   std::vector<Detection> out;
   for (std::sregex_iterator it(output.begin(), output.end(), lost), end; it != end; ++it) {
-    out.push_back({(*it)[1].str(), (*it)[2].str(), (std::stoll((*it)[3].str()) - event_ms) / 1000.0});
-    MESSAGE("node ", out.back().rank, " detected the loss after ", out.back().delay_s, " s");
+    CHECK(std::stoi((*it)[2].str()) >= min_waits);
+    out.push_back({(*it)[1].str(), (*it)[3].str(), (std::stoll((*it)[4].str()) - event_ms) / 1000.0});
+    MESSAGE("node ", out.back().rank, " saw CF_ERR_PEER_LOST ", out.back().delay_s, " s after ", what);
   }
   return out;
+}
+
+std::vector<Detection> detections(const std::string& output) {
+  return lost_after(output, std::regex(R"(\[1\] event at_ms=(\d+))"), "the loss");
 }
 
 TEST_CASE("without launcher notices, a killed peer is found by the liveness links within CF_PEER_TIMEOUT, named") {
@@ -511,20 +520,12 @@ TEST_CASE("a slow peer (stopped for twice CF_PEER_TIMEOUT) is not reported lost:
   }
 }
 
-// CF_FAULT (mode "fault"): the line the fault writes when it acts, and
-// each survivor's first CF_ERR_PEER_LOST, seconds after it.
+// CF_FAULT (mode "fault"): each survivor's first CF_ERR_PEER_LOST, seconds
+// after the line the fault writes when it acts; the pending allreduce and
+// the later barrier both fail, on every image.
 std::vector<Detection> fault_detections(const std::string& output) {
-  std::smatch fault;
-  REQUIRE(std::regex_search(output, fault, std::regex(R"(carflow: CF_FAULT=[^:]+:[^:]+: node \d+ [^\n]* at_ms=(\d+))")));
-  const long long fault_ms = std::stoll(fault[1].str());
-  static const std::regex lost(R"(\[(\d+)\] lost: (\d+) waits returned CF_ERR_PEER_LOST: ([^\n]*)\n\[\1\] lost at_ms=(\d+))");
-  std::vector<Detection> out;
-  for (std::sregex_iterator it(output.begin(), output.end(), lost), end; it != end; ++it) {
-    CHECK((*it)[2].str() != "1");  // the pending allreduce and the later barrier, on every image
-    out.push_back({(*it)[1].str(), (*it)[3].str(), (std::stoll((*it)[4].str()) - fault_ms) / 1000.0});
-    MESSAGE("CF_FAULT: node ", out.back().rank, " saw CF_ERR_PEER_LOST ", out.back().delay_s, " s after the fault");
-  }
-  return out;
+  return lost_after(output, std::regex(R"(carflow: CF_FAULT=[^:]+:[^:]+: node \d+ [^\n]* at_ms=(\d+))"),
+                    "the fault", 2);
 }
 
 TEST_CASE("CF_FAULT=kill_after:20,node=1: the others' pending and later waits return CF_ERR_PEER_LOST naming node 1") {
