@@ -38,7 +38,7 @@ for c in "${configs[@]}"; do
   base="${CF_SANITIZE_OUTPUT_BASE:-$HOME/.cache/bazel_carflow}_$c"
   start=$SECONDS
   # shellcheck disable=SC2086  # TARGETS holds a word list
-  if (cd "$ROOT" && bazel --output_base="$base" test --config="$c" --symlink_prefix=/ \
+  if (cd "$ROOT" && bazel --output_base="$base" test --config="$c" --symlink_prefix=/ --nocache_test_results \
         ${TARGETS[$c]} "${extra[@]}"); then
     echo "sanitize: $c passed in $((SECONDS - start)) s" >&2
   else
