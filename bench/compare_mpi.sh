@@ -3,7 +3,7 @@
 # collectives, sizes and process count, in one run (bench/compare_mpi.md).
 #
 #   bench/compare_mpi.sh [--np 2] [--colls broadcast,allreduce,...]
-#       [--sizes 8,64,1K,16K,256K,4M] [--iters 1000] [--rounds 3]
+#       [--sizes 8:4M] [--iters 1000] [--rounds 3]
 #       [--out DIR] [--bin-dir DIR] [--no-install] [--no-malloc-env]
 #       [--mpi openmpi,mpich] [--fast-floor-ns 300]
 #
@@ -37,7 +37,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ALL_COLLS=broadcast,barrier,allreduce,scatter,gather,gather_all,exchange,reduce_vec,scan,reduce_scatter
-NP=2 COLLS=$ALL_COLLS SIZES=8,64,1K,16K,256K,4M ITERS=1000 ROUNDS=3 OUT="$ROOT/bench/results"
+NP=2 COLLS=$ALL_COLLS SIZES=8:4M ITERS=1000 ROUNDS=3 OUT="$ROOT/bench/results"
 INSTALL=1 BIN_DIR='' MALLOC_ENV=1 MPI_LIST=openmpi,mpich FAST_FLOOR_NS=300
 # glibc's allocator knobs, set for every implementation alike (--no-malloc-env
 # drops them). An MPI that mallocs and frees a large temporary per call gives
@@ -274,7 +274,7 @@ run_carflow() {
     echo "== $what" >>"$LOG"
     local rc=0
     "$CFRUN" --timeout "$RUN_TIMEOUT_S" -n "$NP" "$CLI" bench --coll "$coll" --images 1 \
-      --sizes "${groups[$i]}" --iters "$i" --json >"$WORK/run.out" 2>&1 || rc=$?
+      --sizes "${groups[$i]}" --iters "$i" --json --copy-floor >"$WORK/run.out" 2>&1 || rc=$?
     probe_floor
     cat "$WORK/run.out" >>"$LOG"
     [ "$rc" = 0 ] || run_failed "$what" "$rc"
@@ -355,11 +355,48 @@ summarize() {
       for (i = 2; i <= n; ++i) for (j = i; j > 1 && v[j - 1] > v[j]; --j) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
       return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
     }
+    # The median of v[1..n] (sorts v).
+    function med(v, n,   i, j, t) {
+      if (n == 0) return ""
+      for (i = 2; i <= n; ++i) for (j = i; j > 1 && v[j - 1] > v[j]; --j) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+      return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    }
+    # Paired against the faster MPI: the median over rounds of the carflow
+    # time over the fastest MPI of that round.
+    function faster_ratio(c, b,   n, i, k, r, best, t, v, mine) {
+      mine = "carflow" SUBSEP c SUBSEP b; n = 0
+      for (i = 1; i <= nround[mine]; ++i) {
+        r = roundof[mine, i]; best = ""
+        for (k = 2; k <= ni; ++k) {
+          t = impl_list[k] SUBSEP c SUBSEP b
+          if (!((t, r) in cnt) || sum[t, r] <= 0) continue
+          if (best == "" || sum[t, r] / cnt[t, r] < best) best = sum[t, r] / cnt[t, r]
+        }
+        if (best != "") v[++n] = (sum[mine, r] / cnt[mine, r]) / best
+      }
+      return med(v, n)
+    }
+    # carflow over the step'"'"'s floor, the median over rounds: one memcpy
+    # of what the busiest process must receive (copy_us, timed in the same
+    # run), or one cache-line hand-over (half the round trip probed right
+    # after the run) when that is more.
+    function floor_ratio(c, b,   n, i, r, f, h, v, mine) {
+      mine = "carflow" SUBSEP c SUBSEP b; n = 0
+      for (i = 1; i <= nround[mine]; ++i) {
+        r = roundof[mine, i]
+        f = csum[mine, r] / cnt[mine, r]
+        h = floor_ns[mine, r] != "" && floor_ns[mine, r] != "null" ? floor_ns[mine, r] / 2000 : 0
+        if (h > f) f = h
+        if (f > 0) v[++n] = (sum[mine, r] / cnt[mine, r]) / f
+      }
+      return med(v, n)
+    }
     {
       impl = field($0, "impl"); r = field($0, "round"); c = field($0, "coll"); b = field($0, "bytes")
       key = impl SUBSEP c SUBSEP b
       if (!((key, r) in cnt)) { roundof[key, ++nround[key]] = r; floor_ns[key, r] = field($0, "floor_ns") }
       sum[key, r] += field($0, "avg_us"); cnt[key, r]++
+      csum[key, r] += field($0, "copy_us")
       it = field($0, "iters")
       if ((c, b) in iters && iters[c, b] != it) {
         printf "%s %s bytes ran %s iterations, another implementation %s\n", c, b, it, iters[c, b] > "/dev/stderr"
@@ -371,11 +408,12 @@ summarize() {
     END {
       if (bad) exit 3
       ni = split(impls, impl_list, " "); nc = split(colls, coll_list, " "); ns = split(sizes, size_list, " ")
-      head = "| collective | bytes | carflow algorithm | carflow us"; rule = "|---|---:|---|---:"
+      head = "| collective | bytes | carflow algorithm | carflow us | over floor"; rule = "|---|---:|---|---:|---:"
       for (i = 2; i <= ni; ++i) {
         head = head " | " impl_list[i] " us | carflow/" impl_list[i] " | paired | same fast phase (rounds)"
         rule = rule "|---:|---:|---:|---:"
       }
+      if (ni > 2) { head = head " | carflow/faster MPI, paired"; rule = rule "|---:" }
       print head " |"; print rule "|"
       for (ci = 1; ci <= nc; ++ci) {
         c = coll_list[ci]; dat = plotdir "/" c ".dat"
@@ -383,7 +421,9 @@ summarize() {
         if (c != "barrier") { printf "bytes" > dat; for (i = 1; i <= ni; ++i) printf " %s", impl_list[i] > dat; print "" > dat }
         for (s = 1; s <= n; ++s) {
           b = bytes_list[s]; mine = median("carflow" SUBSEP c SUBSEP b)
-          line = "| " c " | " human(b) " | " algo[c, b] " | " us(mine)
+          fl = floor_ratio(c, b)
+          line = "| " c " | " human(b) " | " algo[c, b] " | " us(mine) " | " (fl == "" ? "-" : sprintf("%.2f", fl))
+          if (fl != "" && (maxfl == "" || fl > maxfl)) { maxfl = fl; maxfl_step = c " " human(b) }
           if (c == "barrier") print "carflow", mine == "" ? "-" : mine > dat; else printf "%s %s", b, mine == "" ? "-" : mine > dat
           for (i = 2; i <= ni; ++i) {
             theirs = median(impl_list[i] SUBSEP c SUBSEP b)
@@ -399,11 +439,24 @@ summarize() {
             if (c == "barrier") print impl_list[i], theirs == "" ? "-" : theirs > dat; else printf " %s", theirs == "" ? "-" : theirs > dat
           }
           if (c != "barrier") print "" > dat
+          if (ni > 2) {
+            fr2 = faster_ratio(c, b)
+            line = line " | " (fr2 == "" ? "-" : sprintf("%.2f", fr2))
+            if (fr2 != "") {
+              bsteps++; blogsum += log(fr2)
+              if (fr2 <= 1) bwins++; else above = above (above == "" ? "" : ", ") c " " human(b) " " sprintf("%.2f", fr2)
+            }
+          }
           print line " |"
         }
         close(dat)
       }
       print ""
+      if (bsteps > 0) {
+        printf "carflow/the faster MPI, paired (each round against the faster of that round): <= 1.0 in %d of %d steps; geometric mean %.2f\n", bwins, bsteps, exp(blogsum / bsteps)
+        if (above != "") printf "above 1.0: %s\n", above
+      }
+      if (maxfl != "") printf "largest time over the floor: %.2f (%s)\n", maxfl, maxfl_step
       for (i = 2; i <= ni; ++i) if (steps[i] > 0) {
         printf "carflow/%s: <= 1.0 in %d of %d steps; geometric mean %.2f\n", impl_list[i], wins[i], steps[i], exp(logsum[i] / steps[i])
         if (psteps[i] > 0) {
@@ -444,6 +497,20 @@ plot() {
   } >"$WORK/compare_mpi.gp"
   gnuplot "$WORK/compare_mpi.gp" 2>>"$LOG" || fail "gnuplot failed; see $LOG"
   WROTE+=("$OUT/compare_mpi.png")
+  # And one figure per collective, larger, one line per implementation.
+  for c in "${COLL_LIST[@]}"; do
+    [ "$c" != barrier ] || continue
+    {
+      echo "set terminal pngcairo noenhanced size 720,480 font ',10'"
+      echo "set output '$OUT/compare_mpi_$c.png'"
+      echo "set datafile missing '-'; set grid; set logscale xy; set key top left"
+      echo "set title '$c: median latency (us), $NP processes, $(nproc) cores, $ROUNDS round(s)'"
+      echo "set xlabel 'bytes'; set ylabel 'us'; set xtics ($(IFS=,; echo "${tics[*]}")) rotate by -45"
+      echo "plot for [i=2:$((${#IMPLS[@]} + 1))] '$WORK/plot/$c.dat' using 1:i with linespoints lw 1.5 title columnheader(i)"
+    } >"$WORK/$c.gp"
+    gnuplot "$WORK/$c.gp" 2>>"$LOG" || fail "gnuplot failed on $c; see $LOG"
+    WROTE+=("$OUT/compare_mpi_$c.png")
+  done
 }
 
 # The table's heading: what ran, where, with which versions.

@@ -306,6 +306,7 @@ std::string to_json_line(const LatencyResult& r) {
       << "\",\"iters\":" << r.iters << ",\"avg_us\":" << r.avg_us << ",\"min_us\":" << r.min_us
       << ",\"max_us\":" << r.max_us << ",\"verified\":" << (r.verified ? "true" : "false");
   if (r.calls > 1) out << ",\"calls\":" << r.calls << ",\"aggregate\":" << (r.aggregate ? "true" : "false");
+  if (r.copy_us >= 0) out << ",\"copy_bytes\":" << r.copy_bytes << ",\"copy_us\":" << r.copy_us;
   out << "}";
   return out.str();
 }
@@ -356,6 +357,14 @@ bool parse_sizes(const std::string& text, std::vector<uint64_t>* out, std::strin
     return false;
   }
   return true;
+}
+
+uint64_t received_bytes(const std::string& coll, uint64_t bytes, uint32_t images) {
+  const uint64_t others = images > 0 ? images - 1 : 0;
+  if (coll == "barrier" || images < 2) return 0;
+  if (coll == "gather" || coll == "gather_all" || coll == "exchange" || coll == "reduce_scatter") return others * bytes;
+  if (coll == "allreduce") return 2 * others * bytes / images;
+  return bytes;
 }
 
 double memcpy_us(uint64_t bytes) {

@@ -38,6 +38,11 @@ struct LatencyResult {
   double avg_us = 0, min_us = 0, max_us = 0;
   bool verified = false;
   std::string graph_file;  // set when graph_dir was given
+  // --copy-floor: the bytes the busiest process must receive at least
+  // (received_bytes) and one memcpy of them in this process, the floor no
+  // implementation goes below; copy_us < 0 when not measured.
+  uint64_t copy_bytes = 0;
+  double copy_us = -1;
 };
 
 // Runs every size; requires cf_init. False with *error on a bad option or a
@@ -54,5 +59,13 @@ std::string format_bytes(uint64_t bytes);
 // Mean wall time of one memcpy of `bytes` (warm buffers), in microseconds:
 // the reference the broadcast target is measured against.
 double memcpy_us(uint64_t bytes);
+
+// The bytes the busiest of `images` processes must receive at least for
+// one `coll` of `bytes` (the step's size as the benchmark counts it: a
+// block for the rooted and all-to-all block kinds, the whole vector else):
+// broadcast, scatter, reduce_vec, scan: bytes; gather, gather_all,
+// exchange, reduce_scatter: (images - 1) blocks; allreduce: 2 (images - 1)
+// / images of the vector (the bandwidth bound); barrier: 0.
+uint64_t received_bytes(const std::string& coll, uint64_t bytes, uint32_t images);
 
 }  // namespace carflow_bench

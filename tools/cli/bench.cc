@@ -129,6 +129,14 @@ int cmd_bench(const Args& args) {
     return fail(error);
   }
   const bool json = args.count("json") > 0;
+  // --copy-floor: each step's floor, one memcpy of what the busiest process
+  // must receive, timed here after the collective's loop (bench/README.md).
+  if (args.count("copy-floor")) {
+    for (auto& r : results) {
+      r.copy_bytes = carflow_bench::received_bytes(r.coll, r.bytes, r.images);
+      r.copy_us = r.copy_bytes > 0 ? carflow_bench::memcpy_us(r.copy_bytes) : 0;
+    }
+  }
   if (!json) print_table_header();
   bool all_ok = true;
   for (const auto& r : results) {

@@ -33,7 +33,7 @@ const char kUsage[] =
     "                                      (or a Chrome trace-event file as a timeline)\n"
     "  trace merge DIR -o F.json           the trace files CF_TRACE=DIR wrote, one per process,\n"
     "                                      joined into one (Perfetto, chrome://tracing, view)\n"
-    "  bench --coll C --images P --sizes LIST [--iters N] [--algo A] [--sync IN,OUT] [--json]\n"
+    "  bench --coll C --images P --sizes LIST [--iters N] [--algo A] [--sync IN,OUT] [--json] [--copy-floor]\n"
     "        [--calls K | --aggregate K [--rounds R]]  K calls per iteration, separate or\n"
     "                                      aggregated (R interleaved rounds of one call,\n"
     "                                      K separate and K aggregated)\n"

@@ -25,7 +25,7 @@ const CommandSpec* command_spec(const std::string& cmd) {
       {"view", {{"o", "collapse-above", "plugin"}, {}, 1}},
       {"trace", {{"o"}, {}, 2}},
       {"bench",
-       {{"coll", "images", "sizes", "iters", "algo", "sync", "calls", "aggregate", "rounds", "plugin"}, {"json"}, 0}},
+       {{"coll", "images", "sizes", "iters", "algo", "sync", "calls", "aggregate", "rounds", "plugin"}, {"json", "copy-floor"}, 0}},
       {"compare", {{"coll", "images", "sizes", "iters", "rounds", "plugin"}, {}, 0}},
       {"info", {{"plugin"}, {}, 0}},
       {"calibrate", {{"transport", "out", "iters"}, {}, 0}},
