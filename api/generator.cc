@@ -82,10 +82,8 @@ bool name_ok(const char* name, std::string* error) {
   if (name == nullptr) return *error = "name: NULL", false;
   const std::string n(name);
   if (n.empty() || n.size() > 64) return *error = "name: must be 1 to 64 bytes", false;
-  for (char c : n) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                    c == '.' || c == '-';
-    if (!ok) return *error = "name: '" + n + "' has a character outside [A-Za-z0-9_.-]", false;
+  if (!carflow::GeneratorRegistry::well_formed_name(n)) {
+    return *error = "name: '" + n + "' has a character outside [A-Za-z0-9_.-]", false;
   }
   return true;
 }

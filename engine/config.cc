@@ -152,18 +152,20 @@ Knob string_knob(const char* name, const char* range, std::string Config::*membe
   return k;
 }
 
-// CF_ALGO_<KIND>: a registered algorithm of the kind.
+// CF_ALGO_<KIND>: an algorithm of the kind. Only the name's form is
+// checked here: a program may register the generator after cf_init, so the
+// first collective of the kind resolves it (engine/selection.cc).
 Knob algo_knob(CollKind kind) {
   const int index = static_cast<int>(kind);
   const std::string coll = coll_kind_name(kind);
   Knob k;
   k.name = Config::algo_variable(kind);
   k.range = (std::strchr("aeiou", coll[0]) != nullptr ? "an " : "a ") + coll + " algorithm";
-  k.doc = "force the " + coll + " algorithm (`carflow info` lists them); unset: the default table";
-  k.parse = [name = k.name, kind, index](const char* text, Config* c, std::string* error) {
-    if (GeneratorRegistry::instance().find(kind, text) == nullptr) {
-      *error = name + "='" + text + "': unknown algorithm (valid: " + GeneratorRegistry::instance().names(kind) +
-               ")";
+  k.doc = "force the " + coll + " algorithm (`carflow info` lists them; one registered after `cf_init` " +
+          "counts; an unknown name fails the first " + coll + "); unset: the default table";
+  k.parse = [name = k.name, index](const char* text, Config* c, std::string* error) {
+    if (!GeneratorRegistry::well_formed_name(text)) {
+      *error = name + "='" + text + "': not an algorithm name (1 to 64 bytes of [A-Za-z0-9_.-])";
       return false;
     }
     c->algo[index] = text;

@@ -18,10 +18,21 @@ SelectionTable::SelectionTable(const Config& config, uint32_t cores, uint32_t lo
     : config_(config),
       cores_(cores == 0 ? 1 : cores),
       local_images_(local_images),
-      host_images_(host_images == 0 ? UINT32_MAX : host_images) {
+      host_images_(host_images == 0 ? UINT32_MAX : host_images) {}
+
+bool SelectionTable::forced(CollKind kind, const GeneratorInfo** out, std::string* error) const {
+  const int k = static_cast<int>(kind);
+  *out = forced_[k].load(std::memory_order_acquire);
+  if (*out != nullptr || config_.algo[k].empty()) return true;
   const GeneratorRegistry& reg = GeneratorRegistry::instance();
-  // Config::from_env has checked these names; "" finds nothing (no override).
-  for (int k = 0; k < kCollKinds; ++k) forced_[k] = reg.find(static_cast<CollKind>(k), config.algo[k]);
+  *out = reg.find(kind, config_.algo[k]);
+  if (*out == nullptr) {
+    *error = Config::algo_variable(kind) + "='" + config_.algo[k] + "': unknown " + coll_kind_name(kind) +
+             " algorithm (valid: " + reg.names(kind) + ")";
+    return false;
+  }
+  forced_[k].store(*out, std::memory_order_release);
+  return true;
 }
 
 const GeneratorInfo* SelectionTable::get(CollKind kind, const char* name) const {
@@ -36,7 +47,9 @@ const GeneratorInfo* SelectionTable::get(CollKind kind, const char* name) const 
 const GeneratorInfo* SelectionTable::choose(CollKind kind, uint32_t images, uint64_t nbytes,
                                             uint32_t elem_size, bool commutative,
                                             uint32_t images_per_node, bool uniform) const {
-  if (forced_[static_cast<int>(kind)] != nullptr) return forced_[static_cast<int>(kind)];
+  const GeneratorInfo* named = nullptr;
+  std::string unknown;  // Engine::choose_algorithm reports it; here the table stands in
+  if (forced(kind, &named, &unknown) && named != nullptr) return named;
   if (uniform && config_.tuning != nullptr) {
     const GeneratorInfo* gen = config_.tuning->find(kind, images, images_per_node, nbytes);
     if (gen != nullptr && (commutative || gen->preserves_order)) return gen;

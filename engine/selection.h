@@ -6,9 +6,11 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 #include "engine/config.h"
@@ -38,6 +40,12 @@ class SelectionTable {
   // allreduces and gather_alls take the node-aware generators.
   // `uniform`: every block has nbytes (not a v form); only such calls
   // follow CF_TUNING and CF_MODEL.
+  // CF_ALGO_<KIND>'s generator in *out (nullptr when unset). False, with
+  // *error naming the variable and the name, when no generator of the kind
+  // has that name yet: it is resolved at the kind's first call, as a
+  // program may register it after cf_init.
+  bool forced(CollKind kind, const GeneratorInfo** out, std::string* error) const;
+  // `forced` when set and known, else by the table; never nullptr.
   const GeneratorInfo* choose(CollKind kind, uint32_t images, uint64_t nbytes, uint32_t elem_size,
                               bool commutative, uint32_t images_per_node = 0, bool uniform = true) const;
   // The model's choice (CF_MODEL), or nullptr without a model or for a kind
@@ -57,7 +65,9 @@ class SelectionTable {
   const uint32_t cores_;
   const uint32_t local_images_;
   const uint32_t host_images_;
-  std::array<const GeneratorInfo*, kCollKinds> forced_{};
+  // CF_ALGO_* resolved: registry entries never move, so the first lookup
+  // that finds one holds for good.
+  mutable std::array<std::atomic<const GeneratorInfo*>, kCollKinds> forced_{};
   struct ModelKey {
     CollKind kind;
     bool commutative;

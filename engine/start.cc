@@ -28,6 +28,7 @@ namespace carflow {
 bool Engine::choose_algorithm(const CollectiveCall& call, const GeneratorInfo** out,
                               std::string* error) const {
   const GeneratorInfo* gen = call.algorithm;
+  if (gen == nullptr && !selection_.forced(call.kind, &gen, error)) return false;
   if (gen == nullptr) {
     // The v forms are chosen by their largest block.
     uint64_t nbytes = call.nbytes;

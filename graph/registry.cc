@@ -57,6 +57,16 @@ std::vector<const GeneratorInfo*> GeneratorRegistry::all() const {
   return out;
 }
 
+bool GeneratorRegistry::well_formed_name(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 std::string GeneratorRegistry::names(CollKind kind) const {
   std::string out;
   for (const GeneratorInfo* g : list(kind)) {

@@ -61,6 +61,9 @@ class GeneratorRegistry {
   std::vector<const GeneratorInfo*> all() const;
   // "a, b, c": the valid names for `kind`, for error messages.
   std::string names(CollKind kind) const;
+  // A name a generator may be registered under: 1 to 64 bytes of
+  // [A-Za-z0-9_.-] (carflow/generator.h, cf_generator_register).
+  static bool well_formed_name(std::string_view name);
 
  private:
   std::array<std::unique_ptr<const GeneratorInfo>, kCapacity> generators_;

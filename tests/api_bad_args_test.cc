@@ -616,6 +616,25 @@ std::vector<std::string> unattached_failures(const std::vector<Unattached>& call
 
 std::vector<std::string> g_before_init;  // main() fills it before cf_init
 
+// cf_generator_register is allowed before cf_init (generator.h): it
+// registers, and refuses a bad argument as it does later. main() calls it
+// before cf_init; returns the failures.
+std::vector<std::string> register_before_init() {
+  std::vector<std::string> failures;
+  const int bad = cf_generator_register(CF_KIND_BROADCAST, "bad_args_early", nullptr, nullptr, 0, nullptr);
+  if (bad != CF_ERR_BAD_ARG || std::string(cf_last_error()).find("fn") == std::string::npos) {
+    failures.push_back(cat("before cf_init: cf_generator_register with NULL fn returned ", cf_strerror(bad), " (",
+                           cf_last_error(), "), the header documents CF_ERR_BAD_ARG naming fn"));
+  }
+  const int good = cf_generator_register(CF_KIND_BROADCAST, "bad_args_early", dummy_generator, nullptr, 0, nullptr);
+  if (good != CF_OK) {
+    failures.push_back(cat("before cf_init: cf_generator_register returned ", cf_strerror(good), " (",
+                           cf_last_error(), "), registration is allowed before cf_init"));
+  }
+  return failures;
+}
+std::vector<std::string> g_register_before_init;  // main() fills it before cf_init
+
 std::set<std::string> declared_functions(const std::string& header) {
   std::ifstream in(header);
   std::stringstream text;
@@ -662,6 +681,21 @@ TEST_CASE("every function the headers declare has a row") {
 TEST_CASE("calls before cf_init return CF_ERR_NOT_INIT and change nothing") {
   for (const std::string& failure : g_before_init) FAIL_CHECK(failure);
   CHECK(g_before_init.empty());
+}
+
+TEST_CASE("cf_generator_register before cf_init registers, and refuses a bad argument as it does later") {
+  for (const std::string& failure : g_register_before_init) FAIL_CHECK(failure);
+  // The early name is known once images run.
+  std::string chose;
+  const int status = run_images(1, [&](cf_image_t) {
+    if (cf_coll_set_algorithm(CF_KIND_BROADCAST, "bad_args_early") == CF_OK) {
+      const char* name = cf_coll_algorithm(CF_KIND_BROADCAST, 8, 1);
+      chose = name != nullptr ? name : cf_last_error();
+    }
+    cf_coll_set_algorithm(CF_KIND_BROADCAST, nullptr);
+  });
+  CHECK(status == CF_OK);
+  CHECK(chose == "bad_args_early");
 }
 
 TEST_CASE("calls from a thread that is not an image return CF_ERR_NOT_INIT, with images running or not") {
@@ -736,6 +770,7 @@ int main(int argc, char** argv) {
   for (const auto& u : lifecycle_calls()) before.push_back(u);
   for (const auto& u : no_images_calls()) before.push_back(u);
   g_before_init = unattached_failures(before, "before cf_init");
+  g_register_before_init = register_before_init();
   if (cf_init(&argc, &argv) != CF_OK) {
     std::fprintf(stderr, "cf_init failed: %s\n", cf_last_error());
     return 1;

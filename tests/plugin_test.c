@@ -10,7 +10,12 @@
    naming PATH when CF_PLUGINS names a library that does not load. With
    `disagree` (under cfrun and CF_CHECK=1) only node 0 registers a
    generator and asks for it: every image must get CF_ERR_MISMATCH naming
-   the algorithm, not hang. */
+   the algorithm, not hang. With `algo-env before|after|unknown`
+   CF_ALGO_BROADCAST names a flat broadcast the program registers before
+   or after cf_init (cf_init must accept it, the first broadcast find it;
+   its calls are counted and the data checked on 1 to 5 images), or a name
+   nobody registers: every image's first broadcast is refused with
+   CF_ERR_BAD_ARG naming the variable and the name, nothing started. */
 #include <carflow/generator.h>
 
 #include <stdint.h>
@@ -167,6 +172,63 @@ static int only_here(const cf_gen_spec_t *s, cf_dag_t *dag, void *arg) {
   return CF_OK;
 }
 
+/* algo-env: only_here counted, under CF_ALGO_BROADCAST. */
+#define kProgramFlat "program_flat"
+static int g_flat_calls;
+static int counted_flat(const cf_gen_spec_t *s, cf_dag_t *dag, void *arg) {
+  __atomic_add_fetch(&g_flat_calls, 1, __ATOMIC_RELAXED);
+  return only_here(s, dag, arg);
+}
+
+static void register_flat(const char *what) {
+  const int rc = cf_generator_register(CF_KIND_BROADCAST, kProgramFlat, counted_flat, NULL, 0, NULL);
+  expect(rc == CF_OK, what, 0, 0, cf_last_error());
+}
+
+static void algo_env_body(cf_image_t me, void *arg) {
+  const unsigned P = cf_images();
+  const int known = *(const int *)arg;
+  char detail[512];
+  unsigned char src[100], dst[100];
+  for (int k = 0; k < 100; ++k) src[k] = (unsigned char)(me * 13 + k);
+  memset(dst, 0xee, sizeof dst);
+  const int rc = cf_coll_broadcast(CF_TEAM_ALL, dst, P - 1, src, sizeof src, kFlags);
+  const char *msg = cf_last_error();
+  int ok = known ? rc == CF_OK
+                 : rc == CF_ERR_BAD_ARG && strstr(msg, "CF_ALGO_BROADCAST='no_such_algo': unknown broadcast algorithm");
+  for (int k = 0; ok && k < 100; ++k) ok = dst[k] == (known ? (unsigned char)((P - 1) * 13 + k) : 0xee);
+  snprintf(detail, sizeof detail, "status %d: %s", rc, rc ? msg : "wrong data");
+  expect(ok, known ? "broadcast by the program's generator" : "an unknown name refused, nothing started", P, me,
+         detail);
+  const int barrier = cf_coll_barrier(CF_TEAM_ALL, kFlags);
+  expect(barrier == CF_OK, "a barrier after it", P, me, cf_last_error());
+}
+
+static int algo_env(const char *mode, int *argc, char ***argv) {
+  const int known = strcmp(mode, "unknown") != 0;
+  setenv("CF_ALGO_BROADCAST", known ? kProgramFlat : "no_such_algo", 1);
+  const int before = strcmp(mode, "before") == 0;
+  if (known && before) register_flat("cf_generator_register before cf_init");
+  if (cf_init(argc, argv) != CF_OK) {
+    printf("FAIL cf_init: %s\n", cf_last_error());
+    return 1;
+  }
+  if (known && !before) register_flat("cf_generator_register after cf_init");
+  for (cf_image_t P = 1; P <= 5; ++P) {
+    if (cf_run_images(P, NULL, 0, algo_env_body, (void *)&known) != CF_OK) {
+      printf("FAIL cf_run_images(%u): %s\n", P, cf_last_error());
+      g_failures++;
+    }
+  }
+  /* At least each image's own DAG at each P of 1 to 5; none for an unknown name. */
+  const int calls = __atomic_load_n(&g_flat_calls, __ATOMIC_RELAXED);
+  expect(known ? calls >= 15 : calls == 0, "the program's generator was the one that ran", 0, 0, mode);
+  const int fin = cf_finalize();
+  printf("plugin_test algo-env %s: %d checks, %d failures, %d generator calls, cf_finalize %d\n", mode, g_checks,
+         g_failures, calls, fin);
+  return g_failures == 0 && fin == CF_OK ? 0 : 1;
+}
+
 static void disagree_body(cf_image_t me, void *arg) {
   char detail[512];
   (void)arg;
@@ -197,6 +259,7 @@ int main(int argc, char **argv) {
     printf("plugin_test: %d checks, %d failures, cf_finalize %d\n", g_checks, g_failures, fin);
     return g_failures == 0 && fin == CF_OK ? 0 : 1;
   }
+  if (argc == 3 && strcmp(argv[1], "algo-env") == 0) return algo_env(argv[2], &argc, &argv);
   if (argc == 3 && strcmp(argv[1], "bad-plugin") == 0) {
     setenv("CF_PLUGINS", argv[2], 1);
     const int rc = cf_init(&argc, &argv);

@@ -50,7 +50,13 @@
    Thread safety: cf_generator_register may be called from any thread,
    before or after cf_init, but before the first collective of that kind
    that should see it; a generator function may run on any image thread
-   and several at once: keep it a pure function of the spec. */
+   and several at once: keep it a pure function of the spec.
+
+   CF_ALGO_<KIND>=name may name a generator registered after cf_init:
+   cf_init checks only the name's form, and the first collective of the
+   kind looks it up; a name no generator of the kind has by then fails
+   that collective with CF_ERR_BAD_ARG naming CF_ALGO_<KIND> and the name,
+   on every image alike, and nothing starts. */
 #ifndef CARFLOW_GENERATOR_H
 #define CARFLOW_GENERATOR_H
 
