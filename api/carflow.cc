@@ -280,20 +280,7 @@ using namespace carflow::api;
 
 extern "C" {
 
-const char* cf_strerror(int status) {
-  switch (status) {
-    case CF_OK: return "CF_OK";
-    case CF_NOT_READY: return "CF_NOT_READY";
-    case CF_ERR_BAD_ARG: return "CF_ERR_BAD_ARG";
-    case CF_ERR_NOT_INIT: return "CF_ERR_NOT_INIT";
-    case CF_ERR_NO_MEM: return "CF_ERR_NO_MEM";
-    case CF_ERR_TRANSPORT: return "CF_ERR_TRANSPORT";
-    case CF_ERR_PEER_LOST: return "CF_ERR_PEER_LOST";
-    case CF_ERR_TIMEOUT: return "CF_ERR_TIMEOUT";
-    case CF_ERR_MISMATCH: return "CF_ERR_MISMATCH";
-    default: return "CF_ERR_UNKNOWN";
-  }
-}
+const char* cf_strerror(int status) { return carflow::status_name(status); }
 
 const char* cf_last_error(void) { return t_error.c_str(); }
 void cf_set_error_mode(int mode) {

@@ -127,7 +127,8 @@ bool Runtime::load_plugins(const std::string& list, const std::string& origin, s
     }
     const int status = init();
     if (status != kOk) {
-      *error = origin + ": " + path + ": cf_plugin_init returned " + std::to_string(status);
+      *error = origin + ": " + path + ": cf_plugin_init returned " + status_name(status) + " (" +
+               std::to_string(status) + ")";
       return false;  // its generators may be registered already: the library stays
     }
     plugins_.push_back(path);  // never unloaded: the registry points into it

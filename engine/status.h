@@ -15,4 +15,20 @@ enum Status : int {
   kErrMismatch = -7,
 };
 
+// The status's CF_* name (cf_strerror's text), for messages of either layer.
+inline const char* status_name(int status) {
+  switch (status) {
+    case kOk: return "CF_OK";
+    case kNotReady: return "CF_NOT_READY";
+    case kErrBadArg: return "CF_ERR_BAD_ARG";
+    case kErrNotInit: return "CF_ERR_NOT_INIT";
+    case kErrNoMem: return "CF_ERR_NO_MEM";
+    case kErrTransport: return "CF_ERR_TRANSPORT";
+    case kErrPeerLost: return "CF_ERR_PEER_LOST";
+    case kErrTimeout: return "CF_ERR_TIMEOUT";
+    case kErrMismatch: return "CF_ERR_MISMATCH";
+    default: return "CF_ERR_UNKNOWN";
+  }
+}
+
 }  // namespace carflow

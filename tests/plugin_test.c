@@ -6,8 +6,9 @@
    image, naming the generator and the defect, and change nothing; bad
    registrations are refused. Under cfrun (tests/plugin_mp_test.sh) every
    process loads the plug-in and the same checks run across processes.
-   With the argument `bad-plugin PATH` it checks instead that cf_init fails
-   naming PATH when CF_PLUGINS names a library that does not load. With
+   With the arguments `bad-plugin PATH [REASON]` it checks instead that
+   cf_init fails naming PATH (and REASON) when CF_PLUGINS names a library
+   that does not load, lacks cf_plugin_init, or whose cf_plugin_init fails. With
    `disagree` (under cfrun and CF_CHECK=1) only node 0 registers a
    generator and asks for it: every image must get CF_ERR_MISMATCH naming
    the algorithm, not hang. With `algo-env before|after|unknown`
@@ -260,10 +261,12 @@ int main(int argc, char **argv) {
     return g_failures == 0 && fin == CF_OK ? 0 : 1;
   }
   if (argc == 3 && strcmp(argv[1], "algo-env") == 0) return algo_env(argv[2], &argc, &argv);
-  if (argc == 3 && strcmp(argv[1], "bad-plugin") == 0) {
+  if ((argc == 3 || argc == 4) && strcmp(argv[1], "bad-plugin") == 0) {
     setenv("CF_PLUGINS", argv[2], 1);
+    const char *reason = argc == 4 ? argv[3] : "";
     const int rc = cf_init(&argc, &argv);
-    const int ok = rc == CF_ERR_BAD_ARG && strstr(cf_last_error(), argv[2]) != NULL;
+    const int ok = rc == CF_ERR_BAD_ARG && strstr(cf_last_error(), argv[2]) != NULL &&
+                   strstr(cf_last_error(), reason) != NULL;
     printf("%s: cf_init returned %d: %s\n", ok ? "PASS" : "FAIL", rc, cf_last_error());
     return ok ? 0 : 1;
   }
