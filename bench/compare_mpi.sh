@@ -6,6 +6,11 @@
 #       [--sizes 8:4M] [--iters 1000] [--rounds 3]
 #       [--out DIR] [--bin-dir DIR] [--no-install] [--no-malloc-env]
 #       [--mpi openmpi,mpich] [--fast-floor-ns 300]
+#       [--mixed-ops 200] [--mixed-iters 5] [--seed 1]
+#
+# Besides the ten collectives, "mixed" (in the default list, or named in
+# --colls) runs the seeded sequence of bench/mixed_sequence.h, the same ops
+# in every implementation; its row is the time of one pass.
 #
 # carflow runs as `cfrun -n NP carflow bench --images 1` (one image per
 # process); each MPI runs bench/osu_mpi.c under its own mpirun. Per round and
@@ -39,6 +44,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ALL_COLLS=broadcast,barrier,allreduce,scatter,gather,gather_all,exchange,reduce_vec,scan,reduce_scatter
 NP=2 COLLS=$ALL_COLLS SIZES=8:4M ITERS=1000 ROUNDS=3 OUT="$ROOT/bench/results"
 INSTALL=1 BIN_DIR='' MALLOC_ENV=1 MPI_LIST=openmpi,mpich FAST_FLOOR_NS=300
+MIXED_OPS=200 MIXED_ITERS=5 MIXED_SEED=1 COLLS_GIVEN=0
 # glibc's allocator knobs, set for every implementation alike (--no-malloc-env
 # drops them). An MPI that mallocs and frees a large temporary per call gives
 # the pages back on free (munmap, heap trim) and faults in fresh ones on the
@@ -61,7 +67,10 @@ parse_args() {
   while [ $# -gt 0 ]; do
     case "$1" in
       --np) NP="${2:?--np: missing value}"; shift 2 ;;
-      --colls) COLLS="${2:?--colls: missing value}"; shift 2 ;;
+      --colls) COLLS="${2:?--colls: missing value}"; COLLS_GIVEN=1; shift 2 ;;
+      --mixed-ops) MIXED_OPS="${2:?--mixed-ops: missing value}"; shift 2 ;;
+      --mixed-iters) MIXED_ITERS="${2:?--mixed-iters: missing value}"; shift 2 ;;
+      --seed) MIXED_SEED="${2:?--seed: missing value}"; shift 2 ;;
       --sizes) SIZES="${2:?--sizes: missing value}"; shift 2 ;;
       --iters) ITERS="${2:?--iters: missing value}"; shift 2 ;;
       --rounds) ROUNDS="${2:?--rounds: missing value}"; shift 2 ;;
@@ -87,6 +96,16 @@ parse_args() {
   if ! [[ "$FAST_FLOOR_NS" =~ ^[0-9]+$ ]] || [ "$FAST_FLOOR_NS" -lt 1 ]; then
     echo "compare_mpi: --fast-floor-ns: a positive number of ns, got '$FAST_FLOOR_NS'" >&2; exit 2
   fi
+  if ! [[ "$MIXED_OPS" =~ ^[0-9]+$ ]] || [ "$MIXED_OPS" -lt 1 ] || [ "$MIXED_OPS" -gt 100000 ]; then
+    echo "compare_mpi: --mixed-ops: 1..100000 ops, got '$MIXED_OPS'" >&2; exit 2
+  fi
+  if ! [[ "$MIXED_ITERS" =~ ^[0-9]+$ ]] || [ "$MIXED_ITERS" -lt 1 ]; then
+    echo "compare_mpi: --mixed-iters: a positive count, got '$MIXED_ITERS'" >&2; exit 2
+  fi
+  if ! [[ "$MIXED_SEED" =~ ^[0-9]+$ ]] || [ "${#MIXED_SEED}" -gt 18 ]; then
+    echo "compare_mpi: --seed: a number below 10^18, got '$MIXED_SEED'" >&2; exit 2
+  fi
+  [ "$COLLS_GIVEN" = 1 ] || COLLS="$COLLS,mixed"
   IFS=, read -ra MPI_NAMES <<<"$MPI_LIST"
   local c
   [ ${#MPI_NAMES[@]} -gt 0 ] || { echo "compare_mpi: --mpi: empty" >&2; exit 2; }
@@ -97,8 +116,8 @@ parse_args() {
   IFS=, read -ra COLL_LIST <<<"$COLLS"
   [ ${#COLL_LIST[@]} -gt 0 ] || { echo "compare_mpi: --colls: empty" >&2; exit 2; }
   for c in "${COLL_LIST[@]}"; do
-    [[ ",$ALL_COLLS," == *",$c,"* ]] ||
-      { echo "compare_mpi: --colls: '$c' is not one of $ALL_COLLS" >&2; exit 2; }
+    [[ ",$ALL_COLLS,mixed," == *",$c,"* ]] ||
+      { echo "compare_mpi: --colls: '$c' is not one of $ALL_COLLS,mixed" >&2; exit 2; }
   done
 }
 
@@ -266,20 +285,23 @@ run_carflow() {
   local -A groups=()
   if [ "$coll" = barrier ]; then
     groups[$(iters_for 0)]=8  # carflow bench runs one step of 0 bytes
+  elif [ "$coll" = mixed ]; then
+    groups[$MIXED_ITERS]=mixed
   else
     for b in "${BYTES[@]}"; do i=$(iters_for "$b"); groups[$i]+="${groups[$i]:+,}$b"; done
   fi
   for i in "${!groups[@]}"; do
     local what="carflow $coll (round $round, sizes ${groups[$i]})"
     echo "== $what" >>"$LOG"
-    local rc=0
+    local rc=0 select=(--sizes "${groups[$i]}" --copy-floor)
+    [ "$coll" != mixed ] || select=(--ops "$MIXED_OPS" --seed "$MIXED_SEED")
     "$CFRUN" --timeout "$RUN_TIMEOUT_S" -n "$NP" "$CLI" bench --coll "$coll" --images 1 \
-      --sizes "${groups[$i]}" --iters "$i" --json --copy-floor >"$WORK/run.out" 2>&1 || rc=$?
+      "${select[@]}" --iters "$i" --json >"$WORK/run.out" 2>&1 || rc=$?
     probe_floor
     cat "$WORK/run.out" >>"$LOG"
     [ "$rc" = 0 ] || run_failed "$what" "$rc"
     local steps=1
-    [ "$coll" = barrier ] || steps=$(tr , '\n' <<<"${groups[$i]}" | wc -l)
+    [ "$coll" = barrier ] || [ "$coll" = mixed ] || steps=$(tr , '\n' <<<"${groups[$i]}" | wc -l)
     collect "$what" $((steps * NP)) '^\[\([0-9][0-9]*\)\] {\(.*\)}$' \
       "{\"round\":$round,\"impl\":\"carflow\",\"floor_ns\":$FLOOR,\"rank\":\1,\2}"
   done
@@ -299,13 +321,14 @@ run_mpi() {
   local what="$impl $coll (round $round)" sizes
   sizes=$(IFS=,; echo "${BYTES[*]}")
   echo "== $what" >>"$LOG"
-  local rc=0
+  local rc=0 select=(--sizes "$sizes" --iters "$ITERS")
+  [ "$coll" != mixed ] || select=(--ops "$MIXED_OPS" --seed "$MIXED_SEED" --iters "$MIXED_ITERS")
   timeout "$RUN_TIMEOUT_S" "${launcher[@]}" -np "$NP" "$WORK/osu_mpi-$m" --coll "$coll" \
-    --sizes "$sizes" --iters "$ITERS" --label "$impl" >"$WORK/run.out" 2>>"$LOG" || rc=$?
+    "${select[@]}" --label "$impl" >"$WORK/run.out" 2>>"$LOG" || rc=$?
   probe_floor
   cat "$WORK/run.out" >>"$LOG"
   [ "$rc" = 0 ] || run_failed "$what" "$rc"
-  collect "$what" "$([ "$coll" = barrier ] && echo 1 || echo ${#BYTES[@]})" '^{\(.*\)}$' \
+  collect "$what" "$([ "$coll" = barrier ] || [ "$coll" = mixed ] && echo 1 || echo ${#BYTES[@]})" '^{\(.*\)}$' \
     "{\"round\":$round,\"impl\":\"$impl\",\"floor_ns\":$FLOOR,\1}"
 }
 
@@ -381,6 +404,7 @@ summarize() {
     # run), or one cache-line hand-over (half the round trip probed right
     # after the run) when that is more.
     function floor_ratio(c, b,   n, i, r, f, h, v, mine) {
+      if (c == "mixed") return ""
       mine = "carflow" SUBSEP c SUBSEP b; n = 0
       for (i = 1; i <= nround[mine]; ++i) {
         r = roundof[mine, i]
@@ -417,14 +441,14 @@ summarize() {
       print head " |"; print rule "|"
       for (ci = 1; ci <= nc; ++ci) {
         c = coll_list[ci]; dat = plotdir "/" c ".dat"
-        if (c == "barrier") { n = 1; bytes_list[1] = 0 } else { n = ns; for (s = 1; s <= ns; ++s) bytes_list[s] = size_list[s] }
-        if (c != "barrier") { printf "bytes" > dat; for (i = 1; i <= ni; ++i) printf " %s", impl_list[i] > dat; print "" > dat }
+        if (c == "barrier" || c == "mixed") { n = 1; bytes_list[1] = 0 } else { n = ns; for (s = 1; s <= ns; ++s) bytes_list[s] = size_list[s] }
+        if (!(c == "barrier" || c == "mixed")) { printf "bytes" > dat; for (i = 1; i <= ni; ++i) printf " %s", impl_list[i] > dat; print "" > dat }
         for (s = 1; s <= n; ++s) {
           b = bytes_list[s]; mine = median("carflow" SUBSEP c SUBSEP b)
           fl = floor_ratio(c, b)
           line = "| " c " | " human(b) " | " algo[c, b] " | " us(mine) " | " (fl == "" ? "-" : sprintf("%.2f", fl))
           if (fl != "" && (maxfl == "" || fl > maxfl)) { maxfl = fl; maxfl_step = c " " human(b) }
-          if (c == "barrier") print "carflow", mine == "" ? "-" : mine > dat; else printf "%s %s", b, mine == "" ? "-" : mine > dat
+          if (c == "barrier" || c == "mixed") print "carflow", mine == "" ? "-" : mine > dat; else printf "%s %s", b, mine == "" ? "-" : mine > dat
           for (i = 2; i <= ni; ++i) {
             theirs = median(impl_list[i] SUBSEP c SUBSEP b)
             ratio = mine != "" && theirs > 0 ? mine / theirs : ""
@@ -436,9 +460,9 @@ summarize() {
             fr = round_ratio("carflow" SUBSEP c SUBSEP b, impl_list[i] SUBSEP c SUBSEP b, 1)
             line = line " | " (fr == "" ? "-" : sprintf("%.2f (%d)", fr, nfast))
             if (fr != "") { fsteps[i]++; flogsum[i] += log(fr); if (fr <= 1) fwins[i]++ }
-            if (c == "barrier") print impl_list[i], theirs == "" ? "-" : theirs > dat; else printf " %s", theirs == "" ? "-" : theirs > dat
+            if (c == "barrier" || c == "mixed") print impl_list[i], theirs == "" ? "-" : theirs > dat; else printf " %s", theirs == "" ? "-" : theirs > dat
           }
-          if (c != "barrier") print "" > dat
+          if (!(c == "barrier" || c == "mixed")) print "" > dat
           if (ni > 2) {
             fr2 = faster_ratio(c, b)
             line = line " | " (fr2 == "" ? "-" : sprintf("%.2f", fr2))
@@ -485,9 +509,9 @@ plot() {
     echo "set multiplot layout $rows,$columns title 'carflow vs MPI: median latency (us), $NP processes, $(nproc) cores, $ROUNDS round(s)'"
     for c in "${COLL_LIST[@]}"; do
       echo "reset; set datafile missing '-'; set grid; set title '$c'; set ylabel 'us'"
-      if [ "$c" = barrier ]; then
+      if [ "$c" = barrier ] || [ "$c" = mixed ]; then
         echo "set style fill solid 0.6; set boxwidth 0.6; set yrange [0:*]; set xrange [-0.5:$((${#IMPLS[@]} - 1)).5]"
-        echo "plot '$WORK/plot/barrier.dat' using 0:2:(\$0 + 1):xtic(1) with boxes lc variable notitle"
+        echo "plot '$WORK/plot/$c.dat' using 0:2:(\$0 + 1):xtic(1) with boxes lc variable notitle"
       else
         echo "set logscale xy; set xlabel 'bytes'; set xtics ($(IFS=,; echo "${tics[*]}")); set key top left"
         echo "plot for [i=2:$((${#IMPLS[@]} + 1))] '$WORK/plot/$c.dat' using 1:i with linespoints lw 1.5 title columnheader(i)"
@@ -499,7 +523,7 @@ plot() {
   WROTE+=("$OUT/compare_mpi.png")
   # And one figure per collective, larger, one line per implementation.
   for c in "${COLL_LIST[@]}"; do
-    [ "$c" != barrier ] || continue
+    [ "$c" != barrier ] && [ "$c" != mixed ] || continue
     {
       echo "set terminal pngcairo noenhanced size 720,480 font ',10'"
       echo "set output '$OUT/compare_mpi_$c.png'"
@@ -519,6 +543,7 @@ describe() {
   echo "# carflow vs MPI"
   echo
   echo "\`bench/compare_mpi.sh --np $NP --colls $COLLS --sizes $SIZES --iters $ITERS --rounds $ROUNDS\`"
+  [[ ",$COLLS," != *,mixed,* ]] || echo "(mixed: $MIXED_OPS ops of bench/mixed_sequence.h, seed $MIXED_SEED, $MIXED_ITERS timed passes a run)"
   echo
   echo "- $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores ($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)), load average at start $START_LOAD"
   echo "- carflow $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?') (binaries of $(date -u -r "$CARFLOW_FROM/carflow_cli" +%Y-%m-%dT%H:%MZ)): cfrun -n $NP, one image per process"

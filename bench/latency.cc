@@ -10,6 +10,7 @@
 #include <sstream>
 #include <utility>
 
+#include "bench/mixed_sequence.h"
 #include "graph/reference.h"
 
 namespace carflow_bench {
@@ -179,10 +180,151 @@ RunOnce run_once_for(carflow::CollKind kind) {
   return run_once_for(kind, std::make_integer_sequence<int, carflow::kCollKinds>{});
 }
 
+// What the images of one cf_run_images report: each one's time and
+// whether its outputs were right; the first error.
+struct ImageRuns {
+  explicit ImageRuns(uint32_t images) : per_image_us(images, 0), ok(images, 0) {}
+  std::vector<double> per_image_us;
+  std::vector<char> ok;
+  std::atomic<int> failed{0};
+  std::string first_error;
+  std::mutex mutex;
+  // Image slot `slot` ends with `status` and outputs `right` or not.
+  void finish(uint32_t slot, int status, bool right) {
+    ok[slot] = status == CF_OK && right;
+    if (status != CF_OK) {
+      std::lock_guard<std::mutex> lock(mutex);
+      first_error = cf_last_error();
+      failed = 1;
+    }
+    cf_coll_barrier(CF_TEAM_ALL, kDefaultFlags);
+  }
+  // body(image) on every local image; false with *error when one failed.
+  template <typename Body>
+  bool run(uint32_t images, Body& body, std::string* error) {
+    auto trampoline = [](cf_image_t image, void* arg) { (*static_cast<Body*>(arg))(image); };
+    if (cf_run_images(images, nullptr, 0, trampoline, &body) != CF_OK || failed) {
+      *error = first_error.empty() ? cf_last_error() : first_error;
+      return false;
+    }
+    return true;
+  }
+  // The result's times (mean, minimum, maximum over the images) and verdict.
+  void fill(LatencyResult* r) const {
+    r->min_us = *std::min_element(per_image_us.begin(), per_image_us.end());
+    r->max_us = *std::max_element(per_image_us.begin(), per_image_us.end());
+    for (double v : per_image_us) r->avg_us += v / per_image_us.size();
+    r->verified = std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
+  }
+};
+
+// A step of `coll` and `bytes` over `total` images, its inputs and the
+// sequential reference's outputs made.
+Step make_step(const LatencyOptions& options, const std::string& coll, uint32_t total, uint64_t bytes) {
+  Step step{&options, bytes, iterations_for(bytes, options.iters),
+            options.flags != 0 ? options.flags : kDefaultFlags, {}, {}, {}, nullptr, {}, 0};
+  step.spec = step_spec(coll, total, bytes);
+  step.run = run_once_for(step.spec.kind);
+  step.perm.assign(step.spec.perm.begin(), step.spec.perm.end());
+  step.func = step.spec.elem_size == 4 ? CF_BUILTIN(CF_OP_SUM, CF_DT_FLOAT) : CF_BUILTIN(CF_OP_SUM, CF_DT_UINT8);
+  step.inputs = carflow::reference::inputs(step.spec);
+  if (carflow::is_computational(step.spec.kind)) {
+    if (step.spec.elem_size == 4) exact_float_inputs(step.spec, &step.inputs);
+    step.expected = carflow::reference::expected_reduction(
+        step.spec, step.inputs, step.spec.elem_size == 4 ? &float_sum : &carflow::reference::byte_sum);
+  } else {
+    step.expected = carflow::reference::expected(step.spec, step.inputs);
+  }
+  return step;
+}
+
+// coll "mixed": every distinct kind and size of the sequence is one step,
+// made (inputs and references) before the clock starts; each image times
+// the passes over the sequence, then runs every distinct step once more on
+// cleared outputs and checks them.
+bool run_mixed(const LatencyOptions& options, std::vector<LatencyResult>* results, std::string* error) {
+  if (options.mixed_ops == 0) {
+    *error = "--ops: at least 1";
+    return false;
+  }
+  const uint32_t total = options.images * cf_nodes();
+  const uint32_t base = options.images * cf_mynode();
+  const uint32_t passes = options.iters > 0 ? options.iters : 10;
+  std::vector<Step> steps;
+  std::vector<std::pair<int, uint64_t>> made;  // (kind index, bytes) of steps[i]
+  std::vector<uint32_t> sequence;
+  uint64_t state = options.mixed_seed, total_bytes = 0;
+  for (uint32_t i = 0; i < options.mixed_ops; ++i) {
+    int kind = 0;
+    uint64_t bytes = 0;
+    mixed_op(&state, &kind, &bytes);
+    total_bytes += bytes;
+    const auto key = std::make_pair(kind, bytes);
+    auto at = std::find(made.begin(), made.end(), key);
+    if (at == made.end()) {
+      made.push_back(key);
+      steps.push_back(make_step(options, kMixedKindNames[kind], total, bytes));
+      at = made.end() - 1;
+    }
+    sequence.push_back(static_cast<uint32_t>(at - made.begin()));
+  }
+  ImageRuns runs(options.images);
+  auto body = [&](cf_image_t me) {
+    std::vector<std::vector<uint8_t>> src, dst;
+    std::vector<void*> src_at, dst_at;
+    for (const Step& step : steps) {
+      src.push_back(step.inputs[me]);
+      dst.push_back(carflow::reference::blank_outputs(step.spec)[me]);
+      src.back().reserve(1);  // no NULL buffer pointer
+      dst.back().reserve(1);
+    }
+    for (size_t k = 0; k < steps.size(); ++k) {
+      src_at.push_back(src[k].data());
+      dst_at.push_back(dst[k].data());
+    }
+    int status = CF_OK;
+    auto pass = [&] {
+      for (uint32_t k : sequence) {
+        if (status != CF_OK) return;
+        status = steps[k].run(steps[k], me, 1, &src_at[k], &dst_at[k], nullptr);
+      }
+    };
+    pass();
+    cf_coll_barrier(CF_TEAM_ALL, kDefaultFlags);
+    const auto t0 = Clock::now();
+    for (uint32_t r = 0; r < passes; ++r) pass();
+    const auto t1 = Clock::now();
+    runs.per_image_us[me - base] = std::chrono::duration<double, std::micro>(t1 - t0).count() / passes;
+    bool right = status == CF_OK;
+    for (size_t k = 0; k < steps.size() && status == CF_OK; ++k) {
+      dst[k] = carflow::reference::blank_outputs(steps[k].spec)[me];
+      dst[k].reserve(1);
+      dst_at[k] = dst[k].data();
+      status = steps[k].run(steps[k], me, 1, &src_at[k], &dst_at[k], nullptr);
+      right = right && (steps[k].spec.kind == carflow::CollKind::Barrier || dst[k] == steps[k].expected[me]);
+    }
+    runs.finish(me - base, status, right);
+  };
+  if (!runs.run(options.images, body, error)) return false;
+  LatencyResult r;
+  r.coll = "mixed";
+  r.images = total;
+  r.nodes = cf_nodes();
+  r.algo = "mixed";
+  r.iters = passes;
+  runs.fill(&r);
+  r.ops = options.mixed_ops;
+  r.seed = options.mixed_seed;
+  r.total_bytes = total_bytes;
+  results->push_back(r);
+  return true;
+}
+
 }  // namespace
 
 bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* results,
                  std::string* error) {
+  if (options.coll == "mixed") return run_mixed(options, results, error);
   carflow::CollKind parsed;
   if (!carflow::parse_coll_kind(options.coll, &parsed)) {
     *error = "--coll: '" + options.coll +
@@ -208,33 +350,17 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
   const uint32_t total = options.images * cf_nodes();
   const uint32_t base = options.images * cf_mynode();
   for (uint64_t bytes : sizes) {
-    Step step{&options, bytes, iterations_for(bytes, options.iters),
-              options.flags != 0 ? options.flags : kDefaultFlags, {}, {}, {}, nullptr, {}, 0};
-    step.spec = step_spec(options.coll, total, bytes);
-    step.run = run_once_for(step.spec.kind);
-    step.perm.assign(step.spec.perm.begin(), step.spec.perm.end());
-    step.func = step.spec.elem_size == 4 ? CF_BUILTIN(CF_OP_SUM, CF_DT_FLOAT) : CF_BUILTIN(CF_OP_SUM, CF_DT_UINT8);
-    step.inputs = carflow::reference::inputs(step.spec);
-    if (carflow::is_computational(step.spec.kind)) {
-      if (step.spec.elem_size == 4) exact_float_inputs(step.spec, &step.inputs);
-      step.expected = carflow::reference::expected_reduction(
-          step.spec, step.inputs, step.spec.elem_size == 4 ? &float_sum : &carflow::reference::byte_sum);
-    } else {
-      step.expected = carflow::reference::expected(step.spec, step.inputs);
-    }
-    std::vector<double> per_image_us(options.images, 0);
-    std::vector<char> ok(options.images, 0);
-    std::atomic<int> failed{0};
-    std::string algo, graph_file, first_error;
-    std::mutex mutex;
+    Step step = make_step(options, options.coll, total, bytes);
+    ImageRuns runs(options.images);
+    std::string algo, graph_file;
     if (!options.graph_dir.empty()) {
       graph_file = options.graph_dir + "/" + options.coll + "_" + format_bytes(bytes) + ".json";
     }
     auto body = [&](cf_image_t me) {
       if (!options.algo.empty() && cf_coll_set_algorithm(kind_of(options.coll), options.algo.c_str())) {
-        std::lock_guard<std::mutex> lock(mutex);
-        first_error = cf_last_error();
-        failed = 1;
+        std::lock_guard<std::mutex> lock(runs.mutex);
+        runs.first_error = cf_last_error();
+        runs.failed = 1;
         return;
       }
       // At least one byte each, so no buffer pointer is NULL.
@@ -263,22 +389,12 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
         status = step.run(step, me, options.calls, src_at.data(), dst_at.data(), nullptr);
       }
       const auto t1 = Clock::now();
-      per_image_us[me - base] = std::chrono::duration<double, std::micro>(t1 - t0).count() / step.iters;
+      runs.per_image_us[me - base] = std::chrono::duration<double, std::micro>(t1 - t0).count() / step.iters;
       bool right = true;
       for (const auto& d : dst) right = right && d == step.expected[me];
-      ok[me - base] = status == CF_OK && (step.spec.kind == carflow::CollKind::Barrier || right);
-      if (status != CF_OK) {
-        std::lock_guard<std::mutex> lock(mutex);
-        first_error = cf_last_error();
-        failed = 1;
-      }
-      cf_coll_barrier(CF_TEAM_ALL, kDefaultFlags);
+      runs.finish(me - base, status, step.spec.kind == carflow::CollKind::Barrier || right);
     };
-    auto trampoline = [](cf_image_t image, void* arg) { (*static_cast<decltype(body)*>(arg))(image); };
-    if (cf_run_images(options.images, nullptr, 0, trampoline, &body) != CF_OK || failed) {
-      *error = first_error.empty() ? cf_last_error() : first_error;
-      return false;
-    }
+    if (!runs.run(options.images, body, error)) return false;
     LatencyResult r;
     r.coll = options.coll;
     r.bytes = bytes;
@@ -288,10 +404,7 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
     r.iters = step.iters;
     r.calls = options.calls;
     r.aggregate = options.aggregate;
-    r.min_us = *std::min_element(per_image_us.begin(), per_image_us.end());
-    r.max_us = *std::max_element(per_image_us.begin(), per_image_us.end());
-    for (double v : per_image_us) r.avg_us += v / options.images;
-    r.verified = std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
+    runs.fill(&r);
     r.graph_file = graph_file;
     results->push_back(r);
   }
@@ -306,6 +419,7 @@ std::string to_json_line(const LatencyResult& r) {
       << "\",\"iters\":" << r.iters << ",\"avg_us\":" << r.avg_us << ",\"min_us\":" << r.min_us
       << ",\"max_us\":" << r.max_us << ",\"verified\":" << (r.verified ? "true" : "false");
   if (r.calls > 1) out << ",\"calls\":" << r.calls << ",\"aggregate\":" << (r.aggregate ? "true" : "false");
+  if (r.ops > 0) out << ",\"ops\":" << r.ops << ",\"seed\":" << r.seed << ",\"total_bytes\":" << r.total_bytes;
   if (r.copy_us >= 0) out << ",\"copy_bytes\":" << r.copy_bytes << ",\"copy_us\":" << r.copy_us;
   out << "}";
   return out.str();

@@ -24,6 +24,10 @@ struct LatencyOptions {
   // together with cf_coll_wait_sync_all. Latency is per iteration.
   uint32_t calls = 1;
   bool aggregate = false;
+  // coll "mixed": the seeded sequence of bench/mixed_sequence.h, `ops` long;
+  // iters passes are timed after one untimed (default 10).
+  uint32_t mixed_ops = 200;
+  uint64_t mixed_seed = 1;
 };
 
 struct LatencyResult {
@@ -43,6 +47,10 @@ struct LatencyResult {
   // implementation goes below; copy_us < 0 when not measured.
   uint64_t copy_bytes = 0;
   double copy_us = -1;
+  // coll "mixed": avg_us is one pass of the sequence; its ops, seed and
+  // the sum of its sizes.
+  uint32_t ops = 0;
+  uint64_t seed = 0, total_bytes = 0;
 };
 
 // Runs every size; requires cf_init. False with *error on a bad option or a

@@ -3,6 +3,7 @@
    bench/compare_mpi.sh can put both in one table.
 
      mpirun -np P osu_mpi --coll C --sizes LIST --iters N --label L
+     mpirun -np P osu_mpi --coll mixed [--ops N] [--seed S] --iters R --label L
 
    C is a carflow collective name; the MPI call it maps to:
      broadcast       MPI_Bcast                  bytes: the whole buffer, root 0
@@ -33,6 +34,11 @@
    bench/compare_mpi.sh applies the same rule to carflow's runs and checks
    that both report the same iters.
 
+   mixed: the seeded sequence of bench/mixed_sequence.h (N ops, default
+   200; seed S, default 1), the same one `carflow bench --coll mixed` runs.
+   One pass untimed, then R passes timed; avg_us is one pass. bytes is the
+   sum of the ops' sizes. Every distinct kind and size is verified after.
+
    LIST: comma list of sizes (8, 1K, 4M) or ranges LO:HI (powers of two).
    Exit status: 0; 2 on a bad argument; the MPI error class when a call
    fails (after MPI_Abort); 1 when a result is wrong. */
@@ -43,6 +49,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "mixed_sequence.h"
 
 enum { kMaxSizes = 64 };
 static const uint64_t kStepBudgetBytes = 64ull << 20;
@@ -63,6 +71,9 @@ typedef struct {
   int num_sizes;
   unsigned max_iters;
   const char *label;
+  int mixed;      /* --coll mixed */
+  unsigned ops;   /* mixed: ops in the sequence */
+  uint64_t seed;  /* mixed: the sequence's seed */
 } Options;
 
 /* One size step: buffers and the MPI view of them. */
@@ -79,7 +90,8 @@ typedef struct {
 
 static int fail_usage(const char *message) {
   fprintf(stderr, "osu_mpi: %s\n"
-          "usage: osu_mpi --coll C --sizes LIST --iters N --label L\n", message);
+          "usage: osu_mpi --coll C --sizes LIST --iters N --label L\n"
+          "       osu_mpi --coll mixed [--ops N] [--seed S] --iters R --label L\n", message);
   return 2;
 }
 
@@ -123,8 +135,11 @@ static int parse_sizes(const char *text, Options *o) {
 }
 
 static int parse_options(int argc, char **argv, Options *o) {
-  const char *coll = NULL, *sizes = NULL, *iters = NULL;
+  const char *coll = NULL, *sizes = NULL, *iters = NULL, *ops = NULL, *seed = NULL;
   o->label = NULL;
+  o->mixed = 0;
+  o->ops = 200;
+  o->seed = 1;
   for (int i = 1; i < argc; ++i) {
     if (i + 1 >= argc) return fail_usage("every option takes a value");
     const char *key = argv[i], *value = argv[++i];
@@ -132,8 +147,31 @@ static int parse_options(int argc, char **argv, Options *o) {
     else if (strcmp(key, "--sizes") == 0) sizes = value;
     else if (strcmp(key, "--iters") == 0) iters = value;
     else if (strcmp(key, "--label") == 0) o->label = value;
+    else if (strcmp(key, "--ops") == 0) ops = value;
+    else if (strcmp(key, "--seed") == 0) seed = value;
     else return fail_usage("unknown option");
   }
+  char *end = NULL;
+  if (coll != NULL && strcmp(coll, "mixed") == 0) {
+    if (iters == NULL || o->label == NULL) return fail_usage("--iters and --label are required");
+    if (sizes != NULL) return fail_usage("--sizes: mixed draws its own");
+    o->mixed = 1;
+    if (ops != NULL) {
+      const unsigned long n = strtoul(ops, &end, 10);
+      if (*end != '\0' || n == 0 || n > 100000) return fail_usage("--ops: 1..100000");
+      o->ops = (unsigned)n;
+    }
+    if (seed != NULL) {
+      const unsigned long long v = strtoull(seed, &end, 10);
+      if (*end != '\0' || *seed == '\0') return fail_usage("--seed: a number");
+      o->seed = v;
+    }
+    const unsigned long n = strtoul(iters, &end, 10);
+    if (*end != '\0' || n == 0 || n > 1000000) return fail_usage("--iters: 1..1000000");
+    o->max_iters = (unsigned)n;
+    return 0;
+  }
+  if (ops != NULL || seed != NULL) return fail_usage("--ops, --seed: only with --coll mixed");
   if (coll == NULL || sizes == NULL || iters == NULL || o->label == NULL) {
     return fail_usage("--coll, --sizes, --iters and --label are required");
   }
@@ -144,7 +182,6 @@ static int parse_options(int argc, char **argv, Options *o) {
   if (o->coll == NUM_COLLS) return fail_usage("--coll: not a collective this program maps to MPI");
   o->num_sizes = 0;
   if (!parse_sizes(sizes, o)) return fail_usage("--sizes: sizes 1..1G (K/M/G), ranges LO:HI, at most 64");
-  char *end = NULL;
   const unsigned long n = strtoul(iters, &end, 10);
   if (*end != '\0' || n == 0 || n > 1000000) return fail_usage("--iters: 1..1000000");
   o->max_iters = (unsigned)n;
@@ -319,6 +356,30 @@ static int step_verify(const Step *s) {
   return 0;
 }
 
+/* Every rank's time and verdict gathered; rank 0 prints the JSON line
+   (`extra`: more fields, "" or starting with a comma). Returns 1 when
+   every rank verified. */
+static int report(const char *coll, uint64_t bytes, const char *label, unsigned iters, double my_us, int ok,
+                  const char *extra) {
+  int rank = 0, nranks = 1, all_ok = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  check_mpi(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "verify");
+  double sum_us = 0, min_us = 0, max_us = 0;
+  check_mpi(MPI_Reduce(&my_us, &sum_us, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD), "reduce avg");
+  check_mpi(MPI_Reduce(&my_us, &min_us, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD), "reduce min");
+  check_mpi(MPI_Reduce(&my_us, &max_us, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD), "reduce max");
+  if (rank == 0) {
+    printf("{\"coll\":\"%s\",\"bytes\":%llu,\"images\":%d,\"nodes\":%d,\"algo\":\"%s\","
+           "\"iters\":%u,\"avg_us\":%.4f,\"min_us\":%.4f,\"max_us\":%.4f,\"verified\":%s%s}\n",
+           coll, (unsigned long long)bytes, nranks, nranks, label, iters, sum_us / nranks, min_us, max_us,
+           all_ok ? "true" : "false", extra);
+    fflush(stdout);
+  }
+  check_mpi(MPI_Barrier(MPI_COMM_WORLD), "barrier");
+  return all_ok;
+}
+
 /* One size step; rank 0 prints its JSON line. Returns 1 when verified. */
 static int run_step(const Options *o, uint64_t bytes, int rank, int nranks) {
   Step s;
@@ -335,22 +396,54 @@ static int run_step(const Options *o, uint64_t bytes, int rank, int nranks) {
      source), run once more, check. */
   if (!(s.coll == BROADCAST && rank == 0)) memset(s.dst, 0, s.dst_bytes);
   run_once(&s);
-  int ok = step_verify(&s), all_ok = 0;
-  check_mpi(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "verify");
-  double sum_us = 0, min_us = 0, max_us = 0;
-  check_mpi(MPI_Reduce(&my_us, &sum_us, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD), "reduce avg");
-  check_mpi(MPI_Reduce(&my_us, &min_us, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD), "reduce min");
-  check_mpi(MPI_Reduce(&my_us, &max_us, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD), "reduce max");
-  if (rank == 0) {
-    printf("{\"coll\":\"%s\",\"bytes\":%llu,\"images\":%d,\"nodes\":%d,\"algo\":\"%s\","
-           "\"iters\":%u,\"avg_us\":%.4f,\"min_us\":%.4f,\"max_us\":%.4f,\"verified\":%s}\n",
-           kCollNames[s.coll], (unsigned long long)bytes, nranks, nranks,
-           o->label, iters, sum_us / nranks, min_us, max_us, all_ok ? "true" : "false");
-    fflush(stdout);
-  }
+  const int ok = step_verify(&s);
   step_free(&s);
+  return report(kCollNames[o->coll], bytes, o->label, iters, my_us, ok, "");
+}
+
+/* The mixed workload: one Step per distinct kind and size (made before the
+   clock starts), the sequence as pointers to them. Returns 1 when every
+   distinct step verified. */
+static int run_mixed(const Options *o, int rank, int nranks) {
+  Step *made[NUM_COLLS][21] = {{NULL}};
+  Step **seq = checked_calloc(sizeof(Step *) * o->ops);
+  uint64_t state = o->seed, total = 0;
+  for (unsigned i = 0; i < o->ops; ++i) {
+    int kind = 0, k = 20;
+    uint64_t bytes = 0;
+    mixed_op(&state, &kind, &bytes);
+    if (bytes > 0) for (k = 0; ((uint64_t)8 << k) < bytes; ++k) {}
+    if (made[kind][k] == NULL) {
+      made[kind][k] = checked_calloc(sizeof(Step));
+      step_init(made[kind][k], (Coll)kind, bytes, rank, nranks);
+    }
+    seq[i] = made[kind][k];
+    total += bytes;
+  }
+  for (unsigned i = 0; i < o->ops; ++i) run_once(seq[i]);
   check_mpi(MPI_Barrier(MPI_COMM_WORLD), "barrier");
-  return all_ok;
+  const double t0 = MPI_Wtime();
+  for (unsigned r = 0; r < o->max_iters; ++r) {
+    for (unsigned i = 0; i < o->ops; ++i) run_once(seq[i]);
+  }
+  const double my_us = (MPI_Wtime() - t0) * 1e6 / o->max_iters;
+  int ok = 1;
+  for (int c = 0; c < NUM_COLLS; ++c) {
+    for (int k = 0; k <= 20; ++k) {
+      Step *s = made[c][k];
+      if (s == NULL) continue;
+      if (!(s->coll == BROADCAST && rank == 0)) memset(s->dst, 0, s->dst_bytes);
+      run_once(s);
+      ok &= step_verify(s);
+      step_free(s);
+      free(s);
+    }
+  }
+  free(seq);
+  char extra[128];
+  snprintf(extra, sizeof extra, ",\"ops\":%u,\"seed\":%llu,\"total_bytes\":%llu", o->ops,
+           (unsigned long long)o->seed, (unsigned long long)total);
+  return report("mixed", 0, o->label, o->max_iters, my_us, ok, extra);
 }
 
 int main(int argc, char **argv) {
@@ -365,6 +458,11 @@ int main(int argc, char **argv) {
   if (usage != 0) {
     MPI_Finalize();
     return usage;
+  }
+  if (o.mixed) {
+    const int ok = run_mixed(&o, rank, nranks);
+    MPI_Finalize();
+    return ok ? 0 : 1;
   }
   int all_ok = 1;
   const int num_steps = o.coll == BARRIER ? 1 : o.num_sizes;

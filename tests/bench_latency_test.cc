@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench/latency.h"
+#include "bench/mixed_sequence.h"
 
 namespace {
 
@@ -70,4 +71,58 @@ TEST_CASE("bench: no images is an error naming --images") {
   CHECK_FALSE(carflow_bench::run_latency(opt, &results, &error));
   CHECK(error == "--images: must be at least 1");
   CHECK(results.empty());
+}
+
+TEST_CASE("bench: the mixed workload runs the seeded sequence and verifies every kind and size in it") {
+  carflow_bench::LatencyOptions opt;
+  opt.coll = "mixed";
+  opt.images = 3;
+  opt.iters = 1;
+  opt.mixed_ops = 60;
+  opt.mixed_seed = 7;
+  std::vector<carflow_bench::LatencyResult> results;
+  std::string error;
+  REQUIRE_MESSAGE(carflow_bench::run_latency(opt, &results, &error), error);
+  REQUIRE(results.size() == 1);
+  const auto& r = results[0];
+  CHECK(r.verified);
+  CHECK(r.ops == 60);
+  CHECK(r.seed == 7);
+  // The same draws, made here: every implementation that includes the
+  // header runs these ops.
+  uint64_t state = 7, total = 0;
+  int kinds_seen = 0;
+  bool seen[kMixedKinds] = {};
+  for (int i = 0; i < 60; ++i) {
+    int kind = -1;
+    uint64_t bytes = 0;
+    mixed_op(&state, &kind, &bytes);
+    REQUIRE(kind >= 0);
+    REQUIRE(kind < kMixedKinds);
+    CHECK((kind == 1 ? bytes == 0 : (bytes >= 8 && bytes <= (4u << 20) && (bytes & (bytes - 1)) == 0)));
+    if (!seen[kind]) ++kinds_seen;
+    seen[kind] = true;
+    total += bytes;
+  }
+  CHECK(r.total_bytes == total);
+  CHECK(kinds_seen >= 8);
+  opt.mixed_ops = 0;
+  results.clear();
+  CHECK_FALSE(carflow_bench::run_latency(opt, &results, &error));
+  CHECK(error.rfind("--ops", 0) == 0);
+}
+
+TEST_CASE("bench: the copy floor counts what the busiest process must receive") {
+  using carflow_bench::received_bytes;
+  CHECK(received_bytes("broadcast", 1000, 4) == 1000);
+  CHECK(received_bytes("scatter", 1000, 4) == 1000);
+  CHECK(received_bytes("gather", 1000, 4) == 3000);
+  CHECK(received_bytes("gather_all", 1000, 4) == 3000);
+  CHECK(received_bytes("exchange", 1000, 4) == 3000);
+  CHECK(received_bytes("reduce_scatter", 1000, 4) == 3000);
+  CHECK(received_bytes("allreduce", 1000, 4) == 1500);
+  CHECK(received_bytes("allreduce", 1000, 2) == 1000);
+  CHECK(received_bytes("reduce_vec", 1000, 4) == 1000);
+  CHECK(received_bytes("barrier", 0, 4) == 0);
+  CHECK(received_bytes("broadcast", 1000, 1) == 0);
 }

@@ -51,8 +51,18 @@ int cmd_bench(const Args& args) {
   auto coll = args.find("coll");
   if (coll == args.end()) return fail("--coll: required (" + kinds_list() + ")");
   opt.coll = coll->second;
+  // --coll mixed: the seeded sequence of bench/mixed_sequence.h.
+  uint64_t ops = 200, seed = 1;
+  if (!get_uint(args, "ops", 200, 1, 100000, &ops, &error) ||
+      !get_uint(args, "seed", 1, 0, UINT64_MAX, &seed, &error)) {
+    return fail(error);
+  }
+  if ((args.count("ops") || args.count("seed")) && opt.coll != "mixed") return fail("--ops, --seed: only with --coll mixed");
+  opt.mixed_ops = static_cast<uint32_t>(ops);
+  opt.mixed_seed = seed;
   auto sizes = args.find("sizes");
-  if (opt.coll != "barrier" &&
+  if (opt.coll == "mixed" && sizes != args.end()) return fail("--sizes: --coll mixed draws its own");
+  if (opt.coll != "barrier" && opt.coll != "mixed" &&
       !carflow_bench::parse_sizes(sizes == args.end() ? "8" : sizes->second, &opt.sizes, &error)) {
     return fail(error);
   }

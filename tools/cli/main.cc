@@ -37,6 +37,7 @@ const char kUsage[] =
     "        [--calls K | --aggregate K [--rounds R]]  K calls per iteration, separate or\n"
     "                                      aggregated (R interleaved rounds of one call,\n"
     "                                      K separate and K aggregated)\n"
+    "        --coll mixed [--ops 200] [--seed 1]: passes over a seeded mix of kinds and sizes\n"
     "                                      OSU-style latency; LIST like 8,1K,4M or 8:4M\n"
     "                                      (LO:HI = LO, 2LO, 4LO, ... up to HI)\n"
     "  compare [--coll C] [--images 8] [--sizes 8,1M] [--iters N] [--rounds 5]\n"
