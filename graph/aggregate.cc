@@ -135,7 +135,7 @@ class Merger {
 
   // COPY CARs that pack the members' sources into a new slot; their ids
   // join *deps (each waits for its member SEND's own predecessors).
-  BufferRef pack(const std::vector<CarId>& ids, uint64_t total, std::vector<Dep>* deps) {
+  BufferRef pack(const std::vector<CarId>& ids, uint64_t total, CarDeps* deps) {
     const uint32_t slot = add_temp(total);
     uint64_t offset = 0;
     std::vector<CarId> copies;
@@ -159,7 +159,7 @@ class Merger {
 
   // A pack of exactly these sources made earlier; user sources are never
   // written by a DAG, so its bytes are still the members' bytes.
-  bool shared_pack(const std::vector<CarId>& ids, uint64_t, std::vector<Dep>* deps, BufferRef* packed) {
+  bool shared_pack(const std::vector<CarId>& ids, uint64_t, CarDeps* deps, BufferRef* packed) {
     if (!all_user_src(ids)) return false;
     const std::vector<std::pair<uint32_t, BufferRef>> want = sources(ids);
     for (const Pack& p : packs_) {
@@ -251,7 +251,7 @@ class Merger {
     }
   }
 
-  static void append_deps(std::vector<Dep>* to, const std::vector<Dep>& from) {
+  static void append_deps(CarDeps* to, const CarDeps& from) {
     to->insert(to->end(), from.begin(), from.end());
   }
 
@@ -282,7 +282,7 @@ class Merger {
     for (CarId c = 0; c < out_.cars.size(); ++c) {
       if (redirect_[c] != kNoCar) continue;
       Car car = std::move(out_.cars[c]);
-      std::vector<Dep> deps;
+      CarDeps deps;
       for (const Dep& d : car.deps) {
         const CarId target = new_id[redirect_[d.car] == kNoCar ? d.car : redirect_[d.car]];
         const bool seen = std::any_of(deps.begin(), deps.end(), [&](const Dep& x) { return x.car == target; });

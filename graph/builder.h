@@ -28,7 +28,7 @@ inline BufferRef no_buffer() { return BufferRef{}; }
 
 class DagBuilder {
  public:
-  using Deps = std::vector<Dep>;
+  using Deps = CarDeps;
 
   DagBuilder(uint32_t image, uint64_t src_bytes, uint64_t dst_bytes);
 

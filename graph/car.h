@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "graph/small_vector.h"
+
 namespace carflow {
 
 using CarId = uint32_t;
@@ -65,6 +67,8 @@ struct Dep {
   DepKind kind = DepKind::Progress;
   bool operator==(const Dep&) const = default;
 };
+// A CAR's dependencies: up to three inside the Car, more on the heap.
+using CarDeps = SmallVector<Dep, 3>;
 
 struct Car {
   CarKind kind = CarKind::Join;
@@ -83,7 +87,7 @@ struct Car {
   // It selects the member's user buffers and reduction op, and its messages
   // travel under the member's sequence number. 0 outside aggregates.
   uint32_t member = 0;
-  std::vector<Dep> deps;
+  CarDeps deps;
   bool operator==(const Car&) const = default;
 
   bool is_message() const {

@@ -24,14 +24,14 @@ std::string range(uint64_t offset, uint64_t length) {
 
 uint32_t GenBuilder::PeerCounts::next(uint32_t peer) {
   if (many_.empty()) {
-    for (auto& [p, n] : few_) {
-      if (p == peer) return ++n;
+    for (Count& c : few_) {
+      if (c.peer == peer) return ++c.messages;
     }
-    if (few_.size() < 16) {
+    if (few_.size() < kFew) {
       few_.push_back({peer, 1});
       return 1;
     }
-    for (const auto& [p, n] : few_) many_.emplace(p, n);
+    for (const Count& c : few_) many_.emplace(c.peer, c.messages);
     few_.clear();
   }
   return ++many_[peer];

@@ -28,6 +28,7 @@
 
 #include "graph/builder.h"
 #include "graph/car.h"
+#include "graph/small_vector.h"
 
 namespace carflow {
 
@@ -80,6 +81,15 @@ class GenBuilder {
   }
   CarId copy(BufferRef dst, BufferRef src, DepList deps = {}) { return copy(dst, src, deps.begin(), deps.size()); }
   CarId join(const std::vector<CarId>& deps) { return join(deps.data(), deps.size()); }
+  // And in a SmallVector, which a generator builds without a heap block.
+  template <uint32_t N>
+  CarId send(uint32_t peer, BufferRef src, const SmallVector<CarId, N>& deps) {
+    return send(peer, src, deps.data(), deps.size());
+  }
+  template <uint32_t N>
+  CarId reduce(BufferRef dst, BufferRef left, BufferRef right, const SmallVector<CarId, N>& deps) {
+    return reduce(dst, left, right, deps.data(), deps.size());
+  }
 
   // Marks the DAG failed with `what` (the first failure wins); kNoCar.
   CarId refuse(const char* call, const std::string& what);
@@ -94,13 +104,18 @@ class GenBuilder {
   LocalDag finish();
 
  private:
-  // Messages so far per peer. Most algorithms talk to few peers (log P):
-  // a short list, then a hash map, so building stays O(CARs) at any P.
+  // Messages so far per peer. Most algorithms talk to few peers (log P,
+  // up to 20 at 2^20 images, more with a sync transform's): a short list
+  // held inline, then a hash map, so building stays O(CARs) at any P.
   class PeerCounts {
    public:
     uint32_t next(uint32_t peer);
    private:
-    std::vector<std::pair<uint32_t, uint32_t>> few_;
+    static constexpr uint32_t kFew = 32;
+    struct Count {
+      uint32_t peer, messages;
+    };
+    SmallVector<Count, kFew> few_;
     std::unordered_map<uint32_t, uint32_t> many_;
   };
 

@@ -17,10 +17,10 @@ CarId add_sync_car(LocalDag& dag, Car car) {
 // Appends a dissemination barrier whose first sends wait for `start_deps`;
 // returns the JOIN that completes when this image has passed it.
 CarId append_barrier(LocalDag& dag, uint32_t images, uint32_t tag_base,
-                     std::vector<Dep> start_deps) {
+                     CarDeps start_deps) {
   auto add = [&](Car car) { return add_sync_car(dag, std::move(car)); };
   CarId prev_recv = kNoCar;
-  std::vector<Dep> sends;  // the closing JOIN waits for these too: every CAR reaches the exit
+  CarDeps sends;  // the closing JOIN waits for these too: every CAR reaches the exit
   for (uint32_t k = 0, dist = 1; dist < images; ++k, dist *= 2) {
     Car send;
     send.kind = CarKind::Send;
@@ -29,7 +29,7 @@ CarId append_barrier(LocalDag& dag, uint32_t images, uint32_t tag_base,
     // As in the dissemination generator: round k waits for round k-1's
     // receive and send, so it carries everything heard so far.
     send.deps = prev_recv == kNoCar ? start_deps
-                                    : std::vector<Dep>{after(prev_recv), sends.back()};
+                                    : CarDeps{after(prev_recv), sends.back()};
     sends.push_back(after(add(std::move(send))));
     Car recv;
     recv.kind = CarKind::Recv;
@@ -52,8 +52,8 @@ CarId append_signal_broadcast(LocalDag& dag, uint32_t images, uint32_t root, uin
                               CarId start) {
   auto add = [&](Car car) { return add_sync_car(dag, std::move(car)); };
   const uint32_t vr = (dag.image + images - root) % images;
-  std::vector<Dep> done = {after(start)};
-  std::vector<Dep> send_deps = {after(start)};
+  CarDeps done = {after(start)};
+  CarDeps send_deps = {after(start)};
   uint32_t low = 1;  // lowest set bit of vr; the root's children span all bits
   while (low < images && (vr & low) == 0) low <<= 1;
   if (vr != 0) {
@@ -88,7 +88,7 @@ CarId append_signal_broadcast(LocalDag& dag, uint32_t images, uint32_t root, uin
 CarId append_signal_gather(LocalDag& dag, uint32_t images, uint32_t root, uint32_t tag, CarId start) {
   auto add = [&](Car car) { return add_sync_car(dag, std::move(car)); };
   const uint32_t vr = (dag.image + images - root) % images;
-  std::vector<Dep> heard = {after(start)};
+  CarDeps heard = {after(start)};
   uint32_t low = 1;
   while (low < images && (vr & low) == 0) low <<= 1;
   for (uint32_t bit = 1; bit < low && vr + bit < images; bit <<= 1) {  // children vr + 2^j

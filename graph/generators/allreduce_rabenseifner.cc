@@ -74,7 +74,7 @@ LocalDag rabenseifner_allreduce(const CollectiveSpec& spec, uint32_t image) {
 
   // Allgather by recursive doubling: every CAR that wrote the held range
   // precedes the send of it.
-  std::vector<Dep> held_writers{after_buffer(writer)};
+  CarDeps held_writers{after_buffer(writer)};
   for (uint32_t k = rounds; k-- > 0;) {
     const uint32_t partner = real(newrank ^ (1u << k));
     const uint32_t tag = 1 + rounds + k;

@@ -32,8 +32,10 @@ LocalDag recursive_doubling_allreduce(const CollectiveSpec& spec, uint32_t image
   // `cur` holds my partial result; it starts as the user's source.
   BufferRef cur = user_src(0, n);
   CarId cur_car = kNoCar;
+  // At most three deps per CAR: held inline, as a CAR's own are.
+  using Ids = SmallVector<CarId, 3>;
   auto deps_on_cur = [&]() {
-    std::vector<CarId> d;
+    Ids d;
     if (cur_car != kNoCar) d.push_back(buffer_dep(cur_car));
     return d;
   };
@@ -59,7 +61,7 @@ LocalDag recursive_doubling_allreduce(const CollectiveSpec& spec, uint32_t image
     }
     const uint32_t slot = b.temp(n);
     const CarId got = b.recv(partner, temp(slot, 0, n));
-    std::vector<CarId> deps = deps_on_cur();
+    Ids deps = deps_on_cur();
     deps.push_back(buffer_dep(got));
     deps.push_back(buffer_dep(sent));  // the result overwrites what was sent
     const BufferRef theirs = temp(slot, 0, n);

@@ -112,7 +112,7 @@ LocalDag recursive_doubling_gather_all(const CollectiveSpec& spec, uint32_t imag
     return b.finish();
   }
 
-  std::vector<Dep> writers;  // every CAR that wrote the store
+  CarDeps writers;  // every CAR that wrote the store
   CarId own = b.copy(dst_block(L, image), own_block(L, image));
   if (!store.in_dst() && L.length(image) > 0) {
     own = b.copy(store.range(image, image + 1), own_block(L, image));
@@ -181,7 +181,7 @@ LocalDag bruck_gather_all(const CollectiveSpec& spec, uint32_t image) {
   std::vector<uint64_t> rot(P + 1, 0);  // rot[j]: offset of position j in the temp
   for (uint32_t j = 0; j < P; ++j) rot[j + 1] = rot[j] + L.length((image + j) % P);
   const uint32_t slot = b.temp_slot(rot[P]);
-  std::vector<Dep> writers;
+  CarDeps writers;
   // Position 0 is read by rounds i >= 1 only; round 0 sends from user_src.
   if (P > 2) writers.push_back(after_buffer(b.copy(temp(slot, 0, rot[1]), own_block(L, image))));
   uint32_t round = 0;

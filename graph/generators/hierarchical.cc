@@ -232,7 +232,7 @@ LocalDag hierarchical_allreduce(const CollectiveSpec& spec, uint32_t image) {
 // recursive_doubling in gather_all.cc, nodes for images). `writers`: every
 // CAR that wrote the store so far; grows with the receives.
 void leader_gather_all(DagBuilder& b, const NodeMap& m, uint32_t k, const RankOrderStore& store,
-                       std::vector<Dep>* writers) {
+                       CarDeps* writers) {
   const patterns::Fold fold(m.nodes);
   const uint32_t lo = m.first(k), hi = m.end(k);
   // Blocks of new ranks [a, b): new rank nr holds nodes [node_of(nr), node_of(nr+1)).
@@ -288,7 +288,7 @@ LocalDag hierarchical_gather_all(const CollectiveSpec& spec, uint32_t image) {
   // A folded-away leader receives the whole result into the store, over its
   // node's run: it copies its node's blocks out of the temp only after that.
   const bool copy_later = fold.folded_away(k);
-  std::vector<Dep> writers;
+  CarDeps writers;
   writers.push_back(after_buffer(b.copy(user_dst(L.offset(image), L.length(image)), own)));
   if (!store.in_dst() && L.length(image) > 0) writers.push_back(after_buffer(b.copy(store.range(image, image + 1), own)));
   for (uint32_t r = leader + 1; r < m.end(k); ++r) {

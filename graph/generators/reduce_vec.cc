@@ -117,7 +117,7 @@ void gather_rounds(DagBuilder& b, const Halves& h, uint32_t newrank, uint32_t ro
                    const Work& work, const Real& real, const std::vector<CarId>& halving_send,
                    CarId writer) {
   const uint32_t rounds = static_cast<uint32_t>(h.keep.size());
-  std::vector<Dep> held_writers{after_buffer(writer)};
+  CarDeps held_writers{after_buffer(writer)};
   for (uint32_t j = rounds; j-- > 0;) {
     const uint32_t partner = real(newrank ^ (1u << j));
     const uint32_t tag = 1 + rounds + j;

@@ -48,10 +48,11 @@ void FlatDagBuilder::reserve(uint64_t cars) {
 
 bool FlatDagBuilder::add(const LocalDag& local, std::string* error) {
   const uint32_t image = static_cast<uint32_t>(dag_.image_base.size() - 1);
-  const std::string where = "image " + std::to_string(image);
+  // Made only on an error: a string per image was a heap block per image.
+  auto where = [image] { return "image " + std::to_string(image); };
   if (!local.error.empty()) return fail(error, local.error);
   if (image >= dag_.images || local.image != image) {
-    return fail(error, where + ": expected DAGs in rank order, got image " + std::to_string(local.image));
+    return fail(error, where() + ": expected DAGs in rank order, got image " + std::to_string(local.image));
   }
   const uint64_t base = dag_.car.size(), n = local.cars.size();
   if (base + n > max_cars_) {
@@ -59,11 +60,12 @@ bool FlatDagBuilder::add(const LocalDag& local, std::string* error) {
                            " CARs at image " + std::to_string(image) + " (the simulator's limit)");
   }
   // Successor lists: count, then place, in this image's slice of succ.
-  std::vector<uint32_t> count(n + 1, 0);
+  std::vector<uint32_t>& count = count_;
+  count.assign(n + 1, 0);
   for (uint64_t c = 0; c < n; ++c) {
     for (const Dep& d : local.cars[c].deps) {
       if (d.car >= n || d.car == c) {
-        return fail(error, where + " CAR " + std::to_string(c) + ": dependency on CAR " +
+        return fail(error, where() + " CAR " + std::to_string(c) + ": dependency on CAR " +
                                std::to_string(d.car) + ", which is not another CAR of the image");
       }
       ++count[d.car];
@@ -83,13 +85,13 @@ bool FlatDagBuilder::add(const LocalDag& local, std::string* error) {
     dag_.car.push_back(flat);
     at += k;
   }
-  if (at >= UINT32_MAX) return fail(error, where + ": over 2^32 dependencies in all");
+  if (at >= UINT32_MAX) return fail(error, where() + ": over 2^32 dependencies in all");
   dag_.succ.resize(at);
   for (uint64_t c = 0; c < n; ++c) {
     const Car& car = local.cars[c];
     for (const Dep& d : car.deps) dag_.succ[edges + count[d.car]++] = static_cast<uint32_t>(base + c);
     if (car.is_message() && (car.peer >= dag_.images || car.peer == image)) {
-      return fail(error, where + " CAR " + std::to_string(c) + ": peer " + std::to_string(car.peer) +
+      return fail(error, where() + " CAR " + std::to_string(c) + ": peer " + std::to_string(car.peer) +
                              " is not another team rank (P = " + std::to_string(dag_.images) + ")");
     }
     peer_.push_back(car.peer);

@@ -71,6 +71,7 @@ class FlatDagBuilder {
   // Kept until finish(): what matching needs.
   HugeVector<uint32_t> peer_, tag_, member_;
   bool any_member_ = false;
+  std::vector<uint32_t> count_;  // add()'s successor counts, kept for the next image
 };
 
 // The CARs of `spec` as estimated from image (root + 1) mod P (the root
