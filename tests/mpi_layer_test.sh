@@ -10,7 +10,10 @@
 # the communicator constructors) on 2, 3 and 4 processes, checked and
 # giving the same results with and without the layer, every collective on
 # carflow.
-# Usage (tests/BUILD passes them): mpi_layer_test.sh LIBCARFLOW_MPI CHECK_C MPI4PY_PY FORTRAN_F90
+# tests/mpi_layer_errors.c: every class of erroneous call under
+# MPI_ERRORS_RETURN gives the error class it gives without the layer, and
+# the next collective works; a call after MPI_Finalize aborts as without it.
+# Usage (tests/BUILD passes them): mpi_layer_test.sh LIBCARFLOW_MPI CHECK_C MPI4PY_PY FORTRAN_F90 ERRORS_C
 set -uo pipefail
 LIB="$(realpath "$1")"
 WORK="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -52,6 +55,26 @@ run 2 -x LD_PRELOAD="$LIB" -x CF_MPI_VERBOSE=1 -x CF_PEER_TIMEOUT=0
 [ "$(count "layer off, [0-9]* checks, 0 failures")" -eq 2 ] || fail "stepped aside: not every rank passed"
 [ "$(count "every collective goes to MPI: rank 0: cf_init: CF_PEER_TIMEOUT")" -eq 1 ] ||
   fail "stepped aside: the reason was not said exactly once"
+
+mpicc.openmpi -O1 -std=c11 -Wall -Wextra -Werror -o "$WORK/mpi_layer_errors" "$5" || fail "mpicc could not build $5"
+for np in 2 3; do
+  out=$("${MPIRUN[@]}" -np "$np" "$WORK/mpi_layer_errors" 2>&1) || fail "errors np=$np without the layer: $out"
+  plain=$(grep "^errors: rank" <<<"$out" | sort)
+  [ "$(grep -c "rank [0-9]*: [0-9]* checks, 0 failures" <<<"$plain")" -eq "$np" ] ||
+    fail "errors np=$np: Open MPI alone did not give the classes the test expects: $out"
+  out=$("${MPIRUN[@]}" -np "$np" -x LD_PRELOAD="$LIB" -x CF_MPI_REPORT=1 "$WORK/mpi_layer_errors" 2>&1) ||
+    fail "errors np=$np with the layer: $out"
+  [ "$(grep "^errors: rank" <<<"$out" | sort)" = "$plain" ] || fail "errors np=$np: classes differ with the layer: $out"
+  [ "$(count "rank [0-9]*: MPI_Bcast: .*erroneous arguments")" -eq "$np" ] ||
+    fail "errors np=$np: the report does not show erroneous calls left to MPI: $out"
+  # After MPI_Finalize: Open MPI's own message and abort, with or without the layer.
+  for preload in "" "$LIB"; do
+    out=$("${MPIRUN[@]}" -np "$np" -x LD_PRELOAD="$preload" "$WORK/mpi_layer_errors" after-finalize 2>&1)
+    status=$?
+    [ "$status" -eq 1 ] && [ "$(count "MPI_Barrier() function was called after MPI_FINALIZE")" -eq "$np" ] ||
+      fail "errors np=$np after MPI_Finalize (LD_PRELOAD=$preload): exit $status: $out"
+  done
+done
 
 if /usr/bin/python3 -c "import mpi4py" 2>/dev/null; then
   "${MPIRUN[@]}" -np 3 /usr/bin/python3 "$3" "$WORK/plain" || fail "mpi4py without the layer"

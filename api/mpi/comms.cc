@@ -82,7 +82,7 @@ void free_all_teams() {
   l.world_second = CF_TEAM_NULL;
 }
 
-bool team_of(MPI_Comm comm, cf_team_t* team, Coll coll, cf_team_t* second) {
+bool team_of(MPI_Comm comm, cf_team_t* team, Coll coll, cf_team_t* second, bool valid) {
   const Layer& l = layer();
   if (!l.active) {
     count_pmpi(coll, Fallback::Off);
@@ -97,6 +97,10 @@ bool team_of(MPI_Comm comm, cf_team_t* team, Coll coll, cf_team_t* second) {
                  "collectives from that thread only (run without LD_PRELOAD=libcarflow_mpi.so)\n",
                  l.world_rank, coll_name(coll));
     PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_OTHER);
+  }
+  if (!valid || comm == MPI_COMM_NULL) {
+    count_pmpi(coll, Fallback::Erroneous);
+    return false;
   }
   if (parent_team(comm, team, second)) return true;
   count_pmpi(coll, Fallback::NoTeam);

@@ -78,7 +78,7 @@ const char* coll_name(Coll c) {
 
 const char* fallback_name(Fallback f) {
   static const char* const names[] = {"layer off", "communicator without a team", "count 0", "datatype",
-                                      "op"};
+                                      "op", "erroneous arguments"};
   static_assert(sizeof names / sizeof names[0] == static_cast<size_t>(Fallback::kCount));
   return names[static_cast<int>(f)];
 }

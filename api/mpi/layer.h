@@ -34,7 +34,7 @@ inline Coll form(Coll c, const MPI_Request* request) {
 // Why a call went to PMPI. Every reason is decided from what MPI guarantees
 // equal on every rank of the call (communicator, type signature, the
 // reduction's datatype and op, counts), so all ranks take the same path.
-enum class Fallback { Off, NoTeam, Empty, Datatype, Op, kCount };
+enum class Fallback { Off, NoTeam, Empty, Datatype, Op, Erroneous, kCount };
 const char* fallback_name(Fallback f);  // "count 0"
 
 // Sync modes for every carflow call, chosen for MPI's blocking semantics
@@ -81,10 +81,18 @@ void stop_before_mpi_finalize();
 
 // The team serving `comm`, or why it has none. MPI_COMM_WORLD is
 // CF_TEAM_ALL; other communicators hold theirs as an attribute.
-bool team_of(MPI_Comm comm, cf_team_t* team, Coll coll, cf_team_t* second = nullptr);
+// valid: the arguments pass the checks below; a call that fails them (or
+// names MPI_COMM_NULL) goes to PMPI, which returns the error Open MPI alone
+// returns, through the communicator's error handler.
+bool team_of(MPI_Comm comm, cf_team_t* team, Coll coll, cf_team_t* second = nullptr, bool valid = true);
 // Data movement of nbytes on every rank: the team if the call goes to
 // carflow, counting the fallback otherwise.
-bool served(MPI_Comm comm, size_t nbytes, Coll coll, cf_team_t* team);
+bool served(MPI_Comm comm, size_t nbytes, Coll coll, cf_team_t* team, bool valid = true);
+// Argument checks Open MPI makes too (its MPI_PARAM_CHECK): a root of the
+// communicator, counts not negative, a datatype that is not null.
+bool valid_root(MPI_Comm comm, int root);
+bool valid_buf(int count, MPI_Datatype type);
+bool valid_counts(const int counts[], int n, MPI_Datatype type);
 // After a communicator constructor ran on every rank of `parent`: gives
 // `child` (MPI_COMM_NULL on ranks outside it) a team split from parent's.
 void attach_team(MPI_Comm parent, MPI_Comm child);

@@ -11,14 +11,33 @@
 
 namespace carflow::mpi {
 
-bool served(MPI_Comm comm, size_t nbytes, Coll coll, cf_team_t* team) {
-  if (!team_of(comm, team, coll)) return false;
+bool served(MPI_Comm comm, size_t nbytes, Coll coll, cf_team_t* team, bool valid) {
+  if (!team_of(comm, team, coll, nullptr, valid)) return false;
   if (nbytes > 0) return true;
   count_pmpi(coll, Fallback::Empty);
   return false;
 }
 
+bool valid_root(MPI_Comm comm, int root) {
+  int size = 0;
+  return comm != MPI_COMM_NULL && PMPI_Comm_size(comm, &size) == MPI_SUCCESS && root >= 0 && root < size;
+}
+
+bool valid_buf(int count, MPI_Datatype type) { return count >= 0 && type != MPI_DATATYPE_NULL; }
+
+bool valid_counts(const int counts[], int n, MPI_Datatype type) {
+  for (int i = 0; i < n; ++i) {
+    if (counts[i] < 0) return false;
+  }
+  return type != MPI_DATATYPE_NULL;
+}
+
 namespace {
+
+// A rooted call's own buffer: ignored when MPI_IN_PLACE.
+bool valid_own(const void* buf, int count, MPI_Datatype type) {
+  return buf == MPI_IN_PLACE || valid_buf(count, type);
+}
 
 int barrier(MPI_Comm comm, MPI_Request* request) {
   cf_team_t team;
@@ -31,7 +50,8 @@ int barrier(MPI_Comm comm, MPI_Request* request) {
 
 int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* request) {
   cf_team_t team;
-  if (!served(comm, type_bytes(count, type), form(Coll::Bcast, request), &team)) {
+  if (!served(comm, type_bytes(count, type), form(Coll::Bcast, request), &team,
+              valid_root(comm, root) && valid_buf(count, type))) {
     return request != nullptr ? PMPI_Ibcast(buf, count, type, root, comm, request)
                               : PMPI_Bcast(buf, count, type, root, comm);
   }
@@ -51,7 +71,9 @@ int gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recv
   PMPI_Comm_rank(comm, &rank);
   PMPI_Comm_size(comm, &size);
   const size_t block = rank == root ? type_bytes(recvcount, recvtype) : type_bytes(sendcount, sendtype);
-  if (!served(comm, block, form(Coll::Gather, request), &team)) {
+  const bool valid = valid_root(comm, root) && valid_own(sendbuf, sendcount, sendtype) &&
+                     (rank != root || valid_buf(recvcount, recvtype));
+  if (!served(comm, block, form(Coll::Gather, request), &team, valid)) {
     return request != nullptr
                ? PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
                : PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
@@ -79,7 +101,9 @@ int scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* rec
   PMPI_Comm_rank(comm, &rank);
   PMPI_Comm_size(comm, &size);
   const size_t block = rank == root ? type_bytes(sendcount, sendtype) : type_bytes(recvcount, recvtype);
-  if (!served(comm, block, form(Coll::Scatter, request), &team)) {
+  const bool valid = valid_root(comm, root) && valid_own(recvbuf, recvcount, recvtype) &&
+                     (rank != root || valid_buf(sendcount, sendtype));
+  if (!served(comm, block, form(Coll::Scatter, request), &team, valid)) {
     return request != nullptr
                ? PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
                : PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
@@ -99,7 +123,8 @@ int allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* r
               MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
   cf_team_t team;
   const size_t block = type_bytes(recvcount, recvtype);
-  if (!served(comm, block, form(Coll::Allgather, request), &team)) {
+  if (!served(comm, block, form(Coll::Allgather, request), &team,
+              valid_own(sendbuf, sendcount, sendtype) && valid_buf(recvcount, recvtype))) {
     return request != nullptr
                ? PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
                : PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
@@ -120,7 +145,8 @@ int alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* re
              MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
   cf_team_t team;
   const size_t block = type_bytes(recvcount, recvtype);
-  if (!served(comm, block, form(Coll::Alltoall, request), &team)) {
+  if (!served(comm, block, form(Coll::Alltoall, request), &team,
+              valid_own(sendbuf, sendcount, sendtype) && valid_buf(recvcount, recvtype))) {
     return request != nullptr
                ? PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
                : PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);

@@ -19,8 +19,10 @@ struct Reduction {
   size_t align;  // carflow's alignment rule: the largest power of two dividing elem_size
 };
 
-bool served(MPI_Comm comm, size_t count, MPI_Datatype type, MPI_Op op, Coll coll, Reduction* r) {
-  if (!team_of(comm, &r->team, coll)) return false;
+// valid: the counts are not negative, and the source is not the result
+// (MPI_ERR_BUFFER or MPI_ERR_ARG from Open MPI; MPI_IN_PLACE is the way).
+bool served(MPI_Comm comm, size_t count, MPI_Datatype type, MPI_Op op, Coll coll, Reduction* r, bool valid) {
+  if (!team_of(comm, &r->team, coll, nullptr, valid)) return false;
   if (count == 0) {
     count_pmpi(coll, Fallback::Empty);
     return false;
@@ -50,7 +52,7 @@ const void* stage_pair(const void* sendbuf, void* recvbuf, int count, MPI_Dataty
 int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
               MPI_Request* request) {
   Reduction r;
-  if (!served(comm, count, type, op, form(Coll::Allreduce, request), &r)) {
+  if (!served(comm, count, type, op, form(Coll::Allreduce, request), &r, count >= 0 && sendbuf != recvbuf)) {
     return request != nullptr ? PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request)
                               : PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
   }
@@ -66,7 +68,8 @@ int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, 
 int reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
            MPI_Request* request) {
   Reduction r;
-  if (!served(comm, count, type, op, form(Coll::Reduce, request), &r)) {
+  if (!served(comm, count, type, op, form(Coll::Reduce, request), &r,
+              valid_root(comm, root) && count >= 0 && sendbuf != recvbuf)) {
     return request != nullptr ? PMPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, request)
                               : PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
   }
@@ -92,7 +95,7 @@ int scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_O
          MPI_Request* request, bool exclusive) {
   const Coll coll = exclusive ? Coll::Exscan : Coll::Scan;
   Reduction r;
-  if (!served(comm, count, type, op, form(coll, request), &r)) {
+  if (!served(comm, count, type, op, form(coll, request), &r, count >= 0 && sendbuf != recvbuf)) {
     if (exclusive) {
       return request != nullptr ? PMPI_Iexscan(sendbuf, recvbuf, count, type, op, comm, request)
                                 : PMPI_Exscan(sendbuf, recvbuf, count, type, op, comm);
@@ -131,7 +134,8 @@ const void* stage_scatter_pair(const void* sendbuf, void* recvbuf, int mine, int
 int reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                          MPI_Comm comm, MPI_Request* request) {
   Reduction r;
-  if (!served(comm, recvcount, type, op, form(Coll::ReduceScatterBlock, request), &r)) {
+  if (!served(comm, recvcount, type, op, form(Coll::ReduceScatterBlock, request), &r,
+              recvcount >= 0 && sendbuf != recvbuf)) {
     return request != nullptr
                ? PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm, request)
                : PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
@@ -153,7 +157,8 @@ int reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], M
   PMPI_Comm_rank(comm, &rank);
   const long total = std::accumulate(recvcounts, recvcounts + size, 0L);
   Reduction r;
-  if (!served(comm, total, type, op, form(Coll::ReduceScatter, request), &r)) {
+  if (!served(comm, total, type, op, form(Coll::ReduceScatter, request), &r,
+              valid_counts(recvcounts, size, type) && sendbuf != recvbuf)) {
     return request != nullptr ? PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, request)
                               : PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
   }

@@ -50,6 +50,8 @@ enum class Mode { In, Out, InOut };
 }  // namespace
 
 size_t type_bytes(int count, MPI_Datatype type) {
+  // An erroneous call is left for PMPI to report on its communicator.
+  if (count <= 0 || type == MPI_DATATYPE_NULL) return 0;
   int size = 0;
   PMPI_Type_size(type, &size);
   return count <= 0 || size <= 0 ? 0 : static_cast<size_t>(count) * static_cast<size_t>(size);

@@ -67,7 +67,9 @@ int allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* 
   size_t nbytes = 0;
   for (int i = 0; i < size; ++i) nbytes += type_bytes(recvcounts[i], recvtype);
   cf_team_t team;
-  if (!served(comm, nbytes, form(Coll::Allgatherv, request), &team)) {
+  const bool valid = (sendbuf == MPI_IN_PLACE || valid_buf(sendcount, sendtype)) &&
+                     valid_counts(recvcounts, size, recvtype);
+  if (!served(comm, nbytes, form(Coll::Allgatherv, request), &team, valid)) {
     return request != nullptr ? PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                                  recvtype, comm, request)
                               : PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
@@ -86,15 +88,18 @@ int allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* 
 int gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
             const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
   cf_team_t team, second;
-  if (!team_of(comm, &team, form(Coll::Gatherv, request), &second)) {
+  int rank = 0, size = 0;
+  PMPI_Comm_rank(comm, &rank);
+  PMPI_Comm_size(comm, &size);
+  // The root's counts are read only once the root is known to be valid.
+  const bool valid = valid_root(comm, root) && (sendbuf == MPI_IN_PLACE || valid_buf(sendcount, sendtype)) &&
+                     (rank != root || valid_counts(recvcounts, size, recvtype));
+  if (!team_of(comm, &team, form(Coll::Gatherv, request), &second, valid)) {
     return request != nullptr ? PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                               recvtype, root, comm, request)
                               : PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
                                              root, comm);
   }
-  int rank = 0, size = 0;
-  PMPI_Comm_rank(comm, &rank);
-  PMPI_Comm_size(comm, &size);
   const bool in_place = sendbuf == MPI_IN_PLACE;
   const size_t mine = in_place ? type_bytes(recvcounts[root], recvtype) : type_bytes(sendcount, sendtype);
   return two_steps(Coll::Gatherv, comm, request, team, second, {mine}, [=](Call& c, cf_team_t t) {
@@ -111,15 +116,17 @@ int gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* rec
 int scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
              void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
   cf_team_t team, second;
-  if (!team_of(comm, &team, form(Coll::Scatterv, request), &second)) {
+  int rank = 0, size = 0;
+  PMPI_Comm_rank(comm, &rank);
+  PMPI_Comm_size(comm, &size);
+  const bool valid = valid_root(comm, root) && (recvbuf == MPI_IN_PLACE || valid_buf(recvcount, recvtype)) &&
+                     (rank != root || valid_counts(sendcounts, size, sendtype));
+  if (!team_of(comm, &team, form(Coll::Scatterv, request), &second, valid)) {
     return request != nullptr ? PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
                                                recvtype, root, comm, request)
                               : PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
                                               root, comm);
   }
-  int rank = 0, size = 0;
-  PMPI_Comm_rank(comm, &rank);
-  PMPI_Comm_size(comm, &size);
   const bool in_place = recvbuf == MPI_IN_PLACE;
   const size_t mine = in_place ? type_bytes(sendcounts[root], sendtype) : type_bytes(recvcount, recvtype);
   return two_steps(Coll::Scatterv, comm, request, team, second, {mine}, [=](Call& c, cf_team_t t) {
@@ -143,14 +150,16 @@ int alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], 
               void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
               MPI_Request* request) {
   cf_team_t team, second;
-  if (!team_of(comm, &team, form(Coll::Alltoallv, request), &second)) {
+  int size = 0;
+  PMPI_Comm_size(comm, &size);
+  const bool valid = (sendbuf == MPI_IN_PLACE || valid_counts(sendcounts, size, sendtype)) &&
+                     valid_counts(recvcounts, size, recvtype);
+  if (!team_of(comm, &team, form(Coll::Alltoallv, request), &second, valid)) {
     return request != nullptr ? PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                                 rdispls, recvtype, comm, request)
                               : PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                                rdispls, recvtype, comm);
   }
-  int size = 0;
-  PMPI_Comm_size(comm, &size);
   const bool in_place = sendbuf == MPI_IN_PLACE;
   std::vector<size_t> row(size);
   for (int j = 0; j < size; ++j) {
