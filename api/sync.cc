@@ -16,11 +16,12 @@ extern "C" {
 
 namespace {
 std::string failure_message(ImageContext& img, int status) {
-  if (status == CF_ERR_PEER_LOST) {
+  if (status == CF_ERR_PEER_LOST || status == CF_ERR_NO_MEM) {
     const std::string what = img.engine->lost_what();
-    return "the collective failed: " +
-           (what.empty() ? std::string("a peer node was lost (the failure reached this image through the collective)")
-                         : what);
+    if (!what.empty()) return "the collective failed: " + what;
+    return status == CF_ERR_PEER_LOST
+               ? "the collective failed: a peer node was lost (the failure reached this image through the collective)"
+               : "the collective failed: a message could not be held (no memory)";
   }
   if (status == CF_ERR_MISMATCH && !img.mismatch_message.empty()) return img.mismatch_message;
   return "the collective failed: images disagree on sizes";

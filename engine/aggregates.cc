@@ -106,7 +106,7 @@ int Engine::join_aggregate(ImageContext& img, const CollectiveCall& call, Prepar
              " calls; end it with a call without CF_COLL_AGGREGATE";
     return kErrBadArg;
   }
-  if (prepared.member == nullptr && !prepare_member(img, call, prepared, error)) return kErrBadArg;
+  if (prepared.member == nullptr && !prepare_member(img, call, prepared, error)) return no_schedule_status(img);
   OpenAggregate& agg = team.aggregate;
   // A last call that ends the team's last aggregate again: its merged
   // schedule, with no lookup.

@@ -212,10 +212,13 @@ Knob launcher_knob(const char* name, const char* range, const char* doc) {
 Knob fault_knob() {
   Knob k;
   k.name = "CF_FAULT";
-  k.range = "`kill_after:K`, `close_link:K`, `stop:S` or `delay:US`, then optionally `,node=N`; or `nomem:cache`";
+  k.range = "`kill_after:K`, `close_link:K`, `stop:S`, `delay:US` or `nomem:unexpected`, then optionally "
+            "`,node=N`; or `nomem:cache`";
   k.doc = "fault injection for tests, on messages between processes: `kill_after:K` raises SIGKILL once K are "
           "sent, `close_link:K` closes the liveness connection to the lowest other node once K are sent, "
           "`stop:S` stops the process for S seconds at its first, `delay:US` delays each by US microseconds; "
+          "`nomem:unexpected`: the node's first unexpected message finds no memory, so the node fails "
+          "(`CF_ERR_NO_MEM`) and leaves the job (the others: `CF_ERR_PEER_LOST`); "
           "`node=N`: only node N; `nomem:cache`: each image's first schedule build fails with `CF_ERR_NO_MEM` (every node); unset: off";
   k.parse = [](const char* text, Config* c, std::string* error) {
     const std::string s = text;
@@ -250,9 +253,11 @@ Knob fault_knob() {
       f.kind = FaultSpec::Delay;
       if (!whole(value, 10000000, &f.value)) return fail("delay takes microseconds in [0, 10^7]");
     } else if (kind == "nomem") {
-      f.kind = FaultSpec::NomemCache;
-      if (value != "cache") return fail("nomem takes 'cache'");
-      if (comma != std::string::npos) return fail("nomem:cache fails the same call on every image, so it takes no node");
+      if (value != "cache" && value != "unexpected") return fail("nomem takes 'cache' or 'unexpected'");
+      f.kind = value == "cache" ? FaultSpec::NomemCache : FaultSpec::NomemUnexpected;
+      if (f.kind == FaultSpec::NomemCache && comma != std::string::npos) {
+        return fail("nomem:cache fails the same call on every image, so it takes no node");
+      }
     } else {
       return fail("unknown kind '" + kind + "' (expected kill_after, close_link, stop, delay or nomem)");
     }
@@ -277,6 +282,7 @@ Knob fault_knob() {
       case FaultSpec::Stop: s = "stop:" + seconds_text(f.value); break;
       case FaultSpec::Delay: s = "delay:" + std::to_string(f.value); break;
       case FaultSpec::NomemCache: s = "nomem:cache"; break;
+      case FaultSpec::NomemUnexpected: s = "nomem:unexpected"; break;
     }
     if (f.node >= 0) s += ",node=" + std::to_string(f.node);
     return s;

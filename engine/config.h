@@ -39,9 +39,10 @@ enum class RingsMode : uint8_t { Auto, On, Off };
 
 // CF_FAULT: one fault injected on purpose, for testing a program's (and
 // carflow's) handling of failures. Off unless set; its hooks sit on the
-// between-process send path (transports/ofi) only.
+// between-process send path (transports/ofi), a schedule-cache miss
+// (nomem:cache) and the unexpected-message pools (nomem:unexpected).
 struct FaultSpec {
-  enum Kind : uint8_t { None, KillAfter, CloseLink, Stop, Delay, NomemCache };
+  enum Kind : uint8_t { None, KillAfter, CloseLink, Stop, Delay, NomemCache, NomemUnexpected };
   Kind kind = None;
   uint64_t value = 0;  // messages (kill_after, close_link), ms (stop), us (delay); nomem: 0
   int64_t node = -1;   // the node it applies to (-1: every node)

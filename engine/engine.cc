@@ -5,7 +5,10 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -108,6 +111,11 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
   auto inproc = std::make_unique<InprocTransport>(local_, config.inproc_eager_bytes, ring_bytes, this, base_);
   inproc->set_eager_credits(static_cast<uint32_t>(config.inproc_eager_credits));
   transport_ = std::move(inproc);
+  // The node's first unexpected message of this run, in whichever pool takes it first.
+  if (config.fault.kind == FaultSpec::NomemUnexpected && config.fault.applies_to(map.node)) {
+    transport_->fail_next_unexpected_block();
+    if (remote_ != nullptr) remote_->fail_next_unexpected_block();
+  }
   for (uint32_t i = 0; i < local_; ++i) {
     images_ctx_.push_back(std::make_unique<ImageContext>(this, base_ + i, images_));
     if (remote_ != nullptr) images_ctx_.back()->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -198,6 +206,29 @@ void Engine::fail_all(int status, const std::string& what) {
     wake(*img);
     img->sleepers.fetch_sub(1, std::memory_order_seq_cst);
   }
+}
+
+// A message that arrived before its receive could not be kept: that
+// receive, and so its collective, can never finish. The node stops as a
+// lost one would, so nobody waits on it: its own waits return
+// CF_ERR_NO_MEM and the other nodes are told it left (on_node_failure_).
+void Engine::out_of_memory(uint32_t image, uint32_t src, uint64_t nbytes, bool injected) {
+  if (out_of_memory_.exchange(true)) return;
+  const std::string why = "ran out of memory: the unexpected-message pool could not hold a message of " +
+                          std::to_string(nbytes) + " bytes from image " + std::to_string(src) + " to image " +
+                          std::to_string(image);
+  const std::string what = "node " + std::to_string(map_.node) + " " + why;
+  const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch()).count();
+  if (injected) {
+    const char* spec = std::getenv("CF_FAULT");
+    std::fprintf(stderr, "carflow: CF_FAULT=%s: node %u fails an unexpected-message block (%s) at_ms=%lld\n",
+                 spec != nullptr ? spec : "nomem:unexpected", map_.node, what.c_str(), ms);
+  } else {
+    std::fprintf(stderr, "carflow: %s at_ms=%lld\n", what.c_str(), ms);
+  }
+  fail_all(kErrNoMem, what);
+  if (on_node_failure_) on_node_failure_(why);
 }
 
 std::string Engine::lost_what() const {

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -382,6 +383,10 @@ class Engine final : public TransportHooks {
   void fail_all(int status, const std::string& what);
   int lost_status() const { return lost_status_.load(std::memory_order_acquire); }
   std::string lost_what() const;
+  // Called with why ("ran out of memory: ...") after a transport ran out of
+  // memory for an unexpected message and fail_all(kErrNoMem) failed this
+  // node: the runtime tells the other nodes. Set before the first message.
+  void on_node_failure(std::function<void(const std::string& why)> fn) { on_node_failure_ = std::move(fn); }
 
   // Starts a collective on `img`; returns kOk and *handle, or an error with
   // *error naming the argument and rule (nothing started).
@@ -507,12 +512,16 @@ class Engine final : public TransportHooks {
 
   void deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) override;
   void message_waiting(uint32_t image) override;
+  void out_of_memory(uint32_t image, uint32_t src, uint64_t nbytes, bool injected) override;
 
  private:
   // check_barrier: under CF_CHECK, add the entry barrier the digests ride
   // on (aggregate members get it once, on the merged DAG).
   Schedule* schedule_for(ImageContext& img, const CollectiveCall& call,
                          const GeneratorInfo* gen, std::string* error, bool check_barrier = true);
+  // The status of a call schedule_for gave no schedule: CF_ERR_NO_MEM for
+  // CF_FAULT=nomem:cache's refused miss (once), else CF_ERR_BAD_ARG.
+  int no_schedule_status(ImageContext& img);
   // Plug-in generators up to this team size are checked as a whole team
   // before they first run (carflow/generator.h, CF_GEN_CHECK_IMAGES).
   static constexpr uint32_t kPluginCheckImages = 256;
@@ -710,6 +719,8 @@ class Engine final : public TransportHooks {
   std::vector<Instance*> abandoned_;
   mutable std::mutex lost_mutex_;
   std::string lost_what_;  // guarded by lost_mutex_
+  std::function<void(const std::string&)> on_node_failure_;
+  std::atomic<bool> out_of_memory_{false};  // reported once
   std::atomic<int> running_bodies_{0};  // flow-graph bodies in progress
   // CF_PROGRESS=thread: the progress thread, the number of live instances
   // (started, exit not yet complete) and the condition it sleeps on.

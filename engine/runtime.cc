@@ -172,6 +172,7 @@ int Runtime::init(std::string* error) {
     std::lock_guard<std::mutex> lost_lock(lost_mutex_);
     lost_.clear();
   }
+  left_job_.store(false, std::memory_order_relaxed);
   if (boot_ != nullptr) {
     launched_ = true;
     node_ = boot_->rank();
@@ -213,7 +214,8 @@ int Runtime::connect_nodes(std::string* error) {
   options.credits = config_.ofi_credits;
   options.unexpected_bytes = config_.ofi_unexpected_bytes;
   options.split_bytes = config_.host_split_bytes;
-  if (config_.fault.applies_to(node_) && config_.fault.kind != FaultSpec::NomemCache) {
+  if (config_.fault.applies_to(node_) && config_.fault.kind != FaultSpec::NomemCache &&
+      config_.fault.kind != FaultSpec::NomemUnexpected) {
     options.fault_kind = static_cast<uint8_t>(config_.fault.kind);
     options.fault_value = config_.fault.value;
     options.fault_text = std::getenv("CF_FAULT");  // set: the config came from it
@@ -293,6 +295,14 @@ void Runtime::peer_lost(uint32_t node, const std::string& how) {
   if (ofi_ != nullptr && node != UINT32_MAX) ofi_->fail_node(node, kErrPeerLost);
 }
 
+// This node cannot go on (a message it could not keep): the others hear it
+// leave, as a lost node that says why, instead of waiting on it. The mesh
+// outlives every engine, whose threads alone call this.
+void Runtime::leave_job(const std::string& why) {
+  left_job_.store(true, std::memory_order_release);
+  if (liveness_ != nullptr) liveness_->withdraw("it " + why);
+}
+
 // A process returning from main without cf_finalize finalizes here. A
 // process calling exit() while its images still run is an abrupt end: no
 // fence and no goodbye, so cfrun reports it lost and ends the job.
@@ -324,7 +334,7 @@ int Runtime::finalize(std::string* error) {
   bool lost;
   {
     std::lock_guard<std::mutex> lost_lock(lost_mutex_);
-    lost = !lost_.empty();
+    lost = !lost_.empty() || left_job_.load(std::memory_order_acquire);
   }
   if (boot_ != nullptr) {
     const int timeout = static_cast<int>(config_.exit_timeout_ms);
@@ -396,6 +406,7 @@ std::unique_ptr<Engine> Runtime::make_engine(const std::vector<uint32_t>& counts
   if (ofi_ != nullptr) ofi_->set_cores_shared(Engine::shares_cores(std::max(host_images, map.local())));
   auto engine = std::make_unique<Engine>(map, config_, ofi_.get(), host_images);
   engine->set_clock_source(liveness_.get());  // freed after the engines
+  if (liveness_ != nullptr) engine->on_node_failure([this](const std::string& why) { leave_job(why); });
   std::lock_guard<std::mutex> lost_lock(lost_mutex_);
   if (!lost_.empty()) engine->fail_all(kErrPeerLost, lost_);
   attached_.assign(map.local(), false);

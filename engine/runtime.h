@@ -81,6 +81,8 @@ class Runtime {
   int connect_nodes(std::string* error);  // under mutex_
   bool start_liveness(bool one_host, std::string* error);  // under mutex_
   void peer_lost(uint32_t node, const std::string& how);
+  // This node failed (Engine::on_node_failure): it leaves the job.
+  void leave_job(const std::string& why);
   static void at_exit();
   std::unique_ptr<Engine> make_engine(const std::vector<uint32_t>& counts);  // under mutex_
 
@@ -101,6 +103,10 @@ class Runtime {
   std::mutex lost_mutex_;
   std::string lost_;  // why a node was lost, once one was
   bool exiting_ = false;  // exit() with images running: losses are no longer reported
+  // leave_job ran: finalize waits for nobody, as after a loss. Not under
+  // lost_mutex_, which finalize holds while the engine (whose threads may
+  // be in leave_job) goes.
+  std::atomic<bool> left_job_{false};
   std::vector<std::string> plugins_;  // CF_PLUGINS libraries loaded (never unloaded)
   bool launched_ = false;  // a launcher's job was joined (cf_init once per process then)
   bool running_ = false;   // between begin_run and end_run: cf_finalize must wait

@@ -156,15 +156,15 @@ int Engine::start(ImageContext& img, const CollectiveCall& call, uint64_t* handl
     return join_aggregate(img, call, p, handle, error);
   }
   if (p.schedule == nullptr) p.schedule = schedule_for(img, call, p.gen, error);
-  if (p.schedule == nullptr) {
-    if (img.fault_nomem == 2) {
-      img.fault_nomem = 1;
-      return kErrNoMem;
-    }
-    return kErrBadArg;
-  }
+  if (p.schedule == nullptr) return no_schedule_status(img);
   *handle = start_alone(img, call, p.schedule, p.digest, team_of(img, call));
   return kOk;
+}
+
+int Engine::no_schedule_status(ImageContext& img) {
+  if (img.fault_nomem != 2) return kErrBadArg;
+  img.fault_nomem = 1;
+  return kErrNoMem;
 }
 
 uint64_t Engine::start_schedule(ImageContext& img, Schedule* schedule, void* src, void* dst,

@@ -174,7 +174,8 @@ TEST_CASE("values are read into Config; bad ones name the variable and the rule"
 }
 
 TEST_CASE("CF_FAULT: each kind reads back as written; a malformed spec names CF_FAULT and the rule") {
-  for (const char* spec : {"kill_after:5", "close_link:0,node=2", "stop:2.5", "delay:100,node=0", "nomem:cache"}) {
+  for (const char* spec : {"kill_after:5", "close_link:0,node=2", "stop:2.5", "delay:100,node=0", "nomem:cache",
+                           "nomem:unexpected", "nomem:unexpected,node=1"}) {
     CAPTURE(spec);
     Env e("CF_FAULT", spec);
     Config c;
@@ -214,6 +215,10 @@ TEST_CASE("CF_FAULT: each kind reads back as written; a malformed spec names CF_
   {
     Env e("CF_FAULT", "nomem:cache,node=1");
     CHECK(from_env_error() == "CF_FAULT='nomem:cache,node=1': nomem:cache fails the same call on every image, so it takes no node");
+  }
+  {
+    Env e("CF_FAULT", "nomem:heap");
+    CHECK(from_env_error() == "CF_FAULT='nomem:heap': nomem takes 'cache' or 'unexpected'");
   }
   {
     Env e("CF_FAULT", "delay:5,rank=1");

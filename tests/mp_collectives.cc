@@ -26,7 +26,8 @@
 //   slow   node 1 is stopped (SIGSTOP) for twice CF_PEER_TIMEOUT, then
 //          continues: a slow peer is not lost, the broadcast succeeds.
 //   fault  200 allreduces under the CF_FAULT the caller set: a lost node
-//          fails a pending one and a later barrier with CF_ERR_PEER_LOST;
+//          fails a pending one and a later barrier with CF_ERR_PEER_LOST
+//          (under nomem:unexpected, CF_ERR_NO_MEM on the node that failed);
 //          a slowed one leaves every sum right (the fault writes its
 //          "at_ms=T" line on stderr).
 //   nomem  (CF_FAULT=nomem:cache) each image's first allreduce fails with
@@ -282,7 +283,8 @@ int finish(Context& c) {
                      (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
   for (const std::string& f : log.failures) std::printf("FAIL %s\n", f.c_str());
   if (c.lost_seen > 0) {
-    std::printf("lost: %d waits returned CF_ERR_PEER_LOST: %s\n", c.lost_seen.load(), c.lost_message.c_str());
+    std::printf("lost: %d waits returned %s: %s\n", c.lost_seen.load(),
+                c.lost_code == CF_ERR_NO_MEM ? "CF_ERR_NO_MEM" : "CF_ERR_PEER_LOST", c.lost_message.c_str());
     std::printf("lost at_ms=%lld\n", c.lost_at_ms.load());
   }
   cf_net_stats_t net{};
@@ -327,6 +329,8 @@ int main(int argc, char** argv) {
   c.start = std::chrono::steady_clock::now();
   const char* timeout_text = std::getenv("CF_PEER_TIMEOUT");
   c.peer_timeout_s = timeout_text != nullptr ? std::atof(timeout_text) : 5.0;
+  const char* fault = std::getenv("CF_FAULT");
+  c.nomem_fault = fault != nullptr && std::strncmp(fault, "nomem:unexpected", 16) == 0;
   const Mode& mode = find_mode(c.mode);
   Run run{c, mode};
   for (int i = 0; i < mode.runs; ++i) {

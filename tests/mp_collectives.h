@@ -54,6 +54,8 @@ struct Context {
   std::string lost_message;
   std::mutex lost_mutex;
   std::atomic<long long> lost_at_ms{0};
+  std::atomic<int> lost_code{0};  // the first such wait's: CF_ERR_PEER_LOST, or CF_ERR_NO_MEM (below)
+  bool nomem_fault = false;       // CF_FAULT=nomem:unexpected: a failed node's waits return CF_ERR_NO_MEM
 };
 
 // A mode: one image's part, run on its image thread (cf_run_images).

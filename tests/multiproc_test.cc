@@ -439,24 +439,26 @@ constexpr double kDetectMarginS = 1.5;  // scheduling on 2 busy cores
 const char kNoNoticesEnv[] = "CF_PEER_TIMEOUT=2 CF_EXIT_TIMEOUT=10";
 
 struct Detection {
-  std::string rank, message;
+  std::string rank, code, message;  // code: CF_ERR_PEER_LOST or CF_ERR_NO_MEM
   double delay_s;
 };
 
-// Each survivor's first CF_ERR_PEER_LOST, in seconds after the event that
-// `event` finds (its group 1: at_ms). With min_waits 2, each survivor must
-// have seen its pending wait and a later one fail.
+// Each survivor's first failed wait (CF_ERR_PEER_LOST, or CF_ERR_NO_MEM
+// where the mode allows it), in seconds after the event that `event` finds
+// (its group 1: at_ms). With min_waits 2, each survivor must have seen its
+// pending wait and a later one fail.
 std::vector<Detection> lost_after(const std::string& output, const std::regex& event, const char* what,
                                   int min_waits = 1) {
   std::smatch found;
   REQUIRE(std::regex_search(output, found, event));
   const long long event_ms = std::stoll(found[1].str());
-  static const std::regex lost(R"(\[(\d+)\] lost: (\d+) waits returned CF_ERR_PEER_LOST: ([^\n]*)\n\[\1\] lost at_ms=(\d+))");
+  static const std::regex lost(
+      R"(\[(\d+)\] lost: (\d+) waits returned (CF_ERR_PEER_LOST|CF_ERR_NO_MEM): ([^\n]*)\n\[\1\] lost at_ms=(\d+))");
   std::vector<Detection> out;
   for (std::sregex_iterator it(output.begin(), output.end(), lost), end; it != end; ++it) {
     CHECK(std::stoi((*it)[2].str()) >= min_waits);
-    out.push_back({(*it)[1].str(), (*it)[3].str(), (std::stoll((*it)[4].str()) - event_ms) / 1000.0});
-    MESSAGE("node ", out.back().rank, " saw CF_ERR_PEER_LOST ", out.back().delay_s, " s after ", what);
+    out.push_back({(*it)[1].str(), (*it)[3].str(), (*it)[4].str(), (std::stoll((*it)[5].str()) - event_ms) / 1000.0});
+    MESSAGE("node ", out.back().rank, " saw ", out.back().code, " ", out.back().delay_s, " s after ", std::string(what));
   }
   return out;
 }
@@ -560,6 +562,38 @@ TEST_CASE("CF_FAULT=close_link:20,node=1: a closed liveness connection fails eve
   CHECK(r.output.find("FAIL") == std::string::npos);
 }
 
+TEST_CASE("CF_FAULT=nomem:unexpected,node=1: node 1's waits return CF_ERR_NO_MEM, the others' CF_ERR_PEER_LOST, each naming node 1") {
+  struct Case {
+    const char* env;
+    const char* shape;
+    const char* receiver;  // the image whose message was dropped: node 1's
+  };
+  // The inproc mailbox's pool (two images per node), and ofi's (one image
+  // per node, no host rings: unexpected messages go to its tables).
+  for (const Case& k : {Case{"", "-n 3 --images 2 ", "[23]"}, Case{" CF_HOST_RINGS=0", "-n 3 ", "1"}}) {
+    const Run r = run(std::string(kNoNoticesEnv) + k.env + " CF_FAULT=nomem:unexpected,node=1",
+                      k.shape + g_program + " fault", 60);
+    INFO(k.shape, k.env, r.output);
+    CHECK(r.status == 0);  // nobody dies: each process reports and exits
+    CHECK(std::regex_search(
+        r.output, std::regex(std::string(R"(\[1\] carflow: CF_FAULT=nomem:unexpected,node=1: node 1 fails an )"
+                                         R"(unexpected-message block \(node 1 ran out of memory: the unexpected-message )"
+                                         R"(pool could not hold a message of \d+ bytes from image \d+ to image )") +
+                             k.receiver + R"(\))")));
+    const std::vector<Detection> found = fault_detections(r.output);
+    CHECK(found.size() == 3);
+    for (const Detection& d : found) {
+      const bool failed_node = d.rank == "1";
+      CHECK(d.code == (failed_node ? "CF_ERR_NO_MEM" : "CF_ERR_PEER_LOST"));
+      CHECK(d.message.find(failed_node ? "node 1 ran out of memory: the unexpected-message pool"
+                                       : "node 1 was lost (it ran out of memory: the unexpected-message pool") !=
+            std::string::npos);
+      CHECK(d.delay_s < kPeerTimeoutS + 1);
+    }
+    CHECK(r.output.find("FAIL") == std::string::npos);
+  }
+}
+
 TEST_CASE("CF_FAULT=delay and stop (longer than CF_PEER_TIMEOUT) slow node 1 down but lose nothing") {
   struct Case {
     const char* fault;
@@ -584,6 +618,11 @@ TEST_CASE("CF_FAULT=delay and stop (longer than CF_PEER_TIMEOUT) slow node 1 dow
 TEST_CASE("CF_FAULT=nomem:cache: every image's first call returns CF_ERR_NO_MEM, and the next calls work") {
   const Run r = run("CF_FAULT=nomem:cache", "-n 2 --images 2 " + g_program + " nomem", 60);
   expect_each_node(r, 2, "42");  // per image: the refused call and 20 allreduces
+}
+
+TEST_CASE("CF_FAULT=nomem:cache: a refused aggregate member returns CF_ERR_NO_MEM on every image, and joins nothing") {
+  const Run r = run("CF_FAULT=nomem:cache", "-n 2 --images 2 " + g_program + " nomem aggregate", 60);
+  expect_each_node(r, 2, "44");  // per image: the refused member, an aggregate and 20 allreduces
 }
 
 int main(int argc, char** argv) {

@@ -7,6 +7,7 @@
 // thread: the one that finds the match, or the one that moves the data.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -112,7 +113,17 @@ class TransportHooks {
   virtual void deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) = 0;
   // A message was left for `image` to take (it polls, or is woken).
   virtual void message_waiting(uint32_t image) { (void)image; }
+  // The unexpected-message pool could not hold a message of nbytes from
+  // `src` to `image` (an allocation failed; injected: CF_FAULT said so). The
+  // message is gone, so a receive of this node would wait for it forever:
+  // the engine fails the node. Called with no transport lock held.
+  virtual void out_of_memory(uint32_t image, uint32_t src, uint64_t nbytes, bool injected) {
+    (void)image, (void)src, (void)nbytes, (void)injected;
+  }
 };
+
+// A receive's or send's status when its message could not be held (CF_ERR_NO_MEM).
+constexpr int kNoMemStatus = -3;
 
 class Transport {
  public:
@@ -170,9 +181,17 @@ class Transport {
   virtual void wait(int wake_fd, int timeout_ms) { (void)wake_fd, (void)timeout_ms; }
   // Ends the wait() of this node's sleeping threads (the engine has news).
   virtual void wake_waiters() {}
+  // CF_FAULT=nomem:unexpected: the next block the unexpected-message pool
+  // takes fails as if out of memory.
+  void fail_next_unexpected_block() { fail_next_block_.store(true, std::memory_order_relaxed); }
 
  protected:
+  // Whether this block allocation is the injected failure (once per arming).
+  bool injected_nomem() {
+    return fail_next_block_.load(std::memory_order_relaxed) && fail_next_block_.exchange(false);
+  }
   bool takes_now_ = false;  // set by a transport that overrides send_now and recv_now
+  std::atomic<bool> fail_next_block_{false};
 };
 
 }  // namespace carflow

@@ -63,7 +63,9 @@ InprocTransport::~InprocTransport() {
   }
 }
 
-InprocTransport::Unexpected* InprocTransport::take_block(Mailbox& mb, bool eager) {
+InprocTransport::Unexpected* InprocTransport::take_block(Mailbox& mb, bool eager, bool* injected) {
+  *injected = injected_nomem();
+  if (*injected) [[unlikely]] return nullptr;
   Unexpected*& free_list = eager ? mb.free_eager : mb.free_headers;
   if (free_list != nullptr) {
     Unexpected* u = free_list;
@@ -73,8 +75,7 @@ InprocTransport::Unexpected* InprocTransport::take_block(Mailbox& mb, bool eager
   // Pool growth: the only allocation on the message path, once per
   // concurrently unexpected message.
   void* raw = std::malloc(sizeof(Unexpected) + (eager ? eager_bytes_ : 0));
-  if (raw == nullptr) throw std::bad_alloc();
-  return new (raw) Unexpected();
+  return raw != nullptr ? new (raw) Unexpected() : nullptr;
 }
 
 void InprocTransport::free_block(Mailbox& mb, Unexpected* u) {
@@ -152,11 +153,20 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
   // Out of eager credits from this sender: its SEND waits for the RECV.
   std::atomic<uint32_t>& held = mb.eager_held[src - base_];
   const bool eager = small && held.load(std::memory_order_relaxed) < eager_credits_;
+  bool injected = false;
+  Unexpected* u = take_block(mb, eager, &injected);
+  if (u == nullptr) [[unlikely]] {
+    // Nowhere to keep it: the message is dropped and the node fails
+    // (out_of_memory). The SEND counts as done; the failure is the receiver's.
+    mb.lock.unlock();
+    hooks_->out_of_memory(image, src, nbytes, injected);
+    send_op->on_complete(send_op, 0);
+    return;
+  }
   if (eager) {
     mb.stats.eager++;
     held.fetch_add(1, std::memory_order_relaxed);
   }
-  Unexpected* u = take_block(mb, eager);
   u->src = src;
   u->key = key;
   u->nbytes = nbytes;
@@ -312,10 +322,19 @@ uint32_t InprocTransport::drain(uint32_t image, uint32_t src, Ring& r, bool on_a
       mb.stats.direct++;
     } else {
       // Filed as eager data: the SEND completed when it went into the ring.
+      bool injected = false;
+      Unexpected* u = take_block(mb, true, &injected);
+      if (u == nullptr) [[unlikely]] {  // dropped, as in arrive()
+        const uint64_t nbytes = s->nbytes;
+        mb.lock.unlock();
+        pop(r);
+        r.take_lock.unlock();
+        hooks_->out_of_memory(image, src, nbytes, injected);
+        return taken + 1;
+      }
       mb.stats.unexpected++;
       mb.stats.eager++;
       mb.eager_held[src - base_].fetch_add(1, std::memory_order_relaxed);
-      Unexpected* u = take_block(mb, true);
       u->src = src;
       u->key = s->key;
       u->nbytes = s->nbytes;

@@ -150,7 +150,8 @@ class InprocTransport final : public Transport {
     TransportStats stats;                // counted under `lock`, which senders hold anyway
   };
 
-  Unexpected* take_block(Mailbox& mb, bool eager);  // under mb.lock
+  // Under mb.lock; nullptr when no memory (*injected: CF_FAULT's failure).
+  Unexpected* take_block(Mailbox& mb, bool eager, bool* injected);
   void free_block(Mailbox& mb, Unexpected* u);      // under mb.lock
   // Queues a matched receive for progress(): its sender's bytes
   // (recv_op->matched) or an eager block (recv_op->held) to deliver.

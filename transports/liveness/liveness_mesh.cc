@@ -555,7 +555,7 @@ bool LivenessMesh::handle_frames(uint32_t node) {
       }
       changed_.notify_all();
     } else if (f.type == kLost && f.rank < nodes_ && f.rank != rank_) {
-      report_lost(f.rank, text + "; reported by node " + std::to_string(node));
+      report_lost(f.rank, f.rank == node ? text : text + "; reported by node " + std::to_string(node));
     } else if (f.type == kClockAsk && rank_ == 0) {
       send_frame(node, kClockTell, rank_, monotonic_ns(), std::to_string(f.value) + " " + boot_id_);
     } else if (f.type == kClockTell && node == 0) {
@@ -592,6 +592,19 @@ void LivenessMesh::sever(uint32_t node) {
   if (node < peers_.size() && node != rank_ && peers_[node].fd >= 0 && peers_[node].live) {
     ::shutdown(peers_[node].fd, SHUT_RDWR);  // the fd stays open until the destructor
   }
+}
+
+void LivenessMesh::withdraw(const std::string& how) {
+  std::vector<uint32_t> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!reporting_) return;  // said goodbye, or withdrew already
+    reporting_ = false;
+    for (uint32_t n = 0; n < nodes_; ++n) {
+      if (n != rank_ && peers_[n].live) live.push_back(n);
+    }
+  }
+  for (uint32_t n : live) send_frame(n, kLost, rank_, 0, how);
 }
 
 void LivenessMesh::goodbye(int timeout_ms) {

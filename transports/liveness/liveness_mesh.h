@@ -28,7 +28,8 @@
 // The kernel answers keepalives for a process that is slow, busy or stopped,
 // so only a dead process or an unreachable host is reported, never a slow one.
 // A node that finds a peer lost tells every other node (LOST), so a cut that
-// only some links see still reaches everyone.
+// only some links see still reaches everyone. A node that cannot go on
+// (withdraw) sends LOST naming itself, with its reason.
 //
 // At finalize, after the runtime's exit fence, goodbye() sends BYE on every
 // link and waits (bounded) for everyone's BYE, so a clean exit is never
@@ -121,6 +122,10 @@ class LivenessMesh {
   // Shuts the connection to `node` down (CF_FAULT=close_link): both ends
   // find it failed and report each other lost.
   void sever(uint32_t node);
+  // This node leaves the job, failed (`how`, e.g. "it ran out of memory:
+  // ..."): LOST naming itself to every live peer, which reports it lost
+  // with that text. It reports no loss itself from then on.
+  void withdraw(const std::string& how);
 
   const KeepaliveTiming& timing() const { return timing_; }
   // Node 0's clock as estimated so far (see above); node 0 itself: the

@@ -147,7 +147,7 @@ void OfiTransport::arrive_from_ring(const HostRings::Message& m, Actions* action
     h.cookie = m.cookie;
     if (rts) h.addr = m.addr;
     if (posted == nullptr) {
-      store_unexpected(h, m.data, rts ? 0 : m.nbytes);
+      store_unexpected(h, m.data, rts ? 0 : m.nbytes, actions);
     } else {
       match(posted, h, nullptr, nullptr, nullptr, actions);  // an RTS: the stream starts
     }

@@ -127,6 +127,7 @@ class OfiTransport::ScopedActions {
   ~ScopedActions() {
     actions_->complete.clear();
     actions_->deliveries.clear();
+    actions_->dropped = {};
     --t_depth;
   }
   ScopedActions(const ScopedActions&) = delete;

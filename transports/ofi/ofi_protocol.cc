@@ -393,17 +393,22 @@ void OfiTransport::handle_arrival(RxBuf* rx, Actions* actions) {
     return;
   }
   // Unexpected: copy out (eager data, or just the RTS header) and repost.
-  Unexpected* u = store_unexpected(h, rx->data.data() + sizeof(Header), h.type == kEager ? h.nbytes : 0);
-  u->credit_held = unexpected_held_ > options_.unexpected_bytes;
-  if (!u->credit_held) returned_credit(h.src_node, actions);
+  Unexpected* u = store_unexpected(h, rx->data.data() + sizeof(Header), h.type == kEager ? h.nbytes : 0, actions);
+  if (u != nullptr) u->credit_held = unexpected_held_ > options_.unexpected_bytes;
+  if (u == nullptr || !u->credit_held) returned_credit(h.src_node, actions);
   post_rx(rx, actions);
 }
 
 OfiTransport::Unexpected* OfiTransport::store_unexpected(const Header& h, const void* data,
-                                                         uint64_t data_bytes) {
+                                                         uint64_t data_bytes, Actions* actions) {
   stats_.unexpected++;
   ofi_stats_.unexpected++;
-  Unexpected* u = take_block(data_bytes);
+  bool injected = false;
+  Unexpected* u = take_block(data_bytes, &injected);
+  if (u == nullptr) [[unlikely]] {
+    if (!actions->dropped.any) actions->dropped = {true, injected, h.dst, h.src, h.nbytes};
+    return nullptr;
+  }
   u->h = h;
   u->credit_held = false;
   if (data_bytes > 0) std::memcpy(u->data(), data, data_bytes);
@@ -412,7 +417,9 @@ OfiTransport::Unexpected* OfiTransport::store_unexpected(const Header& h, const 
   return u;
 }
 
-OfiTransport::Unexpected* OfiTransport::take_block(uint64_t data_bytes) {
+OfiTransport::Unexpected* OfiTransport::take_block(uint64_t data_bytes, bool* injected) {
+  *injected = injected_nomem();
+  if (*injected) [[unlikely]] return nullptr;
   Unexpected* u = nullptr;
   std::vector<Unexpected*>& pool = data_bytes <= kSmallBlock ? free_blocks_ : free_large_blocks_;
   if (data_bytes <= std::max(kSmallBlock, options_.eager_bytes) && !pool.empty()) {
@@ -422,7 +429,7 @@ OfiTransport::Unexpected* OfiTransport::take_block(uint64_t data_bytes) {
     const uint64_t capacity = data_bytes <= kSmallBlock ? kSmallBlock : std::max(data_bytes, options_.eager_bytes);
     // sizeof(Unexpected) is a multiple of its alignment: so is the total.
     void* raw = std::aligned_alloc(alignof(Unexpected), sizeof(Unexpected) + (capacity + 63) / 64 * 64);
-    if (raw == nullptr) throw std::bad_alloc();
+    if (raw == nullptr) return nullptr;
     u = new (raw) Unexpected();
     u->capacity = capacity;
   }
@@ -491,8 +498,20 @@ bool OfiTransport::poll_cq(Actions* actions) {
   }
 }
 
+void OfiTransport::report_dropped(Actions::Dropped& dropped) {
+  TransportHooks* hooks;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    hooks = hooks_;
+  }
+  if (hooks != nullptr) hooks->out_of_memory(dropped.image, dropped.src, dropped.nbytes, dropped.injected);
+  dropped.any = false;
+}
+
 void OfiTransport::run(Actions& actions) {
   if (actions.empty()) return;
+  // First: a failure that reaches a waiter then finds its cause recorded.
+  if (actions.dropped.any) [[unlikely]] report_dropped(actions.dropped);
   struct Later {
     Unexpected* block;
     RxBuf* rx;
@@ -503,23 +522,38 @@ void OfiTransport::run(Actions& actions) {
   for (auto& d : actions.deliveries) {
     MsgOp* op = d.op;
     if (op != nullptr && d.status == 0 && op->deliver.app_thread_only && !tls_on_app_thread) {
-      std::lock_guard<SpinLock> guard(lock_);
-      if (d.block == nullptr && d.rx == nullptr && d.read == nullptr && d.data != nullptr && d.data != op->buf) {
-        // A host-ring message points into the polling thread's batch, which
-        // the next poll overwrites: the parked delivery keeps its own copy
-        // in a pooled block, returned like an unexpected one afterwards.
-        Unexpected* copy = take_block(op->nbytes);
-        copy->credit_held = false;
-        std::memcpy(copy->data(), d.data, op->nbytes);
-        unexpected_held_ += sizeof(Unexpected) + copy->capacity;
-        d.data = copy->data();
-        d.block = copy;
+      bool kept = true;
+      {
+        std::lock_guard<SpinLock> guard(lock_);
+        if (d.block == nullptr && d.rx == nullptr && d.read == nullptr && d.data != nullptr && d.data != op->buf) {
+          // A host-ring message points into the polling thread's batch, which
+          // the next poll overwrites: the parked delivery keeps its own copy
+          // in a pooled block, returned like an unexpected one afterwards.
+          bool injected = false;
+          Unexpected* copy = take_block(op->nbytes, &injected);
+          if (copy == nullptr) [[unlikely]] {  // the receive fails instead
+            kept = false;
+            actions.dropped = {true, injected, op->self, op->peer, op->nbytes};
+            d.status = kNoMemStatus;
+          } else {
+            copy->credit_held = false;
+            std::memcpy(copy->data(), d.data, op->nbytes);
+            unexpected_held_ += sizeof(Unexpected) + copy->capacity;
+            d.data = copy->data();
+            d.block = copy;
+          }
+        }
+        if (kept) {
+          ImageQueues& q = queues(op->self);
+          q.app_only.push_back(d);
+          q.app_only_pending.store(true, std::memory_order_release);
+        }
       }
-      ImageQueues& q = queues(op->self);
-      q.app_only.push_back(d);
-      q.app_only_pending.store(true, std::memory_order_release);
-      parked.push_back(op->self);
-      continue;
+      if (kept) {
+        parked.push_back(op->self);
+        continue;
+      }
+      report_dropped(actions.dropped);
     }
     if (op != nullptr) {
       if (d.status == 0 && op->nbytes > 0 && d.data != op->buf) {

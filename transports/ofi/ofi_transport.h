@@ -164,7 +164,15 @@ class OfiTransport final : public Transport {
       Read* read;          // a finished rendezvous read (temp freed, FIN sent)
     };
     std::vector<Delivery> deliveries;
-    bool empty() const { return complete.empty() && deliveries.empty(); }
+    // A message the unexpected pool could not hold (no memory): told to the
+    // hooks once the lock is released.
+    struct Dropped {
+      bool any = false;
+      bool injected = false;
+      uint32_t image = 0, src = 0;
+      uint64_t nbytes = 0;
+    } dropped;
+    bool empty() const { return complete.empty() && deliveries.empty() && !dropped.any; }
   };
   // The Actions of one call on the message path, reused per thread and
   // nesting depth (run() may start sends and receives that need their
@@ -197,8 +205,12 @@ class OfiTransport final : public Transport {
   // Pushes backlogged ring sends that now fit (without lock_); true if any did.
   bool flush_ring_backlogs();
   void arrive_from_ring(const HostRings::Message& m, Actions* actions);  // under lock_
-  Unexpected* store_unexpected(const Header& h, const void* data, uint64_t data_bytes);  // under lock_
-  Unexpected* take_block(uint64_t data_bytes);  // under lock_: a pooled block of at least data_bytes
+  // Under lock_; nullptr when no memory, the message dropped and noted in *actions.
+  Unexpected* store_unexpected(const Header& h, const void* data, uint64_t data_bytes, Actions* actions);
+  // Under lock_: a pooled block of at least data_bytes; nullptr when no
+  // memory (*injected: CF_FAULT's failure).
+  Unexpected* take_block(uint64_t data_bytes, bool* injected);
+  void report_dropped(Actions::Dropped& dropped);  // to the hooks, outside lock_
   void handle_arrival(RxBuf* rx, Actions* actions);  // under lock_
   void start_send(MsgOp* op, PeerNode& node, Actions* actions);  // under lock_, spends a credit
   void match(MsgOp* op, const Header& h, const void* data, Unexpected* block, RxBuf* rx,
