@@ -78,6 +78,18 @@ TEST_CASE("check passes a built-in at every P of a range, and fails a broken DAG
   CHECK(cli("dot " + dir + "/carflow-check-failure.json --plugin '" + g_plugin + "'").status == 0);
 }
 
+TEST_CASE("check runs an allreduce that claims rank order with a non-commutative operator: out of order fails at P = 2") {
+  const std::string dir = scratch("check_order");
+  const Run rotated = cli("check --plugin '" + g_plugin + "' --coll allreduce --algo rotated --images 1:5", dir);
+  INFO(rotated.output);
+  CHECK(rotated.status == 1);
+  CHECK(rotated.output.find("non-commutative operator") != std::string::npos);
+  CHECK(rotated.output.find("P=1     PASS") != std::string::npos);
+  CHECK(rotated.output.find("P=2     FAIL root 0, 16 bytes: image 1's destination differs from the reference") !=
+        std::string::npos);
+  CHECK(rotated.output.find("P=3") == std::string::npos);
+}
+
 TEST_CASE("an option a command does not take is an error naming it") {
   expect_error("bench --coll allreduce --images 2 --size 1M",
                "--size: not an option of carflow bench (its options: --coll, --images, --sizes, --iters, "
