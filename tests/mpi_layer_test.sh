@@ -13,7 +13,11 @@
 # tests/mpi_layer_errors.c: every class of erroneous call under
 # MPI_ERRORS_RETURN gives the error class it gives without the layer, and
 # the next collective works; a call after MPI_Finalize aborts as without it.
-# Usage (tests/BUILD passes them): mpi_layer_test.sh LIBCARFLOW_MPI CHECK_C MPI4PY_PY FORTRAN_F90 ERRORS_C
+# tests/mpi_layer_mpich.c built with MPICH and run under mpirun.mpich with
+# the layer preloaded: the layer says it is the wrong MPI, steps aside, and
+# the results are right.
+# Usage (tests/BUILD passes them):
+#   mpi_layer_test.sh LIBCARFLOW_MPI CHECK_C MPI4PY_PY FORTRAN_F90 ERRORS_C MPICH_C
 set -uo pipefail
 LIB="$(realpath "$1")"
 WORK="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -115,5 +119,18 @@ if command -v mpifort.openmpi >/dev/null && command -v gfortran >/dev/null; then
   done
 else
   echo "Fortran: skipped (gfortran is not installed)"
+fi
+if command -v mpicc.mpich >/dev/null && command -v mpirun.mpich >/dev/null; then
+  mpicc.mpich -O1 -std=c11 -Wall -Wextra -Werror -o "$WORK/mpi_layer_mpich" "$6" || fail "mpicc.mpich could not build $6"
+  for np in 2 3; do
+    out=$(timeout 120 mpirun.mpich -np "$np" -genv LD_PRELOAD "$LIB" "$WORK/mpi_layer_mpich" 2>&1) ||
+      fail "MPICH np=$np with the layer preloaded: $out"
+    echo "$out"
+    [ "$(count "mpi_layer_mpich: rank [0-9]*: 0 failures")" -eq "$np" ] || fail "MPICH np=$np: wrong results: $out"
+    [ "$(count "^libcarflow_mpi: the program's MPI is .*libmpich.*, not the Open MPI this layer is built for")" \
+      -eq "$np" ] || fail "MPICH np=$np: the layer did not say once per process that it steps aside: $out"
+  done
+else
+  echo "MPICH: skipped (mpich is not installed)"
 fi
 echo "mpi_layer_test: all passed"

@@ -8,6 +8,8 @@
 // in MPI_Wait. gfortran's names (one trailing underscore) only.
 #include "api/mpi/layer.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 extern "C" {
@@ -75,6 +77,12 @@ struct Requests {
 MPI_Fint logical(int flag) { return flag ? 1 : 0; }  // gfortran's .true. is 1
 int index_out(int index) { return index == MPI_UNDEFINED ? index : index + 1; }
 
+void refuse_foreign_fortran() {
+  if (!foreign_mpi()) return;
+  std::fprintf(stderr, "libcarflow_mpi: a Fortran program cannot run with the layer under another MPI; exiting\n");
+  std::exit(1);
+}
+
 }  // namespace
 }  // namespace carflow::mpi
 
@@ -83,9 +91,16 @@ using namespace carflow::mpi;
 extern "C" {
 
 // Start and stop too: Fortran's mpi_init_ would start MPI without carflow.
-void mpi_init_(MPI_Fint* ierr) { *ierr = MPI_Init(nullptr, nullptr); }
+// Under another MPI every later Fortran entry point here would misread its
+// arguments (Open MPI's status size, special addresses), and that MPI's own
+// Fortran start is bypassed: the program stops here, before MPI starts.
+void mpi_init_(MPI_Fint* ierr) {
+  refuse_foreign_fortran();
+  *ierr = MPI_Init(nullptr, nullptr);
+}
 
 void mpi_init_thread_(const MPI_Fint* required, MPI_Fint* provided, MPI_Fint* ierr) {
+  refuse_foreign_fortran();
   int level = 0;
   *ierr = MPI_Init_thread(nullptr, nullptr, *required, &level);
   *provided = level;

@@ -1,6 +1,8 @@
 // libcarflow_mpi's life: carflow starts after MPI_Init on the same
 // processes (cf_init joins the job through the PMIx that mpirun gave MPI),
 // and ends before MPI_Finalize; the per-collective counts and their report.
+#include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 
 #include <climits>
@@ -36,6 +38,42 @@ std::string start_carflow(int rank, int size, bool* started) {
   return "";
 }
 
+// Whether a library is Open MPI's libmpi: it defines ompi_mpi_comm_world
+// (asked through its own handle: the program's copy of the variable may
+// live in the executable).
+bool is_open_mpi(const char* path) {
+  void* lib = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+  if (lib == nullptr) return false;
+  const bool found = dlsym(lib, "ompi_mpi_comm_world") != nullptr;
+  dlclose(lib);
+  return found;
+}
+
+// A loaded library whose PMPI_Init (its own or its dependencies') is not
+// Open MPI's: another MPI. Every object is asked, not the global scope,
+// whose order can put Open MPI's first (a Fortran program reaches MPICH's
+// libmpich through libmpichfort, a level below the layer's own libmpi).
+int find_other_mpi(struct dl_phdr_info* info, size_t, void* data) {
+  auto* other = static_cast<std::string*>(data);
+  if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;
+  void* handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == nullptr) return 0;
+  void* init = dlsym(handle, "PMPI_Init");
+  Dl_info where{};
+  if (init != nullptr && dladdr(init, &where) != 0 && where.dli_fname != nullptr &&
+      !is_open_mpi(where.dli_fname)) {
+    *other = where.dli_fname;
+  }
+  dlclose(handle);
+  return other->empty() ? 0 : 1;
+}
+
+std::string other_mpi_library() {
+  std::string other;
+  dl_iterate_phdr(find_other_mpi, &other);
+  return other;
+}
+
 void print_report(const Layer& l) {
   for (int c = 0; c < static_cast<int>(Coll::kCount); ++c) {
     uint64_t pmpi = 0;
@@ -56,6 +94,19 @@ void print_report(const Layer& l) {
 }
 
 }  // namespace
+
+bool foreign_mpi() {
+  static const bool foreign = [] {
+    const std::string other = other_mpi_library();
+    if (other.empty()) return false;
+    std::fprintf(stderr,
+                 "libcarflow_mpi: the program's MPI is %s, not the Open MPI this layer is built for: every MPI "
+                 "call goes to it unchanged, none to carflow (run without LD_PRELOAD=libcarflow_mpi.so)\n",
+                 other.c_str());
+    return true;
+  }();
+  return foreign;
+}
 
 Layer& layer() {
   static Layer the_layer;
@@ -144,12 +195,14 @@ using namespace carflow::mpi;
 extern "C" {
 
 int MPI_Init(int* argc, char*** argv) {
+  if (foreign_mpi()) return PMPI_Init(argc, argv);
   const int rc = PMPI_Init(argc, argv);
   if (rc == MPI_SUCCESS) start_after_mpi_init();
   return rc;
 }
 
 int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  if (foreign_mpi()) return PMPI_Init_thread(argc, argv, required, provided);
   const int rc = PMPI_Init_thread(argc, argv, required, provided);
   if (rc == MPI_SUCCESS) start_after_mpi_init();
   return rc;

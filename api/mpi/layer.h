@@ -74,6 +74,12 @@ struct Layer {
 };
 Layer& layer();
 
+// Whether the program runs another MPI than the Open MPI whose mpi.h the
+// layer is built with (MPICH: handles are integers, not Open MPI's
+// pointers). Said once on stderr; then every call goes to that MPI
+// unchanged and no handle is ever read.
+bool foreign_mpi();
+
 // Starts carflow after PMPI_Init(_thread) and decides, alike on every rank,
 // whether the layer serves calls; ends it before PMPI_Finalize.
 void start_after_mpi_init();
