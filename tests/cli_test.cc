@@ -90,6 +90,17 @@ TEST_CASE("check runs an allreduce that claims rank order with a non-commutative
   CHECK(rotated.output.find("P=3") == std::string::npos);
 }
 
+TEST_CASE("info --plugin lists the plug-in's algorithms with their summaries, marked [plug-in]") {
+  const Run info = cli("info --plugin '" + g_plugin + "'");
+  INFO(info.output);
+  CHECK(info.status == 0);
+  CHECK(info.output.find("  broadcast  off_by_one           a broken broadcast, for tests [plug-in]\n") !=
+        std::string::npos);
+  CHECK(info.output.find("  allreduce  rotated              an allreduce out of rank order that claims to keep it, "
+                         "for tests [plug-in]\n") != std::string::npos);
+  CHECK(info.output.find("binomial") != std::string::npos);  // the built-ins too, unmarked
+}
+
 TEST_CASE("an option a command does not take is an error naming it") {
   expect_error("bench --coll allreduce --images 2 --size 1M",
                "--size: not an option of carflow bench (its options: --coll, --images, --sizes, --iters, "
