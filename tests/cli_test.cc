@@ -104,7 +104,7 @@ TEST_CASE("info --plugin lists the plug-in's algorithms with their summaries, ma
 TEST_CASE("an option a command does not take is an error naming it") {
   expect_error("bench --coll allreduce --images 2 --size 1M",
                "--size: not an option of carflow bench (its options: --coll, --images, --sizes, --iters, "
-               "--algo, --sync, --calls, --aggregate, --rounds, --plugin, --json)");
+               "--algo, --sync, --calls, --aggregate, --rounds, --plugin, --ops, --seed, --json, --copy-floor)");
   expect_error("info --bogus", "--bogus: not an option of carflow info (its options: --plugin)");
   expect_error("info --plugin /nonexistent/libx.so",
                "--plugin: /nonexistent/libx.so: /nonexistent/libx.so: cannot open shared object file: No such file or "
