@@ -25,6 +25,16 @@
    marks the DAG failed; carflow then refuses the collective with
    CF_ERR_BAD_ARG naming the generator, the image, the builder call and the
    argument. Later calls on a failed DAG also return CF_CAR_NONE.
+   The rules behind those errors, in full: a cf_buf_t's space must be
+   CF_SPACE_SRC, CF_SPACE_DST or CF_SPACE_TEMP (space 0 with offset and
+   length 0 means "none" only for fold's and prefix's carry); deps may be
+   NULL only when ndeps is 0; the reducing calls take whole elements
+   (lengths a multiple of spec->elem_size); a DAG sends at most 2^30 - 1
+   messages to one peer and receives as many from one; a temp slot is
+   below 2^48 bytes (cf_dag_temp returns (uint32_t)-1 and fails the DAG
+   otherwise). A NULL dag changes nothing: the CAR calls return
+   CF_CAR_NONE, cf_dag_temp (uint32_t)-1, cf_dag_src_bytes and
+   cf_dag_dst_bytes 0.
 
    Checks before a registered generator first runs (per team size P, root
    and sizes; cached): the DAG of every image is built and checked together
