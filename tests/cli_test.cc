@@ -101,6 +101,22 @@ TEST_CASE("info --plugin lists the plug-in's algorithms with their summaries, ma
   CHECK(info.output.find("binomial") != std::string::npos);  // the built-ins too, unmarked
 }
 
+TEST_CASE("view --plugin draws a DAG of a plug-in's algorithm; dot, view and info show --plugin in their usage") {
+  const std::string dir = scratch("view_plugin");
+  CHECK(cli("check --plugin '" + g_plugin + "' --coll broadcast --algo off_by_one --images 3", dir).status == 1);
+  const Run view = cli("view carflow-check-failure.json -o page.html --plugin '" + g_plugin + "'", dir);
+  INFO(view.output);
+  CHECK(view.status == 0);
+  const std::string page = dir + "/page.html";
+  CHECK((std::filesystem::exists(page) && std::filesystem::file_size(page) > 0));
+  const Run usage = cli("");
+  for (const char* line : {"  dot   F.json [--plugin LIB.so]",
+                           "  view  F.json [-o F.html] [--collapse-above 64] [--plugin LIB.so]",
+                           "  info  [--plugin LIB.so]"}) {
+    CHECK_MESSAGE(usage.output.find(line) != std::string::npos, line);
+  }
+}
+
 TEST_CASE("an option a command does not take is an error naming it") {
   expect_error("bench --coll allreduce --images 2 --size 1M",
                "--size: not an option of carflow bench (its options: --coll, --images, --sizes, --iters, "

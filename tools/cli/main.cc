@@ -27,8 +27,8 @@ const char kUsage[] =
     "                                      validated, run in seeded orders on the sequential\n"
     "                                      executor, compared with the reference; writes the\n"
     "                                      first failing DAG to F.json\n"
-    "  dot   F.json                        Graphviz rendering of a graph file, to stdout\n"
-    "  view  F.json [-o F.html] [--collapse-above 64]\n"
+    "  dot   F.json [--plugin LIB.so]      Graphviz rendering of a graph file, to stdout\n"
+    "  view  F.json [-o F.html] [--collapse-above 64] [--plugin LIB.so]\n"
     "                                      one self-contained HTML page drawing the DAG\n"
     "                                      (or a Chrome trace-event file as a timeline)\n"
     "  trace merge DIR -o F.json           the trace files CF_TRACE=DIR wrote, one per process,\n"
@@ -48,7 +48,8 @@ const char kUsage[] =
     "  tune  --model-file F --images P [--images-per-node K] [--max-bytes 16M] --out T.json\n"
     "                                      per kind, the predicted fastest algorithm by size\n"
     "                                      range: a table for CF_TUNING\n"
-  "  info                                environment knobs, algorithms, thresholds\n";
+  "  info  [--plugin LIB.so]            environment knobs, algorithms (a plug-in's too),\n"
+  "                                      thresholds\n";
 
 
 }  // namespace
