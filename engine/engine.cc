@@ -227,8 +227,15 @@ void Engine::out_of_memory(uint32_t image, uint32_t src, uint64_t nbytes, bool i
   } else {
     std::fprintf(stderr, "carflow: %s at_ms=%lld\n", what.c_str(), ms);
   }
-  fail_all(kErrNoMem, what);
+  {
+    // Named before anything fails: a wait that sees its collective fail reads it.
+    std::lock_guard<std::mutex> lock(lost_mutex_);
+    if (lost_status_.load() == 0) lost_what_ = what;
+  }
+  // The other nodes first: a woken image's next call must not reach them
+  // (its sequence number would match their next collective's).
   if (on_node_failure_) on_node_failure_(why);
+  fail_all(kErrNoMem, what);
 }
 
 std::string Engine::lost_what() const {

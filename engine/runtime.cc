@@ -295,11 +295,17 @@ void Runtime::peer_lost(uint32_t node, const std::string& how) {
   if (ofi_ != nullptr && node != UINT32_MAX) ofi_->fail_node(node, kErrPeerLost);
 }
 
-// This node cannot go on (a message it could not keep): the others hear it
-// leave, as a lost node that says why, instead of waiting on it. The mesh
-// outlives every engine, whose threads alone call this.
+// This node cannot go on (a message it could not keep): it stops messaging
+// the others, and they hear it leave, as a lost node that says why, instead
+// of waiting on it. The transport and the mesh outlive every engine, whose
+// threads alone call this.
 void Runtime::leave_job(const std::string& why) {
   left_job_.store(true, std::memory_order_release);
+  if (ofi_ != nullptr) {
+    for (uint32_t n = 0; n < nodes_; ++n) {
+      if (n != node_) ofi_->fail_node(n, kErrNoMem);  // nothing more to or from them
+    }
+  }
   if (liveness_ != nullptr) liveness_->withdraw("it " + why);
 }
 

@@ -40,6 +40,9 @@ int Engine::release(ImageContext& img, uint32_t slot) {
     --img.representing;
   }
   inst->schedule->release(inst);
+  // A collective that failed after this node failed or lost a peer reports
+  // that cause, not a consequence (messages of images out of step).
+  if (first != 0 && lost_status() != 0) return lost_status();
   if (first == kErrMismatch) img.mismatch_message = describe_mismatch(report);
   return first;
 }

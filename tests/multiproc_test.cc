@@ -568,9 +568,8 @@ TEST_CASE("CF_FAULT=nomem:unexpected,node=1: node 1's waits return CF_ERR_NO_MEM
     const char* shape;
     const char* receiver;  // the image whose message was dropped: node 1's
   };
-  // The inproc mailbox's pool (two images per node), and ofi's (one image
-  // per node, no host rings: unexpected messages go to its tables).
-  for (const Case& k : {Case{"", "-n 3 --images 2 ", "[23]"}, Case{" CF_HOST_RINGS=0", "-n 3 ", "1"}}) {
+  // The inproc mailbox's pool (two images per node).
+  for (const Case& k : {Case{"", "-n 3 --images 2 ", "[23]"}}) {
     const Run r = run(std::string(kNoNoticesEnv) + k.env + " CF_FAULT=nomem:unexpected,node=1",
                       k.shape + g_program + " fault", 60);
     INFO(k.shape, k.env, r.output);

@@ -38,8 +38,12 @@ void OfiTransport::set_host_rings(std::unique_ptr<HostRings> rings) {
 
 bool OfiTransport::send_now(uint32_t self, uint32_t peer, const MsgKey& key, const void* buf, uint64_t nbytes,
                             int status) {
-  // CF_FAULT: every message takes send(), where the fault acts.
-  if (rings_ == nullptr || nbytes > HostRings::kPayload || fault_armed_) return false;
+  // CF_FAULT: every message takes send(), where the fault acts; after a
+  // failed node, send() also refuses messages to it.
+  if (rings_ == nullptr || nbytes > HostRings::kPayload || fault_armed_ ||
+      node_failed_.load(std::memory_order_relaxed)) {
+    return false;
+  }
   // False for a node of another host (no segment) and for a full ring:
   // send() then takes the path it would have.
   return rings_->push_one(map_.node_of(peer), self, peer, key, buf, static_cast<uint32_t>(nbytes), status, 0);

@@ -231,6 +231,7 @@ class OfiTransport final : public Transport {
   OfiOptions options_;
   // CF_FAULT: tested once per message sent to another process; the rest is out of line.
   bool fault_armed_ = false;  // set by open()
+  std::atomic<bool> node_failed_{false};  // fail_node was called
   std::atomic<uint64_t> fault_sent_{0};
   std::atomic<bool> fault_done_{false};
   void inject_fault();
