@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # What CF_TRACE costs: the 8-byte allreduce on 2 image threads and on 2
 # processes (cfrun -n 2), for a baseline carflow_cli built without tracing
-# (e.g. from the commit before it), this tree's with tracing off, and this
+# (the same commit with each `if (timing_)` of engine/run.cc and
+# engine/sync.cc made `if (false)`, in a git worktree: the instrumentation's
+# cost alone, nothing else differs), this tree's with tracing off, and this
 # tree's with CF_TRACE on; interleaved rounds, order rotating; prints each
 # variant's median and the paired median ratio against the baseline.
 #   bench/trace_cost.sh BASE_CLI BASE_CFRUN THIS_CLI THIS_CFRUN [ROUNDS] [ITERS]
