@@ -71,11 +71,14 @@ for np in 2 3; do
   [ "$(grep "^errors: rank" <<<"$out" | sort)" = "$plain" ] || fail "errors np=$np: classes differ with the layer: $out"
   [ "$(count "rank [0-9]*: MPI_Bcast: .*erroneous arguments")" -eq "$np" ] ||
     fail "errors np=$np: the report does not show erroneous calls left to MPI: $out"
-  # After MPI_Finalize: Open MPI's own message and abort, with or without the layer.
+  # After MPI_Finalize: Open MPI's own message and abort, with or without the
+  # layer. The first rank to abort may take the others down before they
+  # print, so at least one message, and a failed job.
   for preload in "" "$LIB"; do
     out=$("${MPIRUN[@]}" -np "$np" -x LD_PRELOAD="$preload" "$WORK/mpi_layer_errors" after-finalize 2>&1)
     status=$?
-    [ "$status" -eq 1 ] && [ "$(count "MPI_Barrier() function was called after MPI_FINALIZE")" -eq "$np" ] ||
+    [ "$status" -ne 0 ] && [ "$status" -ne 124 ] &&
+      [ "$(count "MPI_Barrier() function was called after MPI_FINALIZE")" -ge 1 ] ||
       fail "errors np=$np after MPI_Finalize (LD_PRELOAD=$preload): exit $status: $out"
   done
 done
