@@ -325,6 +325,14 @@ TEST_CASE("a node whose peer cannot prove the job's key fails to join, naming th
   ::close(listener);
 }
 
+// A LOST frame on a hand-made link: node `lost` is gone, for the reason `how`.
+void send_lost(int fd, uint32_t lost, const std::string& how) {
+  const uint32_t words[5] = {htonl(0x4c560003), htonl(lost), 0, 0, htonl(static_cast<uint32_t>(how.size()))};
+  std::string frame(reinterpret_cast<const char*>(words), sizeof words);
+  frame += how;
+  REQUIRE(::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(frame.size()));
+}
+
 TEST_CASE("a LOST relay from one node is reported with the lost node and who saw it") {
   LostLog log;
   std::vector<std::string> addresses;
@@ -335,11 +343,7 @@ TEST_CASE("a LOST relay from one node is reported with the lost node and who saw
   connect_all(meshes, addresses, &log);
   const int node0_to_1 = hand1.get(), node0_to_2 = hand2.get();
   // Node 0 says node 2 is gone, on its link to node 1 only.
-  const std::string how = "test cut";
-  const uint32_t words[5] = {htonl(0x4c560003), htonl(2), 0, 0, htonl(static_cast<uint32_t>(how.size()))};
-  std::string frame(reinterpret_cast<const char*>(words), sizeof words);
-  frame += how;
-  REQUIRE(::send(node0_to_1, frame.data(), frame.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(frame.size()));
+  send_lost(node0_to_1, 2, "test cut");
   const std::vector<Report> reports = log.wait_for(1);
   REQUIRE(reports.size() == 1);
   CHECK(reports[0].observer == 1);
@@ -350,6 +354,27 @@ TEST_CASE("a LOST relay from one node is reported with the lost node and who saw
   }
   ::close(node0_to_1);
   ::close(node0_to_2);
+}
+
+TEST_CASE("a LOST frame's words are untrusted: none still give a reason, control bytes are masked") {
+  for (const std::string& how : {std::string(), std::string("cut\x1b[2J\n")}) {
+    CAPTURE(how);
+    LostLog log;
+    std::vector<std::string> addresses;
+    Meshes meshes = listen_all(1, 2, &addresses);
+    addresses[0] = kNode0;
+    auto hand1 = std::async(std::launch::async, [&] { return hand_connect(addresses[1], 0, 1, kKey); });
+    connect_all(meshes, addresses, &log);
+    const int node0_to_1 = hand1.get();
+    // Node 0 says it is itself gone.
+    send_lost(node0_to_1, 0, how);
+    const std::vector<Report> reports = log.wait_for(1);
+    REQUIRE(reports.size() == 1);
+    CHECK(reports[0].lost == 0);
+    CHECK(reports[0].how == (how.empty() ? "lost, with no reason given" : "cut?[2J?"));
+    meshes[1]->goodbye(0);
+    ::close(node0_to_1);
+  }
 }
 
 TEST_CASE("every node estimates node 0's clock within half its best round trip; on one kernel, the same clock") {

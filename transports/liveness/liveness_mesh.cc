@@ -157,6 +157,16 @@ std::string how_link_failed(int err, const KeepaliveTiming& timing) {
   return std::string("its liveness connection failed: ") + std::strerror(err);
 }
 
+// A peer's account of a loss, fit to print: its words are untrusted, so
+// control bytes become '?', and a LOST frame without words still says who.
+std::string lost_reason(const std::string& text, uint32_t lost, uint32_t told_by) {
+  std::string how;
+  for (char c : text) how += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
+  if (how.empty()) how = "lost, with no reason given";
+  if (lost != told_by) how += "; reported by node " + std::to_string(told_by);
+  return how;
+}
+
 }  // namespace
 
 KeepaliveTiming KeepaliveTiming::from_peer_timeout(uint64_t peer_timeout_ms) {
@@ -555,7 +565,7 @@ bool LivenessMesh::handle_frames(uint32_t node) {
       }
       changed_.notify_all();
     } else if (f.type == kLost && f.rank < nodes_ && f.rank != rank_) {
-      report_lost(f.rank, f.rank == node ? text : text + "; reported by node " + std::to_string(node));
+      report_lost(f.rank, lost_reason(text, f.rank, node));
     } else if (f.type == kClockAsk && rank_ == 0) {
       send_frame(node, kClockTell, rank_, monotonic_ns(), std::to_string(f.value) + " " + boot_id_);
     } else if (f.type == kClockTell && node == 0) {
