@@ -76,6 +76,20 @@ std::string GeneratorRegistry::names(CollKind kind) const {
   return out;
 }
 
+RankSymmetry shift_symmetric(const CollectiveSpec&) { return RankSymmetry::Shift; }
+
+RankSymmetry xor_symmetric(const CollectiveSpec& spec) {
+  return (spec.images & (spec.images - 1)) == 0 ? RankSymmetry::Xor : RankSymmetry::None;
+}
+
+RankSymmetry rank_symmetry(const GeneratorInfo& gen, const CollectiveSpec& spec) {
+  if (gen.symmetry == nullptr || spec.images < 2 || !spec.counts.empty() || !spec.displs.empty() ||
+      (spec.flags & (kSpecInAllSync | kSpecOutAllSync)) != 0) {
+    return RankSymmetry::None;
+  }
+  return gen.symmetry(spec);
+}
+
 LocalDag generate_local(const GeneratorInfo& gen, const CollectiveSpec& spec, uint32_t image) {
   return apply_sync_mode(gen.closure ? gen.closure(spec, image) : gen.fn(spec, image), spec.images, (spec.flags & kSpecInAllSync) != 0,
                          (spec.flags & kSpecOutAllSync) != 0, out_allsync_root(spec),

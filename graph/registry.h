@@ -26,6 +26,23 @@ inline constexpr unsigned kUsesWindow = 1u << 1;  // spec.window
 inline constexpr unsigned kUsesLogp = 1u << 2;    // spec.logp_L, logp_o, logp_g
 inline constexpr unsigned kUsesNodes = 1u << 3;   // spec.images_per_node
 
+// Rank symmetry (GeneratorInfo::symmetry): image i's DAG is image 0's with
+// every peer p renamed sigma_i(p) (same CARs, kinds, bytes, tags and
+// dependencies, in the same order), sigma_i(p) = (p + i) mod P for Shift
+// (rings, dissemination) and p XOR i for Xor (recursive doubling; P a power
+// of two). Every image then runs the same timeline under a cost model that
+// treats all pairs alike, so the model simulates one image
+// (graph/model/predict.cc).
+enum class RankSymmetry : uint8_t { None, Shift, Xor };
+// Which symmetry `spec`'s DAGs have: a generator's declaration, true at
+// every spec it returns Shift or Xor for (tests/model_symmetry_test.cc
+// checks each declaring generator image by image).
+using SymmetryFn = RankSymmetry (*)(const CollectiveSpec& spec);
+// Declarations for the common cases: Shift at any P; Xor when P is a power
+// of two (None otherwise).
+RankSymmetry shift_symmetric(const CollectiveSpec& spec);
+RankSymmetry xor_symmetric(const CollectiveSpec& spec);
+
 // A generator with state of its own (a plug-in's, api/generator.cc): used
 // instead of GeneratorInfo::fn when set.
 using GeneratorClosure = std::function<LocalDag(const CollectiveSpec& spec, uint32_t image)>;
@@ -38,6 +55,7 @@ struct GeneratorInfo {
   bool segmented = false;       // honours spec.segment_bytes
   std::string summary;          // one line for `carflow info`
   unsigned params = 0;          // kUses* bits
+  SymmetryFn symmetry = nullptr;  // its rank symmetry (RankSymmetry); null = none
   GeneratorClosure closure = {};  // registered at run time (a plug-in); fn is then null
   bool plugin = false;          // checked as a whole team before it first runs (engine/start.cc)
 };
@@ -79,6 +97,15 @@ class GeneratorRegistry {
 // One image's DAG: the generator's output with the sync-mode transform that
 // spec.flags asks for (graph/transforms.h).
 LocalDag generate_local(const GeneratorInfo& gen, const CollectiveSpec& spec, uint32_t image);
+
+// The symmetry of generate_local's DAGs for `spec`: gen.symmetry's answer,
+// or None for a spec outside what any declaration covers (P < 2, v forms,
+// sync-mode transforms, whose exit signal has a root).
+RankSymmetry rank_symmetry(const GeneratorInfo& gen, const CollectiveSpec& spec);
+// sigma_image(peer): where image 0's peer `peer` lies in image `image`'s DAG.
+inline uint32_t symmetric_peer(RankSymmetry symmetry, uint32_t image, uint32_t peer, uint32_t images) {
+  return symmetry == RankSymmetry::Xor ? (peer ^ image) : (peer + image) % images;
+}
 
 // Looks at each image as generate_global makes it: false stops the
 // generation, with *error set by the check.

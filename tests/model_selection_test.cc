@@ -93,6 +93,45 @@ TEST_CASE("a pruned generator's lower bound is below its simulated time") {
   }
 }
 
+TEST_CASE("the fast path (bounds, early stops, one-image runs) chooses and predicts as simulating all whole") {
+  const CollKind kinds[] = {CollKind::Broadcast, CollKind::Barrier,   CollKind::Allreduce,    CollKind::GatherAll,
+                            CollKind::Exchange,  CollKind::Scatter,   CollKind::ReduceScatter, CollKind::ReduceVec,
+                            CollKind::Scan};
+  const char* const models[] = {"", "L=221,o=144,g=200,G=0.069,gamma=0.05,beta=0.03,S=65536",
+                                "L=20000,o=10,g=10,G=0.01,intra.L=300,intra.G=0.05"};
+  for (const char* text : models) {
+    LogGPModel model;
+    std::string error;
+    REQUIRE_MESSAGE(parse_model_string(text, &model, &error), error);
+    for (CollKind kind : kinds) {
+      for (uint32_t P : {2u, 3u, 4u, 8u, 16u, 32u, 64u}) {
+        for (uint64_t bytes : {uint64_t{8}, uint64_t{4096}, uint64_t{256} << 10, uint64_t{4} << 20}) {
+          for (uint32_t ppn : {0u, 4u}) {
+            if ((kind == CollKind::Barrier && bytes != 8) || (ppn != 0 && std::string(text).empty())) continue;
+            const bool commutative = kind != CollKind::Scan;
+            CollectiveSpec spec;
+            spec.kind = kind, spec.images = P, spec.nbytes = kind == CollKind::Barrier ? 0 : bytes;
+            spec.elem_size = is_computational(kind) ? 8 : 1, spec.images_per_node = ppn;
+            AlgorithmParams params{256 << 10, 0, 0, 0, 0, 0};
+            LogGPModel placed = model;
+            placed.images_per_node = ppn;
+            logp_from_model(placed, P, &params);
+            INFO("model '", std::string(text), "' ", std::string(coll_kind_name(kind)), " P=", P, " bytes=", bytes,
+                 " ppn=", ppn);
+            const auto fast = predict_algorithms(spec, commutative, placed, params, uint64_t{1} << 20);
+            const auto full = predict_algorithms(spec, commutative, placed, params, uint64_t{1} << 20, false);
+            const Prediction *a = fastest(fast), *b = fastest(full);
+            REQUIRE(a != nullptr);
+            REQUIRE(b != nullptr);
+            CHECK(a->gen == b->gen);
+            CHECK(a->time_ns == b->time_ns);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("generators registered at run time (plug-ins) are candidates like the built-ins") {
   const GeneratorInfo* flat = GeneratorRegistry::instance().find(CollKind::Scatter, "flat");
   REQUIRE(flat != nullptr);

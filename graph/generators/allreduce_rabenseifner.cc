@@ -87,11 +87,18 @@ LocalDag rabenseifner_allreduce(const CollectiveSpec& spec, uint32_t image) {
   return b.finish();
 }
 
+// Partners XOR new ranks, so images agree up to that relabelling when
+// there is no fold (P a power of two) and the halves split evenly.
+RankSymmetry rabenseifner_symmetry(const CollectiveSpec& spec) {
+  const uint64_t elems = spec.nbytes / (spec.elem_size == 0 ? 1 : spec.elem_size);
+  return elems % spec.images == 0 ? xor_symmetric(spec) : RankSymmetry::None;
+}
+
 }  // namespace
 
 CARFLOW_REGISTER_GENERATOR(rabenseifner_allreduce,
                            {CollKind::Allreduce, "rabenseifner", &rabenseifner_allreduce, true, false,
                             "recursive-halving reduce-scatter + recursive-doubling allgather; "
-                            "large vectors"});
+                            "large vectors", 0, &rabenseifner_symmetry});
 
 }  // namespace carflow

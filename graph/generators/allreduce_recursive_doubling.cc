@@ -78,6 +78,7 @@ LocalDag recursive_doubling_allreduce(const CollectiveSpec& spec, uint32_t image
 CARFLOW_REGISTER_GENERATOR(recursive_doubling_allreduce,
                            {CollKind::Allreduce, "recursive_doubling",
                             &recursive_doubling_allreduce, true, false,
-                            "log2 P rounds exchanging whole vectors; small messages"});
+                            "log2 P rounds exchanging whole vectors; small messages", 0,
+                            &xor_symmetric});
 
 }  // namespace carflow

@@ -45,10 +45,17 @@ LocalDag ring_allreduce(const CollectiveSpec& spec, uint32_t image) {
   return b.finish();
 }
 
+// Image r handles block r - k in step k: images agree up to a shift when
+// every block has the same length.
+RankSymmetry ring_symmetry(const CollectiveSpec& spec) {
+  const uint64_t elems = spec.nbytes / (spec.elem_size == 0 ? 1 : spec.elem_size);
+  return elems % spec.images == 0 ? RankSymmetry::Shift : RankSymmetry::None;
+}
+
 }  // namespace
 
 CARFLOW_REGISTER_GENERATOR(ring_allreduce,
                            {CollKind::Allreduce, "ring", &ring_allreduce, false, false,
-                            "reduce-scatter + allgather around a ring; large vectors"});
+                            "reduce-scatter + allgather around a ring; large vectors", 0, &ring_symmetry});
 
 }  // namespace carflow

@@ -24,6 +24,6 @@ LocalDag direct_barrier(const CollectiveSpec& spec, uint32_t image) {
 CARFLOW_REGISTER_GENERATOR(direct_barrier,
                            {CollKind::Barrier, "direct", &direct_barrier, true, false,
                             "every image signals every other on entry; one round of P(P-1) "
-                            "zero-byte messages"});
+                            "zero-byte messages", 0, &shift_symmetric});
 
 }  // namespace carflow

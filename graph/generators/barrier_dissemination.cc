@@ -31,6 +31,6 @@ LocalDag dissemination_barrier(const CollectiveSpec& spec, uint32_t image) {
 
 CARFLOW_REGISTER_GENERATOR(dissemination_barrier,
                            {CollKind::Barrier, "dissemination", &dissemination_barrier, true,
-                            false, "ceil(log2 P) rounds of zero-byte messages"});
+                            false, "ceil(log2 P) rounds of zero-byte messages", 0, &shift_symmetric});
 
 }  // namespace carflow

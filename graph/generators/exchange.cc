@@ -202,14 +202,15 @@ LocalDag bruck_exchange(const CollectiveSpec& spec, uint32_t image) {
 
 CARFLOW_REGISTER_GENERATOR(pairwise_exchange,
                            {CollKind::Exchange, "pairwise", &pairwise_exchange, true, false,
-                            "P-1 steps to (p+k) mod P, all in flight; P(P-1) messages"});
+                            "P-1 steps to (p+k) mod P, all in flight; P(P-1) messages", 0,
+                            &shift_symmetric});
 CARFLOW_REGISTER_GENERATOR(
     windowed_exchange, {CollKind::Exchange, "windowed", &windowed_exchange, true, false,
                         "pairwise order, at most spec.window (8) messages in flight per image",
-                        kUsesWindow});
+                        kUsesWindow, &shift_symmetric});
 CARFLOW_REGISTER_GENERATOR(
     bruck_exchange,
     {CollKind::Exchange, "bruck", &bruck_exchange, true, false,
-     "Bruck index algorithm: ceil(log2 P) packed messages per image; small blocks"});
+     "Bruck index algorithm: ceil(log2 P) packed messages per image; small blocks", 0, &shift_symmetric});
 
 }  // namespace carflow

@@ -204,14 +204,15 @@ LocalDag bruck_gather_all(const CollectiveSpec& spec, uint32_t image) {
 
 CARFLOW_REGISTER_GENERATOR(
     direct_gather_all, {CollKind::GatherAll, "direct", &direct_gather_all, true, false,
-                        "every image sends its block to every other in one step; P(P-1) messages"});
+                        "every image sends its block to every other in one step; P(P-1) messages", 0,
+                        &shift_symmetric});
 CARFLOW_REGISTER_GENERATOR(ring_gather_all,
                            {CollKind::GatherAll, "ring", &ring_gather_all, true, false,
-                            "P-1 forwarding steps around a ring; large blocks"});
+                            "P-1 forwarding steps around a ring; large blocks", 0, &shift_symmetric});
 CARFLOW_REGISTER_GENERATOR(recursive_doubling_gather_all,
                            {CollKind::GatherAll, "recursive_doubling",
                             &recursive_doubling_gather_all, true, false,
-                            "log2 P rounds exchanging doubling ranges; any P"});
+                            "log2 P rounds exchanging doubling ranges; any P", 0, &xor_symmetric});
 CARFLOW_REGISTER_GENERATOR(
     bruck_gather_all, {CollKind::GatherAll, "bruck", &bruck_gather_all, true, false,
                        "dissemination: ceil(log2 P) messages per image, no surplus; small blocks"});

@@ -232,13 +232,15 @@ LocalDag recursive_halving_reduce_scatter(const CollectiveSpec& spec, uint32_t i
 
 CARFLOW_REGISTER_GENERATOR(ring_reduce_scatter,
                            {CollKind::ReduceScatter, "ring", &ring_reduce_scatter, false, false,
-                            "P-1 steps around a ring; bandwidth-optimal, commutative ops"});
+                            "P-1 steps around a ring; bandwidth-optimal, commutative ops", 0,
+                            &shift_symmetric});
 CARFLOW_REGISTER_GENERATOR(direct_reduce_scatter,
                            {CollKind::ReduceScatter, "direct", &direct_reduce_scatter, true, false,
                             "every block straight to its owner, combined in rank order"});
 CARFLOW_REGISTER_GENERATOR(recursive_halving_reduce_scatter,
                            {CollKind::ReduceScatter, "recursive_halving",
                             &recursive_halving_reduce_scatter, true, false,
-                            "log2 P rounds halving the blocks, distance-doubling partners"});
+                            "log2 P rounds halving the blocks, distance-doubling partners", 0,
+                            &xor_symmetric});
 
 }  // namespace carflow

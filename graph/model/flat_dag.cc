@@ -31,8 +31,14 @@ std::string FlatDag::label(uint32_t c) const {
          car_kind_name(car[c].kind) + ")";
 }
 
+FlatDagBuilder::FlatDagBuilder(uint32_t team_images, RankSymmetry mirror, uint64_t max_cars)
+    : FlatDagBuilder(1, max_cars) {
+  team_ = team_images;
+  mirror_ = mirror;
+}
+
 FlatDagBuilder::FlatDagBuilder(uint32_t images, uint64_t max_cars)
-    : max_cars_(std::min(max_cars, kMaxFlatCars)) {
+    : max_cars_(std::min(max_cars, kMaxFlatCars)), team_(images) {
   dag_.images = images;
   dag_.image_base.reserve(uint64_t{images} + 1);
   dag_.image_base.push_back(0);
@@ -90,9 +96,9 @@ bool FlatDagBuilder::add(const LocalDag& local, std::string* error) {
   for (uint64_t c = 0; c < n; ++c) {
     const Car& car = local.cars[c];
     for (const Dep& d : car.deps) dag_.succ[edges + count[d.car]++] = static_cast<uint32_t>(base + c);
-    if (car.is_message() && (car.peer >= dag_.images || car.peer == image)) {
+    if (car.is_message() && (car.peer >= team_ || car.peer == image)) {
       return fail(error, where() + " CAR " + std::to_string(c) + ": peer " + std::to_string(car.peer) +
-                             " is not another team rank (P = " + std::to_string(dag_.images) + ")");
+                             " is not another team rank (P = " + std::to_string(team_) + ")");
     }
     peer_.push_back(car.peer);
     tag_.push_back(car.tag);
@@ -159,18 +165,26 @@ bool FlatDagBuilder::finish(FlatDag* out, std::string* error) {
   FlatCar end;
   end.succ_begin = static_cast<uint32_t>(dag_.succ.size());
   dag_.car.push_back(end);
+  // Mirrored: image 0 receives every message, each from the image whose
+  // SEND image 0's SEND to `peer` stands for, sigma_peer^-1(0).
+  const bool mirrored = mirror_ != RankSymmetry::None;
+  auto receiver = [&](uint64_t c) { return mirrored ? 0u : peer_[c]; };
+  auto sender = [&](uint32_t c) {
+    if (!mirrored) return dag_.car[c].image;
+    return mirror_ == RankSymmetry::Xor ? peer_[c] : (team_ - peer_[c]) % team_;
+  };
   // SENDs bucketed by receiver (a counting sort), so each receiver's
   // messages pair up in a small sort of their own.
   std::vector<uint32_t> start(uint64_t{P} + 1, 0);
   for (uint64_t c = 0; c < n; ++c) {
-    if (dag_.car[c].kind == CarKind::Send) ++start[peer_[c] + 1];
+    if (dag_.car[c].kind == CarKind::Send) ++start[receiver(c) + 1];
   }
   for (uint32_t j = 0; j < P; ++j) start[j + 1] += start[j];
   std::vector<uint32_t> by_receiver(start[P]);
   {
     std::vector<uint32_t> at(start.begin(), start.end() - 1);
     for (uint64_t c = 0; c < n; ++c) {
-      if (dag_.car[c].kind == CarKind::Send) by_receiver[at[peer_[c]]++] = static_cast<uint32_t>(c);
+      if (dag_.car[c].kind == CarKind::Send) by_receiver[at[receiver(c)]++] = static_cast<uint32_t>(c);
     }
   }
   auto member = [&](uint32_t c) { return any_member_ ? member_[c] : 0u; };
@@ -180,7 +194,7 @@ bool FlatDagBuilder::finish(FlatDag* out, std::string* error) {
     recvs.clear();
     for (uint32_t k = start[j]; k < start[j + 1]; ++k) {
       const uint32_t s = by_receiver[k];
-      sends.push_back({dag_.car[s].image, member(s), tag_[s], s});
+      sends.push_back({sender(s), member(s), tag_[s], s});
     }
     for (uint32_t c = dag_.image_base[j]; c < dag_.image_base[j + 1]; ++c) {
       if (dag_.car[c].kind == CarKind::Recv || dag_.car[c].kind == CarKind::RecvReduce) {
@@ -214,13 +228,14 @@ bool FlatDagBuilder::finish(FlatDag* out, std::string* error) {
 }
 
 bool estimate_flat_cars(const GeneratorInfo& gen, const CollectiveSpec& spec, uint64_t max_cars,
-                        uint64_t* estimate, std::string* error) {
+                        uint64_t* estimate, std::string* error, std::span<const LocalDag> known) {
   const uint32_t P = spec.images;
   if (P == 0) return fail(error, "--images: must be at least 1");
   max_cars = std::min(max_cars, kMaxFlatCars);
   // An all-to-all algorithm shows itself in any image other than the root.
   const uint32_t sample = (spec.root + 1) % P;
-  const uint64_t cars = generate_local(gen, spec, sample).cars.size();
+  const uint64_t cars =
+      sample < known.size() ? known[sample].cars.size() : generate_local(gen, spec, sample).cars.size();
   *estimate = cars * P;
   if (*estimate > max_cars) {
     return fail(error, "--images: " + gen.name + " on " + std::to_string(P) + " images needs about " +
@@ -232,15 +247,23 @@ bool estimate_flat_cars(const GeneratorInfo& gen, const CollectiveSpec& spec, ui
 }
 
 bool build_flat_dag(const GeneratorInfo& gen, const CollectiveSpec& spec, FlatDag* out,
-                    std::string* error, uint64_t max_cars) {
+                    std::string* error, uint64_t max_cars, std::span<const LocalDag> known) {
   uint64_t estimate = 0;
-  if (!estimate_flat_cars(gen, spec, max_cars, &estimate, error)) return false;
+  if (!estimate_flat_cars(gen, spec, max_cars, &estimate, error, known)) return false;
   FlatDagBuilder builder(spec.images, max_cars);
   builder.reserve(estimate);
   for (uint32_t i = 0; i < spec.images; ++i) {
-    if (!builder.add(generate_local(gen, spec, i), error)) return false;
+    const bool ok = i < known.size() ? builder.add(known[i], error) : builder.add(generate_local(gen, spec, i), error);
+    if (!ok) return false;
   }
   return builder.finish(out, error);
+}
+
+bool build_mirrored_flat_dag(const LocalDag& image0, uint32_t images, RankSymmetry symmetry, FlatDag* out,
+                             std::string* error, uint64_t max_cars) {
+  FlatDagBuilder builder(images, symmetry, max_cars);
+  builder.reserve(image0.cars.size());
+  return builder.add(image0, error) && builder.finish(out, error);
 }
 
 bool flat_dag_from_global(const GlobalDag& global, FlatDag* out, std::string* error) {

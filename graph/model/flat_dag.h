@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,12 @@ class FlatDagBuilder {
  public:
   // max_cars: refuse a DAG that grows past it (at most kMaxFlatCars).
   FlatDagBuilder(uint32_t images, uint64_t max_cars = kMaxFlatCars);
+  // One image (image 0) of a team of `team_images` whose DAGs have rank
+  // symmetry `mirror` (registry.h): each receive is matched to the image's
+  // own SEND that stands for its sender's (sender p's SEND to 0 is image
+  // 0's SEND to sigma_p^-1(0)), so the simulator runs image 0's timeline,
+  // which is every image's.
+  FlatDagBuilder(uint32_t team_images, RankSymmetry mirror, uint64_t max_cars = kMaxFlatCars);
   // Room for about `cars` CARs, so the arrays grow without copying.
   void reserve(uint64_t cars);
   // Image dag.image must be the next rank. False with *error when the DAG
@@ -68,6 +75,8 @@ class FlatDagBuilder {
  private:
   FlatDag dag_;
   uint64_t max_cars_;
+  uint32_t team_;  // peers range over [0, team_)
+  RankSymmetry mirror_ = RankSymmetry::None;
   // Kept until finish(): what matching needs.
   HugeVector<uint32_t> peer_, tag_, member_;
   bool any_member_ = false;
@@ -77,13 +86,18 @@ class FlatDagBuilder {
 // The CARs of `spec` as estimated from image (root + 1) mod P (the root
 // may have more, the others alike): false with *error naming --images and
 // the limit when that is above max_cars, so an all-to-all algorithm at a
-// large P is refused before anything is built.
+// large P is refused before anything is built. `known`: images [0,
+// known.size()) already generated, used instead of generating again.
 bool estimate_flat_cars(const GeneratorInfo& gen, const CollectiveSpec& spec, uint64_t max_cars,
-                        uint64_t* estimate, std::string* error);
-// Every image of `spec` from `gen`, one generate_local at a time, after
-// estimate_flat_cars.
+                        uint64_t* estimate, std::string* error, std::span<const LocalDag> known = {});
+// Every image of `spec` from `gen`, one generate_local at a time (those in
+// `known` taken as they are), after estimate_flat_cars.
 bool build_flat_dag(const GeneratorInfo& gen, const CollectiveSpec& spec, FlatDag* out,
-                    std::string* error, uint64_t max_cars = kMaxFlatCars);
+                    std::string* error, uint64_t max_cars = kMaxFlatCars, std::span<const LocalDag> known = {});
+// The one-image FlatDag of a rank-symmetric `spec` (FlatDagBuilder's mirror
+// form) from image 0's DAG.
+bool build_mirrored_flat_dag(const LocalDag& image0, uint32_t images, RankSymmetry symmetry, FlatDag* out,
+                             std::string* error, uint64_t max_cars = kMaxFlatCars);
 // An existing global DAG (tests, plan's files).
 bool flat_dag_from_global(const GlobalDag& dag, FlatDag* out, std::string* error);
 

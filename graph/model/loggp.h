@@ -40,6 +40,7 @@
 // set. K = 0: every image is its own node.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -104,13 +105,19 @@ struct LogGPResult {
   uint64_t message_bytes = 0;
   uint32_t last_image = 0;              // the image whose CAR finished last
   std::vector<PathStep> critical_path;  // first to last
+  // The run stopped at the time limit: a CAR ends after it, so the
+  // collective does too; time_ns is then that CAR's end (a lower bound),
+  // and last_image and critical_path are not set.
+  bool exceeded = false;
 };
 
 // Runs `dag` under `model` (the run's state is kept in dag's CARs, so a
 // DAG is simulated by one caller at a time). False with *error when the
 // DAG cannot complete (a deadlock): the error names the images and the
-// CARs that still wait, and on what.
-bool simulate_loggp(FlatDag& dag, const LogGPModel& model, LogGPResult* result,
-                    std::string* error);
+// CARs that still wait, and on what. `time_limit_ns`: stop as soon as a
+// CAR would end after it (result->exceeded), so a candidate that cannot
+// beat a known time costs only the part of its run up to that time.
+bool simulate_loggp(FlatDag& dag, const LogGPModel& model, LogGPResult* result, std::string* error,
+                    double time_limit_ns = HUGE_VAL);
 
 }  // namespace carflow

@@ -135,7 +135,8 @@ double bytes_less_one(uint64_t s) { return s == 0 ? 0.0 : static_cast<double>(s 
 
 class LogGPSim {
  public:
-  LogGPSim(FlatDag& dag, const LogGPModel& model) : dag_(dag), state_(dag.car), model_(model) {}
+  LogGPSim(FlatDag& dag, const LogGPModel& model, double time_limit_ns)
+      : dag_(dag), state_(dag.car), model_(model), limit_(time_limit_ns) {}
 
   bool run(LogGPResult* result, std::string* error);
 
@@ -189,6 +190,7 @@ class LogGPSim {
   const FlatDag& dag_;
   HugeVector<FlatCar>& state_;
   const LogGPModel& model_;
+  const double limit_;
   HugeVector<ImageState> images_;
   EventQueue queue_;
   uint64_t ran_ = 0;
@@ -307,7 +309,7 @@ bool LogGPSim::run(LogGPResult* result, std::string* error) {
     st.pending = st.deps + (is_receive(st.kind) ? 1 : 0);
     if (st.pending == 0) queue_.push(0.0, c);
   }
-  while (!queue_.empty()) {
+  while (!queue_.empty() && !(last_done_ > limit_)) {
     double t;
     uint64_t key;
     queue_.pop(&t, &key);
@@ -317,6 +319,16 @@ bool LogGPSim::run(LogGPResult* result, std::string* error) {
     } else {
       on_ready(static_cast<uint32_t>(key), t);
     }
+  }
+  if (last_done_ > limit_) {
+    LogGPResult r;
+    r.cars = n;
+    r.messages = dag_.messages;
+    r.message_bytes = dag_.message_bytes;
+    r.time_ns = last_done_;
+    r.exceeded = true;
+    *result = std::move(r);
+    return true;
   }
   if (ran_ != n) {
     *error = deadlock();
@@ -397,9 +409,9 @@ std::string LogGPSim::deadlock() const {
 
 }  // namespace
 
-bool simulate_loggp(FlatDag& dag, const LogGPModel& model, LogGPResult* result,
-                    std::string* error) {
-  LogGPSim sim(dag, model);
+bool simulate_loggp(FlatDag& dag, const LogGPModel& model, LogGPResult* result, std::string* error,
+                    double time_limit_ns) {
+  LogGPSim sim(dag, model, time_limit_ns);
   return sim.run(result, error);
 }
 

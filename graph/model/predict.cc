@@ -67,29 +67,87 @@ struct Candidate {
   Prediction prediction;
   CollectiveSpec spec;
   double bound = 0;
+  std::vector<LocalDag> first;  // images 0 and 1 as the bound built them, for the build
 };
 
-void simulate_candidate(Candidate* c, const LogGPModel& placed, uint64_t max_cars) {
-  Prediction& p = c->prediction;
-  FlatDag dag;
-  p.ok = build_flat_dag(*p.gen, c->spec, &dag, &p.error, max_cars);
-  LogGPResult result;
-  p.ok = p.ok && simulate_loggp(dag, placed, &result, &p.error);
-  p.time_ns = result.time_ns;
-}
-
-}  // namespace
-
-double lower_bound_ns(const GeneratorInfo& gen, const CollectiveSpec& spec, const LogGPModel& model) {
+double bound_of(const std::vector<LocalDag>& images, const LogGPModel& model) {
   const LogGPParams p = cheapest(model);
   double bound = 0;
-  for (uint32_t image = 0; image < std::min<uint32_t>(spec.images, 2); ++image) {
-    const LocalDag dag = generate_local(gen, spec, image);
+  for (const LocalDag& dag : images) {
     if (!dag.error.empty()) return 0;  // the full build reports it
     bound = std::max(bound, image_bound(dag, p));
   }
   // The simulator adds the same terms in another order: leave room for rounding.
   return bound * (1 - 1e-9);
+}
+
+std::vector<LocalDag> first_images(const GeneratorInfo& gen, const CollectiveSpec& spec) {
+  std::vector<LocalDag> out;
+  for (uint32_t image = 0; image < std::min<uint32_t>(spec.images, 2); ++image) {
+    out.push_back(generate_local(gen, spec, image));
+  }
+  return out;
+}
+
+// The parameters every message of a P-image team takes when they are the
+// same for all pairs (no nodes, one image per node, or one node), else
+// nullptr.
+const LogGPParams* uniform_pairs(const LogGPModel& m, uint32_t images) {
+  if (m.images_per_node == 0 || m.images_per_node == 1) return &m.inter;
+  if (m.images_per_node >= images) return &m.intra;
+  const LogGPParams &a = m.inter, &b = m.intra;
+  const bool same = a.L == b.L && a.o == b.o && a.g == b.g && a.G == b.G && a.O == b.O && a.S == b.S;
+  return same ? &m.inter : nullptr;
+}
+
+// A rank-symmetric candidate's time from image 0 alone (registry.h,
+// RankSymmetry): every image starts at 0 and runs image 0's timeline, the
+// messages it receives leaving their senders when its own mirrored SENDs
+// leave it. Exact when every pair costs alike and a message arrives after
+// the instant it is sent (o + L > 0): no two images then touch each other
+// at one instant, so the simulator's tie order is every image's own.
+// False when the shortcut does not apply (or fails; the full run reports why).
+bool simulate_mirrored(Candidate* c, const LogGPModel& placed, uint64_t max_cars, double limit_ns) {
+  const RankSymmetry symmetry = rank_symmetry(*c->prediction.gen, c->spec);
+  const LogGPParams* pairs = uniform_pairs(placed, c->spec.images);
+  if (symmetry == RankSymmetry::None || pairs == nullptr || !(pairs->o + pairs->L > 0)) return false;
+  uint64_t estimate = 0;
+  std::string error;
+  if (!estimate_flat_cars(*c->prediction.gen, c->spec, max_cars, &estimate, &error, c->first)) return false;
+  LogGPModel one;
+  one.inter = *pairs;
+  one.inter.gamma = placed.inter.gamma, one.inter.beta = placed.inter.beta;
+  one.intra = one.inter;
+  FlatDag dag;
+  LogGPResult result;
+  if (!build_mirrored_flat_dag(c->first[0], c->spec.images, symmetry, &dag, &error, max_cars) ||
+      !simulate_loggp(dag, one, &result, &error, limit_ns)) {
+    return false;
+  }
+  c->prediction.ok = !result.exceeded;
+  c->prediction.time_ns = result.time_ns;
+  return true;
+}
+
+// Simulates c, stopping once its time passes limit_ns (error "exceeded").
+void simulate_candidate(Candidate* c, const LogGPModel& placed, uint64_t max_cars, double limit_ns,
+                        bool mirror) {
+  Prediction& p = c->prediction;
+  if (!mirror || !simulate_mirrored(c, placed, max_cars, limit_ns)) {
+    FlatDag dag;
+    p.ok = build_flat_dag(*p.gen, c->spec, &dag, &p.error, max_cars, c->first);
+    LogGPResult result;
+    p.ok = p.ok && simulate_loggp(dag, placed, &result, &p.error, limit_ns);
+    p.time_ns = result.time_ns;
+    if (p.ok && result.exceeded) p.ok = false;
+  }
+  if (!p.ok && p.error.empty()) p.error = "exceeded: over " + std::to_string(limit_ns) + " ns, the best so far";
+}
+
+}  // namespace
+
+double lower_bound_ns(const GeneratorInfo& gen, const CollectiveSpec& spec, const LogGPModel& model) {
+  return bound_of(first_images(gen, spec), model);
 }
 
 std::vector<Prediction> predict_algorithms(const CollectiveSpec& base, bool commutative,
@@ -103,33 +161,34 @@ std::vector<Prediction> predict_algorithms(const CollectiveSpec& base, bool comm
     Candidate c;
     c.prediction.gen = gen;
     c.spec = spec_for_generator(*gen, base, params);
-    if (!check_layout(c.spec, &c.prediction.error)) c.bound = -1;  // refused: never simulated
-    if (c.bound == 0 && prune) c.bound = lower_bound_ns(*gen, c.spec, placed);
+    if (!check_layout(c.spec, &c.prediction.error)) c.bound = -1;  // refused: never built
+    if (c.bound == 0 && prune) {
+      c.first = first_images(*gen, c.spec);
+      c.bound = bound_of(c.first, placed);
+    }
     all.push_back(std::move(c));
   }
-  // The most promising first (least bound), then the rest in registry
-  // order, each only when its bound leaves it a chance: strictly below the
-  // best time, or equal to it and registered before the best (which wins
-  // the tie, as fastest() has it).
-  size_t best = all.size();
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (all[i].bound >= 0 && (best == all.size() || all[i].bound < all[best].bound)) best = i;
+  // Least bound first, so the best time so far is tight early; each
+  // candidate runs only while it can still win: strictly below the best
+  // time, or equal to it and registered before the best (which wins the
+  // tie, as fastest() has it).
+  std::vector<size_t> order(all.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (prune) {
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return all[a].bound < all[b].bound; });
   }
-  if (best < all.size()) simulate_candidate(&all[best], placed, max_cars);
-  if (best < all.size() && !all[best].prediction.ok) best = all.size();
-  for (size_t i = 0; i < all.size(); ++i) {
+  size_t best = all.size();
+  for (size_t i : order) {
     Prediction& p = all[i].prediction;
-    if (all[i].bound < 0 || p.ok || !p.error.empty()) continue;  // refused, or simulated already
-    const double best_ns = best < all.size() ? all[best].prediction.time_ns : 0;
+    if (all[i].bound < 0) continue;  // refused
+    const double best_ns = best < all.size() ? all[best].prediction.time_ns : HUGE_VAL;
     if (prune && best < all.size() && (all[i].bound > best_ns || (i > best && all[i].bound >= best_ns))) {
       p.error = "pruned: at least " + std::to_string(all[i].bound) + " ns";
       continue;
     }
-    simulate_candidate(&all[i], placed, max_cars);
-    if (p.ok && (best == all.size() || p.time_ns < all[best].prediction.time_ns ||
-                 (p.time_ns == all[best].prediction.time_ns && i < best))) {
-      best = i;
-    }
+    simulate_candidate(&all[i], placed, max_cars, prune ? best_ns : HUGE_VAL, prune);
+    all[i].first.clear();
+    if (p.ok && (best == all.size() || p.time_ns < best_ns || (p.time_ns == best_ns && i < best))) best = i;
   }
   std::vector<Prediction> out;
   for (Candidate& c : all) out.push_back(std::move(c.prediction));
