@@ -48,6 +48,9 @@ class DagBuilder {
   CarId join(Deps deps = {});
   // A new temporary slot of `bytes`; returns its index.
   uint32_t temp_slot(uint64_t bytes);
+  // Room for `cars` CARs (the exit JOIN included), so a generator that
+  // knows its count builds without regrowing (a move of every CAR each time).
+  void reserve(size_t cars) { dag_.cars.reserve(cars); }
 
   // Adds the exit JOIN and returns the finished DAG (the builder is spent).
   LocalDag finish();

@@ -60,6 +60,8 @@ class GenBuilder {
   CarId join(const CarId* deps, size_t ndeps);
   // A temp slot of `bytes`: its index, or UINT32_MAX on a failed DAG.
   uint32_t temp(uint64_t bytes);
+  // Room for `cars` CARs (DagBuilder::reserve).
+  void reserve(size_t cars) { builder_.reserve(cars); }
 
   // The same with the deps in a list or vector.
   CarId send(uint32_t peer, BufferRef src, DepList deps = {}) { return send(peer, src, deps.begin(), deps.size()); }

@@ -19,6 +19,7 @@ LocalDag direct_allreduce(const CollectiveSpec& spec, uint32_t image) {
   const uint32_t P = spec.images;
   const uint64_t n = spec.nbytes;
   DagBuilder b(image, n, n);
+  b.reserve(3 * size_t{P} + 1);
   for (uint32_t peer = 0; peer < P; ++peer) {
     if (peer != image) b.send(peer, 0, user_src(0, n));
   }

@@ -19,6 +19,7 @@ LocalDag ring_allreduce(const CollectiveSpec& spec, uint32_t image) {
   const uint32_t P = spec.images;
   const uint64_t n = spec.nbytes;
   DagBuilder b(image, n, n);
+  b.reserve(4 * size_t{P});
   CarId init = b.copy(user_dst(0, n), user_src(0, n));
   if (P == 1) return b.finish();
   const auto blocks = split_blocks(n, P, spec.elem_size);

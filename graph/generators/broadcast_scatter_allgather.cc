@@ -48,6 +48,7 @@ LocalDag scatter_allgather_broadcast(const CollectiveSpec& spec, uint32_t image)
   auto real = [&](uint32_t v) { return patterns::real_rank(v, spec.root, P); };
   const PieceRanges ranges{split_blocks(n, P, 1)};
   DagBuilder b(image, is_root ? n : 0, n);
+  b.reserve(2 * size_t{P} + 2 * patterns::ceil_log2(P) + 3);
   // The root sends from its source, so its COPY runs alongside everything.
   auto data = [&](Segment s) {
     return is_root ? user_src(s.offset, s.length) : user_dst(s.offset, s.length);

@@ -20,6 +20,7 @@ inline LocalDag tree_broadcast(const CollectiveSpec& spec, uint32_t image,
   const bool is_root = image == spec.root;
   GenBuilder b(spec.algorithm, spec, image);
   const auto segments = split_segments(spec.nbytes, segment_bytes, 1);
+  b.reserve(segments.size() * (1 + node.children.size()) + 2);
   if (is_root) b.copy(user_dst(0, spec.nbytes), user_src(0, spec.nbytes));
   for (const Segment& seg : segments) {
     const BufferRef data = is_root ? user_src(seg.offset, seg.length) : user_dst(seg.offset, seg.length);

@@ -51,6 +51,7 @@ LocalDag direct_gather_all(const CollectiveSpec& spec, uint32_t image) {
   const uint32_t P = spec.images;
   const BlockLayout L(spec);
   DagBuilder b = start(L, image);
+  b.reserve(2 * size_t{P} + 1);
   b.copy(dst_block(L, image), own_block(L, image));
   // Posted in the GASNet notes' order; nothing waits for anything.
   for (uint32_t k = 1; k < P; ++k) {
@@ -69,6 +70,7 @@ LocalDag ring_gather_all(const CollectiveSpec& spec, uint32_t image) {
   const uint32_t P = spec.images;
   const BlockLayout L(spec);
   GenBuilder b(spec.algorithm, spec, image);
+  b.reserve(2 * size_t{P} + 1);
   b.copy(dst_block(L, image), own_block(L, image));
   const uint32_t right = (image + 1) % P, left = minus(image, 1, P);
   CarId got = kNoCar;

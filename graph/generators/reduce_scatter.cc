@@ -44,6 +44,7 @@ LocalDag ring_reduce_scatter(const CollectiveSpec& spec, uint32_t image) {
   const uint32_t P = spec.images;
   const BlockLayout L(spec);
   DagBuilder b(image, L.extent(), L.length(image));
+  b.reserve(3 * size_t{P});
   auto block_src = [&](uint32_t c) { return user_src(L.offset(c), L.length(c)); };
   auto block_at = [&](int64_t k) { return static_cast<uint32_t>(((int64_t{image} - k) % P + P) % P); };
   const BufferRef own = user_dst(0, L.length(image));
@@ -78,6 +79,7 @@ LocalDag direct_reduce_scatter(const CollectiveSpec& spec, uint32_t image) {
   const BlockLayout L(spec);
   const uint64_t len = L.length(image);
   DagBuilder b(image, L.extent(), len);
+  b.reserve(3 * size_t{P});
   const BufferRef own = user_dst(0, len);
   const BufferRef mine = user_src(L.offset(image), len);
   if (P == 1) {

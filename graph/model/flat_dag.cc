@@ -132,8 +132,9 @@ std::string key_text(uint32_t sender, uint32_t receiver, const MessageEnd& e) {
 
 bool sort_unique(const FlatDag& dag, uint32_t receiver, std::vector<MessageEnd>* ends,
                  std::string* error) {
-  std::sort(ends->begin(), ends->end(),
-            [](const MessageEnd& a, const MessageEnd& b) { return a.order() < b.order(); });
+  // Ends come in CAR order, which most generators give in tag order too.
+  auto before = [](const MessageEnd& a, const MessageEnd& b) { return a.order() < b.order(); };
+  if (!std::is_sorted(ends->begin(), ends->end(), before)) std::sort(ends->begin(), ends->end(), before);
   for (size_t i = 1; i < ends->size(); ++i) {
     if ((*ends)[i - 1].key() == (*ends)[i].key()) {
       const MessageEnd& e = (*ends)[i];
