@@ -4,16 +4,23 @@
 // explanatory fatal error message if debugging is enabled or if checking for
 // agreement does not require additional communication").
 //
-// Each call gets a digest of 8 one-byte fields (ArgField order, field i in
-// byte i): the kind byte is kind + 1, so a digest is never 0 (0 = none, CF_CHECK
-// off); the others are a CRC-8 of the field's value. The digest rides on
-// every message of the call (MsgOp::digest), so checking costs no extra
-// message; comparing field by field names the argument that differs. A CRC-8
-// misses one disagreement in 256 per field: this is a debugging aid.
+// Each call gets a digest of 8 fields packed in 64 bits (ArgField order,
+// low bits first), wide where a difference is hard to rule out:
+//   kind 5 bits (kind + 1, so a digest is never 0: 0 = none, CF_CHECK off),
+//   root 7, nbytes 8, flags 7, op 7, counts 7, layout 7: a CRC of that width
+//   of the field's value; algorithm 16: a CRC-16 of the generator's name.
+// The digest rides on every message of the call (MsgOp::digest), so checking
+// costs no extra message; comparing field by field names the argument that
+// differs. A CRC of w bits catches every difference within w consecutive
+// bits of a value (small roots and sizes) and misses others 1 time in 2^w:
+// two algorithms (different generators registered, or CF_ALGO_<KIND> set
+// differently) pass 1 time in 65536. A debugging aid.
 //
 // Once an image finds a difference, its later sends carry CF_ERR_MISMATCH and
-// a report (field, the two images) instead of the digest, so the images that
-// hear it fail alike and name the same argument.
+// a report (field, the two images; for the algorithm the XOR of the two
+// names' CRCs, from which either of those images recovers the other's name
+// among its registered generators) instead of the digest, so the images
+// that hear it fail alike and name the same argument.
 #pragma once
 
 #include <cstdint>
@@ -42,11 +49,19 @@ uint64_t combine_digests(uint64_t acc, uint64_t member);
 ArgField first_difference(uint64_t a, uint64_t b);
 
 // A mismatch report: what a failed image sends in place of its digest.
-uint64_t mismatch_report(ArgField field, uint32_t image_a, uint32_t image_b);
+// digest_a and digest_b are the two images' digests (the algorithm's names
+// travel as the XOR of their CRCs).
+uint64_t mismatch_report(ArgField field, uint32_t image_a, uint32_t image_b, uint64_t digest_a = 0,
+                         uint64_t digest_b = 0);
 bool is_mismatch_report(uint64_t value);
-// "CF_CHECK: argument nbytes differs between images: image 3 and image 0
-// passed different values"; "" for a value that is not a report.
-std::string describe_mismatch(uint64_t report);
+// The words of a report as image `self` tells them, `local` the schedule
+// its own call ran: "CF_CHECK: argument nbytes differs between images:
+// image 3 and image 0 passed different values"; for the algorithm, the
+// names this image knows (its own; the other image's when it is one of the
+// two and has that generator registered) and that the registered
+// generators or CF_ALGO_<KIND> / cf_coll_set_algorithm differ between
+// images or processes. "" for a value that is not a report.
+std::string describe_mismatch(uint64_t report, uint32_t self, const Schedule& local);
 
 // A message CAR of a checking instance completed (Engine::on_message_complete):
 // a receive compares the sender's digest with the instance's own, or takes

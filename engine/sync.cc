@@ -25,6 +25,7 @@ namespace carflow {
 
 int Engine::release(ImageContext& img, uint32_t slot) {
   Instance* inst = img.handle_slots[slot];
+  const Schedule& schedule = *inst->schedule;  // cached beyond the release below
   const int status = inst->status.load(std::memory_order_acquire);
   free_handle(img, inst);
   int first = status;
@@ -43,7 +44,7 @@ int Engine::release(ImageContext& img, uint32_t slot) {
   // A collective that failed after this node failed or lost a peer reports
   // that cause, not a consequence (messages of images out of step).
   if (first != 0 && lost_status() != 0) return lost_status();
-  if (first == kErrMismatch) img.mismatch_message = describe_mismatch(report);
+  if (first == kErrMismatch) img.mismatch_message = describe_mismatch(report, img.image, schedule);
   return first;
 }
 

@@ -1,7 +1,8 @@
 // CF_CHECK=1 (tests/BUILD sets it): images check that their single-valued
 // arguments agree (GASNet collectives notes v1.7, "Argument conventions"; engine/arg_check.h).
-// Checked here: a disagreement in each of nbytes, root, flags, op and counts
-// (a v form), and in one member of an aggregate, fails the collective with
+// Checked here: a disagreement in each of nbytes, root, flags, op, counts
+// (a v form) and the algorithm (each image naming its choice), and in one
+// member of an aggregate, fails the collective with
 // CF_ERR_MISMATCH on every image, with cf_last_error naming the argument;
 // no destination buffer is touched; nothing hangs (blocking calls return);
 // the team works afterwards; and agreeing calls still deliver the data a
@@ -140,6 +141,35 @@ TEST_CASE("CF_CHECK: a gather_allv whose counts differ on one image fails everyw
       if (is_odd) counts[0] = 16;
       return cf_coll_gather_allv(CF_TEAM_ALL, dst, src.data(), counts.data(), nullptr, kAllLocal);
     });
+  });
+}
+
+TEST_CASE("CF_CHECK: images that chose different algorithms fail everywhere naming algorithm and their choices") {
+  static std::vector<uint8_t> src = pattern(6, 64);
+  for_each_case([&](uint32_t P, uint32_t odd) {
+    const char* const choice[2] = {"binomial", "flat"};  // the odd image's is flat
+    std::vector<std::string> said(P);
+    expect_mismatch("algorithm", P, odd, [&](cf_image_t me, bool is_odd, uint8_t* dst) {
+      int rc = cf_coll_set_algorithm(CF_KIND_BROADCAST, choice[is_odd]);
+      if (rc == CF_OK) rc = cf_coll_broadcast(CF_TEAM_ALL, dst, 0, src.data(), 64, kAllLocal);
+      said[me] = cf_last_error();
+      cf_coll_set_algorithm(CF_KIND_BROADCAST, nullptr);
+      return rc;
+    });
+    // Every image names its own choice and what to compare; the image that
+    // found the difference first names the other's choice too.
+    size_t both = 0;
+    for (uint32_t me = 0; me < P; ++me) {
+      INFO("P=", P, " odd=", odd, " image ", me, ": ", said[me]);
+      const std::string own = cat("chose '", choice[me == odd], "' for this broadcast");
+      CHECK(contains(said[me], own));
+      CHECK(contains(said[me], "the registered generators (CF_PLUGINS, cf_generator_register) or the "
+                               "CF_ALGO_BROADCAST / cf_coll_set_algorithm choices differ"));
+      both += contains(said[me], "chose 'binomial'") && contains(said[me], "chose 'flat'");
+      CHECK_FALSE(contains(said[me], "not registered"));  // one process: every name is known
+    }
+    INFO("P=", P, " odd=", odd);
+    CHECK(both >= 1);
   });
 }
 

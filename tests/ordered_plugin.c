@@ -139,8 +139,8 @@ static void scan_leader(cf_dag_t *dag, const cf_gen_spec_t *s, const group_t *g,
     cf_car_t *copies = malloc(sizeof(cf_car_t) * (n + 1));
     if (copies == NULL) return;
     for (uint64_t j = 0; j < n; ++j) {
-      copies[j] = cf_dag_copy(dag, elems(CF_SPACE_TEMP, c, j, 1, es), elems(CF_SPACE_TEMP, q, j * g->m + g->m - 1, 1, es),
-                              &scan, 1);
+      const cf_buf_t last = elems(CF_SPACE_TEMP, q, j * g->m + g->m - 1, 1, es);
+      copies[j] = cf_dag_copy(dag, elems(CF_SPACE_TEMP, c, j, 1, es), last, &scan, 1);
     }
     cf_dag_send(dag, g->leader + g->k, elems(CF_SPACE_TEMP, c, 0, n, es), copies, n);
     free(copies);

@@ -10,8 +10,10 @@
    cf_init fails naming PATH (and REASON) when CF_PLUGINS names a library
    that does not load, lacks cf_plugin_init, or whose cf_plugin_init fails. With
    `disagree` (under cfrun and CF_CHECK=1) only node 0 registers a
-   generator and asks for it: every image must get CF_ERR_MISMATCH naming
-   the algorithm, not hang. With `algo-env before|after|unknown`
+   generator and asks for it, and with `disagree-env` CF_ALGO_BROADCAST
+   differs between nodes: every image must get CF_ERR_MISMATCH naming the
+   algorithm argument, the algorithm it chose, and the registered
+   generators and CF_ALGO_BROADCAST as what differs, not hang. With `algo-env before|after|unknown`
    CF_ALGO_BROADCAST names a flat broadcast the program registers before
    or after cf_init (cf_init must accept it, the first broadcast find it;
    its calls are counted and the data checked on 1 to 5 images), or a name
@@ -230,36 +232,56 @@ static int algo_env(const char *mode, int *argc, char ***argv) {
   return g_failures == 0 && fin == CF_OK ? 0 : 1;
 }
 
+/* Images whose broadcast algorithms differ (arg non-NULL: by CF_ALGO_BROADCAST,
+   set per node before cf_init) get CF_ERR_MISMATCH naming the argument, the
+   algorithm this image chose and what to compare between processes. */
 static void disagree_body(cf_image_t me, void *arg) {
-  char detail[512];
-  (void)arg;
-  const int chose = cf_coll_set_algorithm(CF_KIND_BROADCAST, "only_on_node0");
-  expect((chose == CF_OK) == (cf_mynode() == 0), "only node 0 knows the algorithm", cf_images(), me, cf_last_error());
+  char detail[1024], own[128];
+  if (arg == NULL) {
+    const int chose = cf_coll_set_algorithm(CF_KIND_BROADCAST, "only_on_node0");
+    expect((chose == CF_OK) == (cf_mynode() == 0), "only node 0 knows the algorithm", cf_images(), me,
+           cf_last_error());
+  }
   unsigned char src[8] = {1, 2, 3, 4, 5, 6, 7, 8}, dst[8] = {0};
+  const char *mine = cf_coll_algorithm(CF_KIND_BROADCAST, sizeof src, 1);
+  snprintf(own, sizeof own, "chose '%s' for this broadcast", mine != NULL ? mine : "(none)");
   const int rc = cf_coll_broadcast(CF_TEAM_ALL, dst, 0, src, sizeof src, kFlags);
-  snprintf(detail, sizeof detail, "status %d: %s", rc, cf_last_error());
-  expect(rc == CF_ERR_MISMATCH && strstr(cf_last_error(), "algorithm") != NULL,
-         "images that chose different algorithms get CF_ERR_MISMATCH", cf_images(), me, detail);
+  const char *msg = cf_last_error();
+  snprintf(detail, sizeof detail, "status %d: %s (expected the words \"%s\")", rc, msg, own);
+  expect(rc == CF_ERR_MISMATCH && strstr(msg, "argument algorithm differs between images") != NULL &&
+             strstr(msg, own) != NULL && strstr(msg, "registered generators") != NULL &&
+             strstr(msg, "CF_ALGO_BROADCAST") != NULL,
+         "images that chose different algorithms get CF_ERR_MISMATCH naming their choice", cf_images(), me, detail);
   cf_coll_set_algorithm(CF_KIND_BROADCAST, NULL);
+}
+
+/* disagree: only node 0 registers and asks for only_on_node0.
+   disagree-env: CF_ALGO_BROADCAST is binomial on node 0, flat elsewhere. */
+static int disagree(int by_env, int *argc, char ***argv) {
+  if (by_env) {
+    const char *rank = getenv("CF_RANK");
+    setenv("CF_ALGO_BROADCAST", rank != NULL && atoi(rank) == 0 ? "binomial" : "flat", 1);
+  }
+  if (cf_init(argc, argv) != CF_OK) {
+    printf("FAIL cf_init: %s\n", cf_last_error());
+    return 1;
+  }
+  if (!by_env && cf_mynode() == 0) cf_generator_register(CF_KIND_BROADCAST, "only_on_node0", only_here, NULL, 0, NULL);
+  const char *launched = getenv("CF_IMAGES");
+  if (cf_run_images(launched != NULL ? (cf_image_t)atoi(launched) : 1, NULL, 0, disagree_body,
+                    by_env ? (void *)&by_env : NULL) != CF_OK) {
+    printf("FAIL cf_run_images: %s\n", cf_last_error());
+    g_failures++;
+  }
+  const int fin = cf_finalize();
+  printf("plugin_test: %d checks, %d failures, cf_finalize %d\n", g_checks, g_failures, fin);
+  return g_failures == 0 && fin == CF_OK ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
   cf_set_error_mode(CF_ERRORS_RETURN);
-  if (argc == 2 && strcmp(argv[1], "disagree") == 0) {
-    if (cf_init(&argc, &argv) != CF_OK) {
-      printf("FAIL cf_init: %s\n", cf_last_error());
-      return 1;
-    }
-    if (cf_mynode() == 0) cf_generator_register(CF_KIND_BROADCAST, "only_on_node0", only_here, NULL, 0, NULL);
-    const char *launched = getenv("CF_IMAGES");
-    if (cf_run_images(launched != NULL ? (cf_image_t)atoi(launched) : 1, NULL, 0, disagree_body, NULL) != CF_OK) {
-      printf("FAIL cf_run_images: %s\n", cf_last_error());
-      g_failures++;
-    }
-    const int fin = cf_finalize();
-    printf("plugin_test: %d checks, %d failures, cf_finalize %d\n", g_checks, g_failures, fin);
-    return g_failures == 0 && fin == CF_OK ? 0 : 1;
-  }
+  if (argc == 2 && strcmp(argv[1], "disagree") == 0) return disagree(0, &argc, &argv);
+  if (argc == 2 && strcmp(argv[1], "disagree-env") == 0) return disagree(1, &argc, &argv);
   if (argc == 3 && strcmp(argv[1], "algo-env") == 0) return algo_env(argv[2], &argc, &argv);
   if ((argc == 3 || argc == 4) && strcmp(argv[1], "bad-plugin") == 0) {
     setenv("CF_PLUGINS", argv[2], 1);

@@ -52,10 +52,15 @@
    --images LO:HI` checks the rest, and runs the DAGs on a sequential
    executor against the collective's reference result.
 
-   Images or processes that registered different generators: a call where
-   they chose different algorithms (one has the name, another fell back to
-   the default) is CF_ERR_MISMATCH on every image under CF_CHECK=1, naming
-   the algorithm; without it, such a call may hang.
+   Images or processes that registered different generators, or were
+   given different CF_ALGO_<KIND> or cf_coll_set_algorithm choices: a call
+   where they chose different algorithms (one has the name, another fell
+   back to the default) is CF_ERR_MISMATCH on every image under CF_CHECK=1
+   (a 16-bit checksum of the name: a difference escapes it 1 time in
+   65536). cf_last_error() names the argument, two images that differ, the
+   algorithm this image chose and, on those two images, the name the other
+   chose if this process has a generator of that name; without CF_CHECK
+   such a call may hang.
 
    Thread safety: cf_generator_register may be called from any thread,
    before or after cf_init, but before the first collective of that kind
@@ -111,7 +116,9 @@ typedef struct {
   size_t ndispls;
   const uint32_t *perm;    /* permute: P entries, else NULL */
   uint32_t images_per_node; /* team ranks [k*K, (k+1)*K) share a node; 0 = unknown */
-  uint32_t radix;          /* CF_TREE_RADIX, for generators that want a tree radix */
+  uint32_t radix;          /* a tree radix: CF_TREE_RADIX (2..64, default 4) in the engine,
+                              in model-driven selection and in `carflow check`; a
+                              schedule is built and cached per value */
 } cf_gen_spec_t;
 
 /* A SEND of `src` to team rank `peer`, after `deps` (ndeps CARs of this DAG). */
