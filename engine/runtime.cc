@@ -413,11 +413,17 @@ std::unique_ptr<Engine> Runtime::make_engine(const std::vector<uint32_t>& counts
   auto engine = std::make_unique<Engine>(map, config_, ofi_.get(), host_images);
   engine->set_clock_source(liveness_.get());  // freed after the engines
   if (liveness_ != nullptr) engine->on_node_failure([this](const std::string& why) { leave_job(why); });
-  std::lock_guard<std::mutex> lost_lock(lost_mutex_);
-  if (!lost_.empty()) engine->fail_all(kErrPeerLost, lost_);
   attached_.assign(map.local(), false);
   images_.store(map.total(), std::memory_order_release);
   return engine;
+}
+
+// One lock from the check to the store: a loss reported in between would
+// otherwise find no engine to fail and never reach this one.
+void Runtime::install_engine(std::unique_ptr<Engine> engine) {
+  std::lock_guard<std::mutex> lost_lock(lost_mutex_);
+  engine_ = std::move(engine);
+  if (!lost_.empty()) engine_->fail_all(kErrPeerLost, lost_);
 }
 
 int Runtime::begin_run(uint32_t n, std::string* error) {
@@ -431,9 +437,7 @@ int Runtime::begin_run(uint32_t n, std::string* error) {
     *error = "n: " + *error;
     return kErrNoMem;
   }
-  auto engine = make_engine(std::vector<uint32_t>(nodes_, n));
-  std::lock_guard<std::mutex> lost_lock(lost_mutex_);
-  engine_ = std::move(engine);
+  install_engine(make_engine(std::vector<uint32_t>(nodes_, n)));
   running_ = true;
   return kOk;
 }
@@ -470,9 +474,7 @@ int Runtime::attach(const std::vector<uint32_t>& counts, uint32_t my_image,
       *error = "images: " + *error;
       return kErrNoMem;
     }
-    auto engine = make_engine(counts);
-    std::lock_guard<std::mutex> lost_lock(lost_mutex_);
-    engine_ = std::move(engine);
+    install_engine(make_engine(counts));
   }
   const NodeMap& map = engine_->nodes();
   for (uint32_t n = 0; n < counts.size(); ++n) {

@@ -85,6 +85,7 @@ class Runtime {
   void leave_job(const std::string& why);
   static void at_exit();
   std::unique_ptr<Engine> make_engine(const std::vector<uint32_t>& counts);  // under mutex_
+  void install_engine(std::unique_ptr<Engine> engine);                     // under mutex_
 
   std::mutex mutex_;
   static constinit inline std::atomic<bool> initialized_{false};

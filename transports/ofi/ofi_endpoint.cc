@@ -96,6 +96,7 @@ std::unique_ptr<OfiTransport> OfiTransport::open(const std::string& provider, ui
     return nullptr;
   }
   t->peers_.resize(nodes);
+  t->lost_now_ = std::make_unique<std::atomic<int>[]>(nodes);
   for (auto& p : t->peers_) p.credits = options.credits;
   return t;
 }

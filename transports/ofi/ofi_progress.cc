@@ -91,9 +91,10 @@ void OfiTransport::wait(int wake_fd, int timeout_ms) {
 
 void OfiTransport::fail_node(uint32_t n, int status) {
   Actions actions;
+  if (n >= peers_.size()) return;
+  lost_now_[n].store(status, std::memory_order_release);  // ends a send spinning on EAGAIN to it
   {
     std::lock_guard<SpinLock> guard(lock_);
-    if (n >= peers_.size()) return;
     PeerNode& node = peers_[n];
     node.lost = status;
     node_failed_.store(true, std::memory_order_relaxed);

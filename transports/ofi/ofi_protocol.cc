@@ -62,7 +62,7 @@ bool OfiTransport::post_header(PeerNode& node, const Header& h_in, const void* p
     for (;;) {
       const ssize_t ret = fi_tinject(ep_, buf, total, node.addr, kTag);
       if (ret == 0) return true;
-      if (ret != -FI_EAGAIN) return false;
+      if (ret != -FI_EAGAIN || lost_now(node) != 0) return false;
       poll_cq(actions);
     }
   }
@@ -88,13 +88,18 @@ bool OfiTransport::post_header(PeerNode& node, const Header& h_in, const void* p
     const ssize_t ret = fi_tsend(ep_, tx->data.data(), total,
                                  tx->mr != nullptr ? fi_mr_desc(tx->mr) : nullptr, node.addr, kTag, tx);
     if (ret == 0) return true;
-    if (ret != -FI_EAGAIN) {
+    if (ret != -FI_EAGAIN || lost_now(node) != 0) {
       sends_in_flight_--;
       free_tx_.push_back(tx);
       return false;
     }
     poll_cq(actions);
   }
+}
+
+int OfiTransport::failed_send_status(const PeerNode& node) const {
+  const int lost = lost_now(node);
+  return lost != 0 ? lost : kTransport;
 }
 
 // CREDIT, or FIN (cookie: the sender's MsgOp; status: what its SEND completes with).
@@ -124,7 +129,7 @@ void OfiTransport::start_send(MsgOp* op, PeerNode& node, Actions* actions) {
     const bool ok = post_header(node, h, op->buf, op->nbytes, actions);
     (injected ? ofi_stats_.injected : ofi_stats_.eager)++;
     stats_.eager++;
-    actions->complete.emplace_back(op, ok ? 0 : kTransport);
+    actions->complete.emplace_back(op, ok ? 0 : failed_send_status(node));
     return;
   }
   uint64_t key = 0;
@@ -143,7 +148,7 @@ void OfiTransport::start_send(MsgOp* op, PeerNode& node, Actions* actions) {
   if (!post_header(node, h, nullptr, 0, actions)) {
     sends_in_flight_--;
     release_buffer(op->buf, op->nbytes);
-    actions->complete.emplace_back(op, kTransport);
+    actions->complete.emplace_back(op, failed_send_status(node));
   }
 }
 
@@ -339,8 +344,8 @@ void OfiTransport::start_read(MsgOp* op, const Header& h, Actions* actions) {
   for (;;) {
     const ssize_t ret = fi_read(ep_, dst, op->nbytes, desc, node.addr, h.addr, h.rkey, rd);
     if (ret == 0) return;
-    if (ret != -FI_EAGAIN) {
-      actions->deliveries.push_back({op, nullptr, nullptr, nullptr, kTransport, rd});
+    if (ret != -FI_EAGAIN || lost_now(node) != 0) {
+      actions->deliveries.push_back({op, nullptr, nullptr, nullptr, failed_send_status(node), rd});
       return;
     }
     poll_cq(actions);

@@ -232,6 +232,15 @@ class OfiTransport final : public Transport {
   // CF_FAULT: tested once per message sent to another process; the rest is out of line.
   bool fault_armed_ = false;  // set by open()
   std::atomic<bool> node_failed_{false};  // fail_node was called
+  // Per node, its lost status, set by fail_node before it takes lock_: a
+  // send that a gone peer's provider refuses with EAGAIN for ever (its
+  // shared-memory region unlinked) gives up there, lock_ held.
+  std::unique_ptr<std::atomic<int>[]> lost_now_;
+  int lost_now(const PeerNode& node) const {
+    return lost_now_[static_cast<size_t>(&node - peers_.data())].load(std::memory_order_acquire);
+  }
+  // What an operation with a node that the provider refused completes with.
+  int failed_send_status(const PeerNode& node) const;
   std::atomic<uint64_t> fault_sent_{0};
   std::atomic<bool> fault_done_{false};
   void inject_fault();
