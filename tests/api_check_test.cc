@@ -144,25 +144,35 @@ TEST_CASE("CF_CHECK: a gather_allv whose counts differ on one image fails everyw
   });
 }
 
+// The broadcast algorithm each image forces: the odd image's is flat.
+const char* algorithm_of(bool odd) { return odd ? "flat" : "binomial"; }
+
+// expect_mismatch("algorithm") with each image's broadcasts (`call`) under
+// algorithm_of(odd); returns what cf_last_error() said on each image.
+std::vector<std::string> expect_algorithm_mismatch(uint32_t P, uint32_t odd,
+                                                   const std::function<int(uint8_t* dst)>& call) {
+  std::vector<std::string> said(P);
+  expect_mismatch("algorithm", P, odd, [&](cf_image_t me, bool is_odd, uint8_t* dst) {
+    int rc = cf_coll_set_algorithm(CF_KIND_BROADCAST, algorithm_of(is_odd));
+    if (rc == CF_OK) rc = call(dst);
+    said[me] = cf_last_error();
+    cf_coll_set_algorithm(CF_KIND_BROADCAST, nullptr);
+    return rc;
+  });
+  return said;
+}
+
 TEST_CASE("CF_CHECK: images that chose different algorithms fail everywhere naming algorithm and their choices") {
   static std::vector<uint8_t> src = pattern(6, 64);
   for_each_case([&](uint32_t P, uint32_t odd) {
-    const char* const choice[2] = {"binomial", "flat"};  // the odd image's is flat
-    std::vector<std::string> said(P);
-    expect_mismatch("algorithm", P, odd, [&](cf_image_t me, bool is_odd, uint8_t* dst) {
-      int rc = cf_coll_set_algorithm(CF_KIND_BROADCAST, choice[is_odd]);
-      if (rc == CF_OK) rc = cf_coll_broadcast(CF_TEAM_ALL, dst, 0, src.data(), 64, kAllLocal);
-      said[me] = cf_last_error();
-      cf_coll_set_algorithm(CF_KIND_BROADCAST, nullptr);
-      return rc;
-    });
+    const std::vector<std::string> said = expect_algorithm_mismatch(
+        P, odd, [&](uint8_t* dst) { return cf_coll_broadcast(CF_TEAM_ALL, dst, 0, src.data(), 64, kAllLocal); });
     // Every image names its own choice and what to compare; the image that
     // found the difference first names the other's choice too.
     size_t both = 0;
     for (uint32_t me = 0; me < P; ++me) {
       INFO("P=", P, " odd=", odd, " image ", me, ": ", said[me]);
-      const std::string own = cat("chose '", choice[me == odd], "' for this broadcast");
-      CHECK(contains(said[me], own));
+      CHECK(contains(said[me], cat("this image (", me, ") chose '", algorithm_of(me == odd), "' for this broadcast")));
       CHECK(contains(said[me], "the registered generators (CF_PLUGINS, cf_generator_register) or the "
                                "CF_ALGO_BROADCAST / cf_coll_set_algorithm choices differ"));
       both += contains(said[me], "chose 'binomial'") && contains(said[me], "chose 'flat'");
@@ -188,6 +198,23 @@ TEST_CASE("CF_CHECK: an aggregate with one disagreeing member fails everywhere n
       if (h == CF_COLL_INVALID_HANDLE) return -102;
       return cf_coll_wait_sync(h);
     });
+  });
+}
+
+TEST_CASE("CF_CHECK: an aggregate whose algorithm differs on one image fails everywhere naming its members' choice") {
+  static std::vector<uint8_t> src = pattern(7, 256);
+  for_each_case([&](uint32_t P, uint32_t odd) {
+    const std::vector<std::string> said = expect_algorithm_mismatch(P, odd, [&](uint8_t* dst) {
+      cf_coll_broadcast_nb(CF_TEAM_ALL, dst, 0, src.data(), 64, kAllLocal | CF_COLL_AGGREGATE);
+      if (cf_last_status() != CF_OK) return cf_last_status();
+      const cf_coll_handle_t h = cf_coll_broadcast_nb(CF_TEAM_ALL, dst + 1024, P - 1, src.data(), 64, kAllLocal);
+      return h == CF_COLL_INVALID_HANDLE ? cf_last_status() : cf_coll_wait_sync(h);
+    });
+    for (uint32_t me = 0; me < P; ++me) {
+      INFO("P=", P, " odd=", odd, " image ", me, ": ", said[me]);
+      CHECK(contains(said[me], cat("for a member of an aggregate: this image (", me, ") chose '",
+                                   algorithm_of(me == odd), "'; the registered generators")));
+    }
   });
 }
 

@@ -19,9 +19,13 @@ echo "$out"
 [ "$status" -eq 0 ] || { echo "disagree: cfrun exited with $status"; exit 1; }
 n=$(grep -c "plugin_test: 4 checks, 0 failures, cf_finalize 0" <<<"$out")
 [ "$n" -eq 2 ] || { echo "disagree: expected 2 clean summaries (4 checks each), found $n"; exit 1; }
+# The image that found the difference first names the other's choice too.
+grep -q "for this broadcast and image [0-9]* chose" <<<"$out" || { echo "disagree: no image named both choices"; exit 1; }
 out=$(CF_CHECK=1 "$1" --timeout 120 -n 2 --images 2 "$2" disagree-env 2>&1)
 status=$?
 echo "$out"
 [ "$status" -eq 0 ] || { echo "disagree-env: cfrun exited with $status"; exit 1; }
 n=$(grep -c "plugin_test: 2 checks, 0 failures, cf_finalize 0" <<<"$out")
 [ "$n" -eq 2 ] || { echo "disagree-env: expected 2 clean summaries (2 checks each), found $n"; exit 1; }
+grep -Eq "chose '(binomial|flat)' for this broadcast and image [0-9]* chose '(binomial|flat)'" <<<"$out" ||
+  { echo "disagree-env: no image named both choices"; exit 1; }

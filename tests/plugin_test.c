@@ -247,6 +247,7 @@ static void disagree_body(cf_image_t me, void *arg) {
   snprintf(own, sizeof own, "chose '%s' for this broadcast", mine != NULL ? mine : "(none)");
   const int rc = cf_coll_broadcast(CF_TEAM_ALL, dst, 0, src, sizeof src, kFlags);
   const char *msg = cf_last_error();
+  printf("disagree: image %u: %s\n", me, msg);
   snprintf(detail, sizeof detail, "status %d: %s (expected the words \"%s\")", rc, msg, own);
   expect(rc == CF_ERR_MISMATCH && strstr(msg, "argument algorithm differs between images") != NULL &&
              strstr(msg, own) != NULL && strstr(msg, "registered generators") != NULL &&
