@@ -2,15 +2,18 @@
 // inproc transport, the schedule cache and instance pool.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
 
+#include "engine/arg_check.h"
 #include "engine/engine.h"
 #include "engine/status.h"
 #include "graph/builder.h"
+#include "graph/registry.h"
 
 namespace carflow {
 namespace {
@@ -363,6 +366,69 @@ TEST_CASE("outstanding handles complete and sync in any order") {
     CHECK(engine.wait_sync(img, handles[0], &error) == kErrBadArg);  // dead after sync
   });
   for (uint32_t i = 0; i < 4; ++i) CHECK(dst[i] == src);
+}
+
+// ---- CF_CHECK's argument digest (engine/arg_check.h) -------------------------
+
+TEST_CASE("CF_CHECK digests tell apart every two algorithms of a kind, and every root below 128 and size below 256") {
+  for (int k = 0; k < kCollKinds; ++k) {
+    CollectiveCall call;
+    call.kind = static_cast<CollKind>(k);
+    const std::vector<const GeneratorInfo*> gens = GeneratorRegistry::instance().list(call.kind);
+    for (size_t i = 0; i < gens.size(); ++i) {
+      for (size_t j = i + 1; j < gens.size(); ++j) {
+        INFO(coll_kind_name(call.kind), ": ", gens[i]->name, " and ", gens[j]->name);
+        const uint64_t a = arg_digest(call, *gens[i]), b = arg_digest(call, *gens[j]);
+        CHECK(a != b);
+        CHECK(first_difference(a, b) == ArgField::Algorithm);
+      }
+    }
+  }
+  const GeneratorInfo* flat = GeneratorRegistry::instance().find(CollKind::Broadcast, "flat");
+  REQUIRE(flat != nullptr);
+  CollectiveCall call;
+  call.kind = CollKind::Broadcast;
+  std::vector<uint64_t> roots, sizes;
+  for (call.root = 0; call.root < 128; ++call.root) roots.push_back(arg_digest(call, *flat));
+  call.root = 0;
+  for (call.nbytes = 0; call.nbytes < 256; ++call.nbytes) sizes.push_back(arg_digest(call, *flat));
+  for (const std::vector<uint64_t>* digests : {&roots, &sizes}) {
+    std::vector<uint64_t> sorted = *digests;
+    std::sort(sorted.begin(), sorted.end());
+    CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
+    for (uint64_t d : sorted) CHECK_FALSE(is_mismatch_report(d));  // a digest is never taken for a report
+  }
+}
+
+TEST_CASE("a CF_CHECK algorithm report names this image's choice, and the other's on the two images it names") {
+  const GeneratorInfo* flat = GeneratorRegistry::instance().find(CollKind::Broadcast, "flat");
+  const GeneratorInfo* binomial = GeneratorRegistry::instance().find(CollKind::Broadcast, "binomial");
+  REQUIRE(flat != nullptr);
+  REQUIRE(binomial != nullptr);
+  CollectiveCall call;
+  call.kind = CollKind::Broadcast;
+  call.nbytes = 8;
+  const uint64_t mine = arg_digest(call, *flat), theirs = arg_digest(call, *binomial);
+  CollectiveSpec spec;
+  spec.kind = CollKind::Broadcast;
+  spec.algorithm = "flat";
+  spec.nbytes = 8;
+  const Schedule schedule(spec, DagBuilder(0, 8, 8).finish());
+  const uint64_t report = mismatch_report(first_difference(theirs, mine), 3, 0, theirs, mine);
+  REQUIRE(is_mismatch_report(report));
+  const std::string head = "CF_CHECK: argument algorithm differs between images: image 3 and image 0 chose "
+                           "different algorithms: ";
+  const std::string tail = "; the registered generators (CF_PLUGINS, cf_generator_register) or the "
+                           "CF_ALGO_BROADCAST / cf_coll_set_algorithm choices differ between images or processes";
+  CHECK(describe_mismatch(report, 0, schedule) ==
+        head + "this image (0) chose 'flat' for this broadcast and image 3 chose 'binomial'" + tail);
+  CHECK(describe_mismatch(report, 7, schedule) == head + "this image (7) chose 'flat' for this broadcast" + tail);
+  // Image numbers past the 20 bits an algorithm report has are named as such.
+  const uint64_t far = mismatch_report(ArgField::Algorithm, 5000000, 0, theirs, mine);
+  CHECK(describe_mismatch(far, 0, schedule).find("an image numbered 1048575 or more and image 0") != std::string::npos);
+  // Other arguments: the two images, 28 bits each.
+  CHECK(describe_mismatch(mismatch_report(ArgField::Root, 200000000, 6), 6, schedule) ==
+        "CF_CHECK: argument root differs between images: image 200000000 and image 6 passed different values");
 }
 
 }  // namespace
