@@ -27,6 +27,8 @@ constexpr uint32_t kCarMask = (1u << kWhyShift) - 1;
 constexpr uint32_t kNoCause = UINT32_MAX;
 constexpr uint32_t kRan = UINT32_MAX;  // pending[c] once c has run
 constexpr uint64_t kDispatch = uint64_t{1} << 32;
+// DAGs below this many CARs take the EventQueue's small form.
+constexpr uint64_t kSmallQueueCars = uint64_t{1} << 16;
 
 // The event queue: pending times in a binary heap, each time's keys in a
 // vector that is sorted (if it is not already) when that time comes up.
@@ -36,9 +38,17 @@ constexpr uint64_t kDispatch = uint64_t{1} << 32;
 // shows the simulator which CARs come next so it can prefetch them. Keys
 // pushed at the current time are merged in through a small heap, so the
 // order is exactly (time, key) even for a zero-cost CAR's successors.
+// `small` (a DAG that fits in cache): no map from a time to its slot; the
+// slots of the last few times pushed are remembered, a push to any other
+// time opens a slot of its own, and the slots of one time are merged when
+// it comes up. Hashing each new time (and allocating its map node) cost
+// more than the heap entries a small DAG's interleaved times add.
 class EventQueue {
  public:
-  bool empty() const { return pos_ == run_.size() && now_heap_.empty() && times_.empty(); }
+  explicit EventQueue(bool small) : small_(small) {}
+  bool empty() const {
+    return pos_ == run_.size() && now_heap_.empty() && times_.empty() && small_times_.empty();
+  }
   void push(double t, uint64_t key) {
     if (started_ && t == now_) {
       now_heap_.push_back(key);
@@ -47,6 +57,10 @@ class EventQueue {
     }
     uint64_t bits;
     std::memcpy(&bits, &t, sizeof bits);
+    if (small_) {
+      slots_[small_slot(t, bits)].push_back(key);
+      return;
+    }
     if (bits != cached_bits_ || cached_slot_ == kNone) {
       auto [it, added] = slot_of_.try_emplace(bits, 0u);
       if (added) {
@@ -87,6 +101,7 @@ class EventQueue {
     return static_cast<uint32_t>(slots_.size() - 1);
   }
   void next_time() {
+    if (small_) return next_small_time();
     std::pop_heap(times_.begin(), times_.end(), std::greater<double>());
     now_ = times_.back();
     times_.pop_back();
@@ -104,6 +119,49 @@ class EventQueue {
     if (!std::is_sorted(run_.begin(), run_.end())) std::sort(run_.begin(), run_.end());
   }
 
+  // small_: the slot that collects keys at time t (bits: t's bits).
+  uint32_t small_slot(double t, uint64_t bits) {
+    for (int i = 0; i < kRecent; ++i) {
+      if (recent_slot_[i] != kNone && recent_bits_[i] == bits) return recent_slot_[i];
+    }
+    const uint32_t slot = take_slot();
+    small_times_.push_back({t, slot});
+    std::push_heap(small_times_.begin(), small_times_.end(), std::greater<>());
+    recent_bits_[recent_next_] = bits;
+    recent_slot_[recent_next_] = slot;
+    recent_next_ = (recent_next_ + 1) % kRecent;
+    return slot;
+  }
+  // Takes the least time's slots, all of them, as the run.
+  void next_small_time() {
+    run_.clear();
+    pos_ = 0;
+    started_ = true;
+    now_ = small_times_.front().first;
+    while (!small_times_.empty() && small_times_.front().first == now_) {
+      std::pop_heap(small_times_.begin(), small_times_.end(), std::greater<>());
+      const uint32_t slot = small_times_.back().second;
+      small_times_.pop_back();
+      for (int i = 0; i < kRecent; ++i) {
+        if (recent_slot_[i] == slot) recent_slot_[i] = kNone;
+      }
+      if (run_.empty()) {
+        run_.swap(slots_[slot]);
+      } else {
+        run_.insert(run_.end(), slots_[slot].begin(), slots_[slot].end());
+        slots_[slot].clear();
+      }
+      free_.push_back(slot);
+    }
+    if (!std::is_sorted(run_.begin(), run_.end())) std::sort(run_.begin(), run_.end());
+  }
+
+  const bool small_;
+  std::vector<std::pair<double, uint32_t>> small_times_;  // small_: a min-heap of (time, slot)
+  static constexpr int kRecent = 4;
+  uint64_t recent_bits_[kRecent] = {};
+  uint32_t recent_slot_[kRecent] = {kNone, kNone, kNone, kNone};
+  int recent_next_ = 0;
   std::vector<double> times_;  // a min-heap of the times that have keys
   std::unordered_map<uint64_t, uint32_t> slot_of_;  // a time's bits -> its slot
   std::vector<std::vector<uint64_t>> slots_;
@@ -136,7 +194,7 @@ double bytes_less_one(uint64_t s) { return s == 0 ? 0.0 : static_cast<double>(s 
 class LogGPSim {
  public:
   LogGPSim(FlatDag& dag, const LogGPModel& model, double time_limit_ns)
-      : dag_(dag), state_(dag.car), model_(model), limit_(time_limit_ns) {}
+      : dag_(dag), state_(dag.car), model_(model), limit_(time_limit_ns), queue_(dag.cars() < kSmallQueueCars) {}
 
   bool run(LogGPResult* result, std::string* error);
 
