@@ -762,6 +762,12 @@ int main(int argc, char **argv) {
   /* A freed communicator's team is gone; the others still work. */
   run_both(dup, "dup after frees");
   MPI_Comm_free(&dup);
+  /* The layer keeps the last communicator's team; dup was it. One made next
+     (Open MPI may hand it dup's handle) of other members gets its own. */
+  MPI_Comm after_free;
+  MPI_Comm_split(MPI_COMM_WORLD, g_world_rank % 2, -g_world_rank, &after_free);
+  run_both(after_free, "split made after freeing the last one used");
+  MPI_Comm_free(&after_free);
   MPI_Comm_free(&shared);
   MPI_Comm_free(&cart);
   MPI_Comm_free(&single);

@@ -19,6 +19,10 @@ int delete_team(MPI_Comm, int, void* value, void*) {
   // After MPI_Finalize began, free_all_teams has freed every team already.
   if (l.finalized) return MPI_SUCCESS;
   auto* attr = static_cast<TeamAttr*>(value);
+  if (l.last_attr == attr) {
+    l.last_comm = MPI_COMM_NULL;
+    l.last_attr = nullptr;
+  }
   cf_team_free(attr->second);
   cf_team_free(attr->team);
   l.teams.erase(attr);
@@ -32,12 +36,20 @@ bool parent_team(MPI_Comm comm, cf_team_t* team, cf_team_t* second = nullptr) {
     if (second != nullptr) *second = layer().world_second;
     return true;
   }
-  void* value = nullptr;
-  int found = 0;
-  PMPI_Comm_get_attr(comm, layer().keyval, &value, &found);
-  if (!found) return false;
-  *team = static_cast<TeamAttr*>(value)->team;
-  if (second != nullptr) *second = static_cast<TeamAttr*>(value)->second;
+  // The last communicator's team, kept: MPI's attribute lookup (a hash
+  // table) costs more than the rest of the layer's decision. delete_team
+  // forgets it before the handle can name another communicator.
+  Layer& l = layer();
+  if (comm != l.last_comm) {
+    void* value = nullptr;
+    int found = 0;
+    PMPI_Comm_get_attr(comm, l.keyval, &value, &found);
+    if (!found) return false;
+    l.last_comm = comm;
+    l.last_attr = static_cast<TeamAttr*>(value);
+  }
+  *team = l.last_attr->team;
+  if (second != nullptr) *second = l.last_attr->second;
   return true;
 }
 
@@ -78,6 +90,8 @@ void free_all_teams() {
     delete attr;
   }
   l.teams.clear();
+  l.last_comm = MPI_COMM_NULL;
+  l.last_attr = nullptr;
   if (l.world_second != CF_TEAM_NULL) cf_team_free(l.world_second);
   l.world_second = CF_TEAM_NULL;
 }

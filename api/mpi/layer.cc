@@ -108,11 +108,6 @@ bool foreign_mpi() {
   return foreign;
 }
 
-Layer& layer() {
-  static Layer the_layer;
-  return the_layer;
-}
-
 const char* coll_name(Coll c) {
   static const char* const names[] = {
       "MPI_Barrier",    "MPI_Bcast",      "MPI_Reduce",    "MPI_Allreduce",
@@ -170,6 +165,7 @@ void start_after_mpi_init() {
     return;
   }
   create_team_keyval();
+  learn_named_types();
   l.image_thread = static_cast<unsigned long>(pthread_self());
   l.active = true;
   if (verbose && l.world_rank == 0) {

@@ -48,6 +48,18 @@ constexpr int kFlags = CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_LOCAL | 
 
 class Call;
 
+// A predefined datatype's layout as MPI gives it, read once when the layer
+// turns on (learn_named_types). Predefined handles live as long as MPI, so
+// the questions every call asks (size, extent, true extent, carflow's type
+// for a reduction) are one table lookup instead of four MPI queries.
+struct NamedType {
+  MPI_Datatype type = MPI_DATATYPE_NULL;  // MPI_DATATYPE_NULL: a free slot
+  int size = 0;
+  MPI_Aint extent = 0, true_lb = 0, true_extent = 0;
+  int reduction_row = -1;  // its row of builtin_func's types (staging.cc), or -1
+};
+constexpr size_t kNamedTypeSlots = 128;  // open addressing by handle, under half full
+
 // A communicator's teams, as the value of its attribute. `second` has the
 // same members and serves only the second step of the nonblocking v forms
 // (vforms.cc), which starts when a wait sees the first one done: carflow
@@ -66,13 +78,20 @@ struct Layer {
   int keyval = MPI_KEYVAL_INVALID;  // the communicator attribute holding a team
   unsigned long image_thread = 0;   // pthread_t of the thread that called MPI_Init
   std::unordered_set<TeamAttr*> teams;  // every live attribute, freed at MPI_Finalize
+  MPI_Comm last_comm = MPI_COMM_NULL;   // the last communicator whose team was looked up,
+  TeamAttr* last_attr = nullptr;        // and its attribute (comms.cc, parent_team)
   std::vector<Call*> pending;  // nonblocking calls whose carflow handle is live, oldest first
+  NamedType named_types[kNamedTypeSlots];  // MPI's predefined datatypes (staging.cc)
   std::vector<cf_team_t> held;  // progress_pending's scratch: second teams whose next step must wait
   cf_team_t world_second = CF_TEAM_NULL;  // MPI_COMM_WORLD's TeamAttr::second
   uint64_t on_carflow[static_cast<int>(Coll::kCount)] = {};
   uint64_t on_pmpi[static_cast<int>(Coll::kCount)][static_cast<int>(Fallback::kCount)] = {};
 };
-Layer& layer();
+// Inline: every call of the layer asks for it several times.
+inline Layer& layer() {
+  static Layer the_layer;
+  return the_layer;
+}
 
 // Whether the program runs another MPI than the Open MPI whose mpi.h the
 // layer is built with (MPICH: handles are integers, not Open MPI's
@@ -127,7 +146,7 @@ bool builtin_func(MPI_Datatype type, MPI_Op op, int* func, size_t* elem_size, Fa
 class Staged {
  public:
   // For reading: the bytes of buf (packed now when needed). align: data's
-  // alignment, copied to a private buffer when the user's is not aligned
+  // alignment, a power of two, copied to a private buffer when the user's is not aligned
   // (carflow refuses misaligned reduction buffers, and on one rank alone a
   // refusal would put the ranks out of step).
   int stage_in(const void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t align = 1);
@@ -151,6 +170,8 @@ class Staged {
 
 // Bytes of count elements of type (MPI_Type_size times count).
 size_t type_bytes(int count, MPI_Datatype type);
+// Fills Layer::named_types; after MPI_Init, before the first call served.
+void learn_named_types();
 
 // An MPI v-form buffer (counts and displacements in elements of type, each
 // rank's own layout: MPI lets displacements differ by rank) as carflow's
@@ -205,7 +226,10 @@ class Call {
   const Coll coll;
   const MPI_Comm comm;
   Staged dst, src;
-  Blocks vdst, vsrc;
+  // The v forms' blocks, made at first use: every other call builds and
+  // tears down its Call without them (bench/mpi_layer_cost times that).
+  Blocks& vdst() { return vblocks().dst; }
+  Blocks& vsrc() { return vblocks().src; }
   std::unique_ptr<char[]> copy;     // a private copy of a source carflow must not overlap
   std::vector<size_t> counts;       // v forms: bytes per block, as every rank knows them
   std::vector<size_t> own_counts;   // v forms: this rank's row of counts, being shared
@@ -219,6 +243,14 @@ class Call {
   int error = MPI_SUCCESS;                 // its outcome, for the request's status
 
  private:
+  struct VBlocks {
+    Blocks dst, src;
+  };
+  VBlocks& vblocks() {
+    if (vblocks_ == nullptr) vblocks_ = std::make_unique<VBlocks>();
+    return *vblocks_;
+  }
+  std::unique_ptr<VBlocks> vblocks_;
   const bool nonblocking_;
 };
 

@@ -73,7 +73,7 @@ int Call::end(int status) {
   if (status != CF_OK) return carflow_failed(comm, coll, status);
   if (!nonblocking_) count_carflow(coll);  // a nonblocking call counted when it started
   const int rc = dst.finish(comm);
-  return rc != MPI_SUCCESS ? rc : vdst.finish(comm);
+  return rc != MPI_SUCCESS || vblocks_ == nullptr ? rc : vblocks_->dst.finish(comm);
 }
 
 int Call::nothing_to_do() {

@@ -1,11 +1,30 @@
 // MPI buffers as carflow's contiguous bytes, and MPI's predefined
 // reductions as carflow's built-in functions.
 #include <cstring>
+#include <span>
 
 #include "api/mpi/layer.h"
 
 namespace carflow::mpi {
 namespace {
+
+// A handle's first slot in Layer::named_types: Fibonacci hashing of its
+// address (handles are pointers to objects of tens of bytes).
+size_t named_slot(MPI_Datatype type) {
+  static_assert(kNamedTypeSlots == 128);
+  return static_cast<size_t>((reinterpret_cast<uintptr_t>(type) >> 3) * 0x9E3779B97F4A7C15ull >> 57);
+}
+
+// The layout of a predefined type, or nullptr (a derived type, or before
+// the layer turned on).
+const NamedType* named_type(MPI_Datatype type) {
+  if (type == MPI_DATATYPE_NULL) return nullptr;
+  const NamedType* slots = layer().named_types;
+  for (size_t i = named_slot(type);; i = (i + 1) % kNamedTypeSlots) {
+    if (slots[i].type == type) return &slots[i];
+    if (slots[i].type == MPI_DATATYPE_NULL) return nullptr;  // the table is under half full
+  }
+}
 
 // Whether type's elements lie in memory in type-map order (so that one run
 // of size bytes is exactly what MPI_Pack would write). Derived types other
@@ -32,17 +51,30 @@ bool in_type_map_order(MPI_Datatype type) {
   return ordered;
 }
 
-// count elements of type form one run of bytes with no holes, in type-map
-// order; *true_lb is its offset from the buffer address.
-bool one_run(int count, MPI_Datatype type, MPI_Aint* true_lb) {
+// What staging asks of a datatype: a predefined one's from the table, any
+// other's from MPI.
+struct Layout {
   int size = 0;
-  MPI_Aint lb = 0, extent = 0, tlb = 0, textent = 0;
-  PMPI_Type_size(type, &size);
-  PMPI_Type_get_extent(type, &lb, &extent);
-  PMPI_Type_get_true_extent(type, &tlb, &textent);
-  if (textent != size || (count > 1 && extent != size)) return false;
-  *true_lb = tlb;
-  return in_type_map_order(type);
+  MPI_Aint extent = 0, true_lb = 0, true_extent = 0;
+  bool named = false;
+};
+
+Layout layout_of(MPI_Datatype type) {
+  if (const NamedType* t = named_type(type)) return {t->size, t->extent, t->true_lb, t->true_extent, true};
+  Layout l;
+  MPI_Aint lb = 0;
+  PMPI_Type_size(type, &l.size);
+  PMPI_Type_get_extent(type, &lb, &l.extent);
+  PMPI_Type_get_true_extent(type, &l.true_lb, &l.true_extent);
+  return l;
+}
+
+// count elements of type (layout l) form one run of bytes with no holes,
+// in type-map order; *true_lb is its offset from the buffer address.
+bool one_run(int count, MPI_Datatype type, const Layout& l, MPI_Aint* true_lb) {
+  if (l.true_extent != l.size || (count > 1 && l.extent != l.size)) return false;
+  *true_lb = l.true_lb;
+  return l.named || in_type_map_order(type);  // a predefined type is its own map
 }
 
 enum class Mode { In, Out, InOut };
@@ -52,17 +84,21 @@ enum class Mode { In, Out, InOut };
 size_t type_bytes(int count, MPI_Datatype type) {
   // An erroneous call is left for PMPI to report on its communicator.
   if (count <= 0 || type == MPI_DATATYPE_NULL) return 0;
-  int size = 0;
-  PMPI_Type_size(type, &size);
+  const NamedType* named = named_type(type);
+  int size = named != nullptr ? named->size : 0;
+  if (named == nullptr) PMPI_Type_size(type, &size);
   return count <= 0 || size <= 0 ? 0 : static_cast<size_t>(count) * static_cast<size_t>(size);
 }
 
 int Staged::stage(void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t align, bool fill) {
-  nbytes = type_bytes(count, type);
+  const Layout layout = layout_of(type);
+  nbytes = count <= 0 || layout.size <= 0 ? 0 : static_cast<size_t>(count) * static_cast<size_t>(layout.size);
   MPI_Aint lb = 0;
-  if (one_run(count, type, &lb)) {
+  if (one_run(count, type, layout, &lb)) {
     char* run = static_cast<char*>(buf) + lb;
-    if (align <= 1 || reinterpret_cast<uintptr_t>(run) % align == 0) {
+    // align is a power of two (carflow's rule): a mask, not a division,
+    // which would cost more than the rest of the staging.
+    if (align <= 1 || (reinterpret_cast<uintptr_t>(run) & (align - 1)) == 0) {
       data = run;
       return MPI_SUCCESS;
     }
@@ -214,7 +250,7 @@ int int_dt(size_t bytes, bool is_signed) {
 // classes; the MINLOC / MAXLOC pairs whose two halves share one type).
 // MPI_SHORT, MPI_LONG_DOUBLE, complex types and mixed pairs
 // (MPI_DOUBLE_INT) have none and stay with PMPI.
-const TypeRow* find_type(MPI_Datatype type) {
+std::span<const TypeRow> reduction_types() {
   static const TypeRow rows[] = {
       {MPI_INT, int_dt(sizeof(int), true), TypeClass::Int},
       {MPI_DOUBLE, CF_DT_DOUBLE, TypeClass::Float},
@@ -249,10 +285,37 @@ const TypeRow* find_type(MPI_Datatype type) {
       {MPI_2REAL, CF_DT_FLOAT, TypeClass::Pair},
       {MPI_2DOUBLE_PRECISION, CF_DT_DOUBLE, TypeClass::Pair},
   };
+  return rows;
+}
+
+const TypeRow* find_type(MPI_Datatype type) {
+  const std::span<const TypeRow> rows = reduction_types();
+  if (const NamedType* named = named_type(type)) {
+    return named->reduction_row < 0 ? nullptr : &rows[named->reduction_row];
+  }
   for (const TypeRow& row : rows) {
     if (row.type == type) return row.dt < 0 ? nullptr : &row;
   }
   return nullptr;
+}
+
+// One predefined type into the table; the first row naming a handle wins,
+// as in find_type's scan.
+void add_named(MPI_Datatype type, int reduction_row) {
+  if (type == MPI_DATATYPE_NULL) return;
+  NamedType* slots = layer().named_types;
+  size_t used = 0;
+  for (size_t i = 0; i < kNamedTypeSlots; ++i) used += slots[i].type != MPI_DATATYPE_NULL;
+  size_t i = named_slot(type);
+  while (slots[i].type != MPI_DATATYPE_NULL && slots[i].type != type) i = (i + 1) % kNamedTypeSlots;
+  if (slots[i].type == type || 2 * (used + 1) > kNamedTypeSlots) return;
+  NamedType& t = slots[i];
+  MPI_Aint lb = 0;
+  PMPI_Type_size(type, &t.size);
+  PMPI_Type_get_extent(type, &lb, &t.extent);
+  PMPI_Type_get_true_extent(type, &t.true_lb, &t.true_extent);
+  t.reduction_row = reduction_row;
+  t.type = type;
 }
 
 // -1: not a predefined op with a carflow function.
@@ -271,6 +334,18 @@ int find_op(MPI_Op op) {
 
 }  // namespace
 
+void learn_named_types() {
+  const std::span<const TypeRow> rows = reduction_types();
+  for (size_t r = 0; r < rows.size(); ++r) add_named(rows[r].type, rows[r].dt < 0 ? -1 : static_cast<int>(r));
+  // The predefined types data movement meets besides those.
+  for (MPI_Datatype type : {MPI_CHAR, MPI_SHORT, MPI_UNSIGNED_SHORT, MPI_INT16_T, MPI_UINT16_T, MPI_WCHAR,
+                            MPI_C_BOOL, MPI_LONG_DOUBLE, MPI_C_FLOAT_COMPLEX, MPI_C_DOUBLE_COMPLEX, MPI_PACKED,
+                            MPI_FLOAT_INT, MPI_DOUBLE_INT, MPI_LONG_INT, MPI_SHORT_INT, MPI_CHARACTER,
+                            MPI_LOGICAL, MPI_COMPLEX, MPI_DOUBLE_COMPLEX}) {
+    add_named(type, -1);
+  }
+}
+
 bool builtin_func(MPI_Datatype type, MPI_Op op, int* func, size_t* elem_size, Fallback* why) {
   const int cf_op = find_op(op);
   if (cf_op < 0) {
@@ -284,7 +359,8 @@ bool builtin_func(MPI_Datatype type, MPI_Op op, int* func, size_t* elem_size, Fa
   const bool loc = cf_op == CF_OP_MINLOC || cf_op == CF_OP_MAXLOC;
   const bool bitwise = cf_op == CF_OP_BAND || cf_op == CF_OP_BOR || cf_op == CF_OP_BXOR;
   // The size check keeps out a Fortran kind that is not the C type assumed.
-  bool ok = row != nullptr && type_bytes(1, type) == (row->cls == TypeClass::Pair ? 2 : 1) * dt_bytes(row->dt);
+  const size_t bytes = type_bytes(1, type);
+  bool ok = row != nullptr && bytes == (row->cls == TypeClass::Pair ? 2 : 1) * dt_bytes(row->dt);
   if (ok && loc) ok = row->cls == TypeClass::Pair;
   if (ok && !loc) ok = row->cls != TypeClass::Pair && (bitwise ? row->cls != TypeClass::Float : row->cls != TypeClass::Byte);
   if (!ok) {
@@ -292,7 +368,7 @@ bool builtin_func(MPI_Datatype type, MPI_Op op, int* func, size_t* elem_size, Fa
     return false;
   }
   *func = CF_BUILTIN(cf_op, row->dt);
-  *elem_size = type_bytes(1, type);
+  *elem_size = bytes;
   return true;
 }
 

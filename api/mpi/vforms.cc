@@ -78,9 +78,9 @@ int allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* 
   return serve(Coll::Allgatherv, comm, request, [&](Call& c) {
     int rc;
     char* mine = own_block(c, sendbuf, sendcount, sendtype, recvbuf, recvcounts[rank], displs[rank], recvtype, &rc);
-    if (rc == MPI_SUCCESS) rc = c.vdst.stage_out(recvbuf, recvcounts, displs, recvtype, size, comm);
+    if (rc == MPI_SUCCESS) rc = c.vdst().stage_out(recvbuf, recvcounts, displs, recvtype, size, comm);
     if (rc != MPI_SUCCESS) return rc;
-    return c.run(cf_coll_gather_allv, cf_coll_gather_allv_nb, team, c.vdst.data, mine, c.vdst.bytes.data(),
+    return c.run(cf_coll_gather_allv, cf_coll_gather_allv_nb, team, c.vdst().data, mine, c.vdst().bytes.data(),
                  nullptr, kFlags);
   });
 }
@@ -106,9 +106,9 @@ int gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* rec
     int rc;
     char* from = own_block(c, sendbuf, sendcount, sendtype, recvbuf, in_place ? recvcounts[root] : 0,
                            in_place ? displs[root] : 0, recvtype, &rc);
-    if (rc == MPI_SUCCESS && rank == root) rc = c.vdst.stage_out(recvbuf, recvcounts, displs, recvtype, size, comm);
+    if (rc == MPI_SUCCESS && rank == root) rc = c.vdst().stage_out(recvbuf, recvcounts, displs, recvtype, size, comm);
     if (rc != MPI_SUCCESS) return rc;
-    return c.run(cf_coll_gatherv, cf_coll_gatherv_nb, t, root, rank == root ? c.vdst.data : nullptr, from,
+    return c.run(cf_coll_gatherv, cf_coll_gatherv_nb, t, root, rank == root ? c.vdst().data : nullptr, from,
                  c.counts.data(), nullptr, kFlags);
   });
 }
@@ -130,7 +130,7 @@ int scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MP
   const bool in_place = recvbuf == MPI_IN_PLACE;
   const size_t mine = in_place ? type_bytes(sendcounts[root], sendtype) : type_bytes(recvcount, recvtype);
   return two_steps(Coll::Scatterv, comm, request, team, second, {mine}, [=](Call& c, cf_team_t t) {
-    int rc = rank == root ? c.vsrc.stage_in(sendbuf, sendcounts, displs, sendtype, size, comm) : MPI_SUCCESS;
+    int rc = rank == root ? c.vsrc().stage_in(sendbuf, sendcounts, displs, sendtype, size, comm) : MPI_SUCCESS;
     char* to = nullptr;
     if (in_place) {
       // The root's block stays where it is; carflow's copy of it is dropped.
@@ -141,7 +141,7 @@ int scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MP
       to = c.dst.data;
     }
     if (rc != MPI_SUCCESS) return rc;
-    return c.run(cf_coll_scatterv, cf_coll_scatterv_nb, t, to, root, rank == root ? c.vsrc.data : nullptr,
+    return c.run(cf_coll_scatterv, cf_coll_scatterv_nb, t, to, root, rank == root ? c.vsrc().data : nullptr,
                  c.counts.data(), nullptr, kFlags);
   });
 }
@@ -166,18 +166,18 @@ int alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], 
     row[j] = in_place ? type_bytes(recvcounts[j], recvtype) : type_bytes(sendcounts[j], sendtype);
   }
   return two_steps(Coll::Alltoallv, comm, request, team, second, std::move(row), [=](Call& c, cf_team_t t) {
-    int rc = in_place ? c.vsrc.stage_in(recvbuf, recvcounts, rdispls, recvtype, size, comm)
-                      : c.vsrc.stage_in(sendbuf, sendcounts, sdispls, sendtype, size, comm);
-    char* from = c.vsrc.data;
+    int rc = in_place ? c.vsrc().stage_in(recvbuf, recvcounts, rdispls, recvtype, size, comm)
+                      : c.vsrc().stage_in(sendbuf, sendcounts, sdispls, sendtype, size, comm);
+    char* from = c.vsrc().data;
     if (in_place && rc == MPI_SUCCESS) {
       // exchangev allows no overlap: send from a copy.
-      c.copy.reset(new char[c.vsrc.nbytes + 1]);
-      std::memcpy(c.copy.get(), c.vsrc.data, c.vsrc.nbytes);
+      c.copy.reset(new char[c.vsrc().nbytes + 1]);
+      std::memcpy(c.copy.get(), c.vsrc().data, c.vsrc().nbytes);
       from = c.copy.get();
     }
-    if (rc == MPI_SUCCESS) rc = c.vdst.stage_out(recvbuf, recvcounts, rdispls, recvtype, size, comm);
+    if (rc == MPI_SUCCESS) rc = c.vdst().stage_out(recvbuf, recvcounts, rdispls, recvtype, size, comm);
     if (rc != MPI_SUCCESS) return rc;
-    return c.run(cf_coll_exchangev, cf_coll_exchangev_nb, t, c.vdst.data, from, c.counts.data(), kFlags);
+    return c.run(cf_coll_exchangev, cf_coll_exchangev_nb, t, c.vdst().data, from, c.counts.data(), kFlags);
   });
 }
 
