@@ -59,6 +59,9 @@ RUN_TIMEOUT_S=300
 # carflow and MPI report the same iters for every step.
 STEP_BUDGET_BYTES=$((64 << 20))
 
+# shellcheck source=bench/mpi_bench_shared.sh
+. "$ROOT/bench/mpi_bench_shared.sh"
+
 fail() { echo "compare_mpi: $*" >&2; exit 1; }
 usage() { echo usage: >&2; sed -n '5,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,2\}//' >&2; exit 2; }
 note() { echo "compare_mpi: $*" >&2; }
@@ -119,38 +122,6 @@ parse_args() {
     [[ ",$ALL_COLLS,mixed," == *",$c,"* ]] ||
       { echo "compare_mpi: --colls: '$c' is not one of $ALL_COLLS,mixed" >&2; exit 2; }
   done
-}
-
-# "8", "4K", "1M", "1G" -> bytes; empty on error.
-size_bytes() {
-  case "$1" in
-    *[kK]) [[ "${1%?}" =~ ^[0-9]+$ ]] && echo $(( ${1%?} << 10 )) ;;
-    *[mM]) [[ "${1%?}" =~ ^[0-9]+$ ]] && echo $(( ${1%?} << 20 )) ;;
-    *[gG]) [[ "${1%?}" =~ ^[0-9]+$ ]] && echo $(( ${1%?} << 30 )) ;;
-    *) [[ "$1" =~ ^[0-9]+$ ]] && echo "$1" ;;
-  esac
-  return 0
-}
-
-# SIZES (8,1K,4M or LO:HI powers of two) -> BYTES, an array of byte counts.
-expand_sizes() {
-  BYTES=()
-  local item lo hi
-  for item in ${SIZES//,/ }; do
-    lo=$(size_bytes "${item%%:*}") hi=$(size_bytes "${item##*:}")
-    if [ -z "$lo" ] || [ -z "$hi" ] || [ "$lo" -lt 1 ] || [ "$lo" -gt "$hi" ] || [ "$hi" -gt $((1 << 30)) ]; then
-      echo "compare_mpi: --sizes: '$item' is not a size (1..1G, suffix K/M/G) or range LO:HI" >&2
-      exit 2
-    fi
-    for ((; lo <= hi; lo *= 2)); do BYTES+=("$lo"); done
-  done
-}
-
-# 8, 1K, 4M: how carflow prints sizes.
-human_bytes() {
-  if [ "$1" -ge $((1 << 20)) ] && [ $(($1 % (1 << 20))) -eq 0 ]; then echo "$(($1 >> 20))M"
-  elif [ "$1" -ge 1024 ] && [ $(($1 % 1024)) -eq 0 ]; then echo "$(($1 >> 10))K"
-  else echo "$1"; fi
 }
 
 # The iteration rule of bench/osu_mpi.c (iters_for), applied to carflow too.
@@ -340,19 +311,7 @@ run_mpi() {
 summarize() {
   mkdir -p "$WORK/plot"
   awk -v impls="${IMPLS[*]}" -v colls="${COLL_LIST[*]}" -v sizes="${BYTES[*]}" \
-      -v plotdir="$WORK/plot" -v fast="$FAST_FLOOR_NS" '
-    function field(line, key,   v) {
-      if (!match(line, "\"" key "\":(\"[^\"]*\"|[^,}]*)")) return ""
-      v = substr(line, RSTART + length(key) + 3, RLENGTH - length(key) - 3)
-      gsub(/"/, "", v)
-      return v
-    }
-    function human(b) {
-      if (b >= 1048576 && b % 1048576 == 0) return (b / 1048576) "M"
-      if (b >= 1024 && b % 1024 == 0) return (b / 1024) "K"
-      return b
-    }
-    function us(x) { return x == "" ? "-" : sprintf(x < 10 ? "%.2f" : x < 1000 ? "%.1f" : "%.0f", x) }
+      -v plotdir="$WORK/plot" -v fast="$FAST_FLOOR_NS" "$JSON_AWK"'
     # Median over the rounds of impl, coll, bytes; "" when it never ran.
     function median(key,   n, i, j, t, v) {
       n = 0
@@ -497,11 +456,8 @@ summarize() {
 # log-log axes (barrier: one bar per implementation), one line per
 # implementation in the same colour on every panel.
 plot() {
-  command -v gnuplot >/dev/null || { note "gnuplot not found: no plot (Debian: apt-get install gnuplot-nox)"; return 0; }
-  local columns=3 rows c b tics=()
-  for b in "${BYTES[@]}"; do tics+=("'$(human_bytes "$b")' $b"); done
-  [ ${#COLL_LIST[@]} -ge 3 ] || columns=${#COLL_LIST[@]}
-  rows=$(( (${#COLL_LIST[@]} + columns - 1) / columns ))
+  plot_grid compare_mpi || return 0
+  local columns=$PLOT_COLUMNS rows=$PLOT_ROWS c tics=("${PLOT_TICS[@]}")
   {
     echo "set terminal pngcairo noenhanced size $((440 * columns)),$((330 * rows)) font ',9'"
     echo "set output '$OUT/compare_mpi.png'"
@@ -563,13 +519,8 @@ describe() {
 
 main() {
   parse_args "$@"
-  expand_sizes
-  mkdir -p "$OUT"
-  OUT="$(cd "$OUT" && pwd)" RAW="$OUT/compare_mpi.jsonl" LOG="$OUT/compare_mpi.log"
-  WORK="$(mktemp -d "${TMPDIR:-/tmp}/compare_mpi.XXXXXX")"
-  trap 'rm -rf "$WORK"' EXIT
-  : >"$RAW"; : >"$LOG"
-  START_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+  expand_sizes compare_mpi
+  start_run compare_mpi compare_mpi
   install_missing
   find_implementations
   find_carflow

@@ -16,6 +16,8 @@
      reduce_vec      MPI_Reduce                 bytes: the whole vector, root 0
      scan            MPI_Scan                   bytes: the whole vector
      reduce_scatter  MPI_Reduce_scatter_block   bytes: one block
+     exscan          MPI_Exscan                 bytes: the whole vector (MPI only:
+                                                carflow's scan with CF_COLL_EXCLUSIVE)
    The sizes mean what they mean to carflow (bench/latency.cc, step_spec):
    per block for the P-block kinds. The reductions sum MPI_FLOAT holding
    small integers, (rank + element) % 61 as carflow's benchmark does, so every
@@ -58,12 +60,12 @@ static const uint64_t kMaxBytes = 1ull << 30; /* per block */
 
 typedef enum {
   BROADCAST, BARRIER, ALLREDUCE, SCATTER, GATHER, GATHER_ALL, EXCHANGE,
-  REDUCE_VEC, SCAN, REDUCE_SCATTER, NUM_COLLS
+  REDUCE_VEC, SCAN, REDUCE_SCATTER, EXSCAN, NUM_COLLS
 } Coll;
 
 static const char *const kCollNames[NUM_COLLS] = {
     "broadcast", "barrier", "allreduce", "scatter", "gather", "gather_all",
-    "exchange", "reduce_vec", "scan", "reduce_scatter"};
+    "exchange", "reduce_vec", "scan", "reduce_scatter", "exscan"};
 
 typedef struct {
   Coll coll;
@@ -195,7 +197,7 @@ static unsigned iters_for(uint64_t bytes, unsigned max_iters) {
 }
 
 static int is_reduction(Coll c) {
-  return c == ALLREDUCE || c == REDUCE_VEC || c == SCAN || c == REDUCE_SCATTER;
+  return c == ALLREDUCE || c == REDUCE_VEC || c == SCAN || c == REDUCE_SCATTER || c == EXSCAN;
 }
 
 /* The value a reduction input holds: element k of rank r's source. */
@@ -264,7 +266,7 @@ static void step_init(Step *s, Coll coll, uint64_t bytes, int rank, int nranks) 
     case GATHER_ALL: s->src_bytes = b; s->dst_bytes = all; break;
     case EXCHANGE: s->src_bytes = all; s->dst_bytes = all; break;
     case REDUCE_SCATTER: s->src_bytes = all; s->dst_bytes = b; break;
-    case ALLREDUCE: case REDUCE_VEC: case SCAN: s->src_bytes = b; s->dst_bytes = b; break;
+    case ALLREDUCE: case REDUCE_VEC: case SCAN: case EXSCAN: s->src_bytes = b; s->dst_bytes = b; break;
     case NUM_COLLS: break;
   }
   s->src = checked_calloc(s->src_bytes);
@@ -303,6 +305,7 @@ static void run_once(const Step *s) {
     case EXCHANGE: rc = MPI_Alltoall(src, n, s->type, dst, n, s->type, MPI_COMM_WORLD); break;
     case REDUCE_VEC: rc = MPI_Reduce(src, dst, n, s->type, MPI_SUM, 0, MPI_COMM_WORLD); break;
     case SCAN: rc = MPI_Scan(src, dst, n, s->type, MPI_SUM, MPI_COMM_WORLD); break;
+    case EXSCAN: rc = MPI_Exscan(src, dst, n, s->type, MPI_SUM, MPI_COMM_WORLD); break;
     case REDUCE_SCATTER:
       rc = MPI_Reduce_scatter_block(src, dst, n, s->type, MPI_SUM, MPI_COMM_WORLD);
       break;
@@ -345,6 +348,11 @@ static int step_verify(const Step *s) {
       return 1;
     case SCAN:
       for (size_t k = 0; k < count; ++k) if (!equals(s, s->dst, k, sum_inputs(0, s->rank, k))) return 0;
+      return 1;
+    case EXSCAN: /* rank 0's result is left as it was: cleared before the check */
+      for (size_t k = 0; k < count; ++k) {
+        if (!equals(s, s->dst, k, s->rank == 0 ? 0 : sum_inputs(0, s->rank - 1, k))) return 0;
+      }
       return 1;
     case REDUCE_SCATTER:
       for (size_t k = 0; k < count; ++k) {
