@@ -16,6 +16,7 @@
 
 #include "tests/shell_run.h"
 
+#include <dirent.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -463,6 +464,18 @@ std::vector<Detection> lost_after(const std::string& output, const std::regex& e
   return out;
 }
 
+// The names in /dev/shm of the shm regions of process `pid` (transports/ofi names them cf_<pid>_<random>).
+std::vector<std::string> shm_regions_of(const std::string& pid) {
+  std::vector<std::string> names;
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return names;
+  while (const dirent* e = ::readdir(dir)) {
+    if (std::string(e->d_name).rfind("cf_" + pid + "_", 0) == 0) names.push_back(e->d_name);
+  }
+  ::closedir(dir);
+  return names;
+}
+
 std::vector<Detection> detections(const std::string& output) {
   return lost_after(output, std::regex(R"(\[1\] event at_ms=(\d+))"), "the loss");
 }
@@ -479,6 +492,10 @@ TEST_CASE("without launcher notices, a killed peer is found by the liveness link
     CHECK(d.message.find("killed by signal") == std::string::npos);  // cfrun said nothing
     CHECK(d.delay_s < kPeerTimeoutS + kDetectMarginS);
   }
+  // The killed process could not close its shm endpoint: cfrun removed its region.
+  std::smatch killed;
+  REQUIRE(std::regex_search(r.output, killed, std::regex(R"(rank 1 \(pid (\d+)\) was killed by signal 9)")));
+  CHECK(shm_regions_of(killed[1].str()).empty());
 }
 
 TEST_CASE("without launcher notices, a peer whose host stops answering (a network cut) is found by keepalives") {

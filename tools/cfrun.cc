@@ -775,16 +775,17 @@ void Launcher::forward_output(Child& c, bool is_err, bool closing) {
   }
 }
 
-// libfabric's shm provider names its region /dev/shm/<pid>:<ep>:<n>; a
-// process that dies without closing its endpoint leaves it behind, and a
-// later process reusing the pid then cannot open one (EBUSY). The launcher
-// knows which pids were its children: it clears theirs once they are gone.
+// A process that dies without closing its libfabric shm endpoint leaves
+// its region in /dev/shm: carflow's are named cf_<pid>_<random>
+// (transports/ofi), libfabric's default <pid>:<ep>:<n>. The launcher knows
+// which pids were its children: it clears theirs once they are gone.
 void remove_shm_regions(pid_t pid) {
   DIR* dir = ::opendir("/dev/shm");
   if (dir == nullptr) return;
-  const std::string prefix = std::to_string(pid) + ":";
+  const std::string ours = "cf_" + std::to_string(pid) + "_", default_name = std::to_string(pid) + ":";
   while (const dirent* e = ::readdir(dir)) {
-    if (std::string_view(e->d_name).starts_with(prefix)) ::unlinkat(::dirfd(dir), e->d_name, 0);
+    const std::string_view name(e->d_name);
+    if (name.starts_with(ours) || name.starts_with(default_name)) ::unlinkat(::dirfd(dir), e->d_name, 0);
   }
   ::closedir(dir);
 }

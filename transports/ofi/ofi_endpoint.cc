@@ -2,8 +2,10 @@
 // the node map and hooks, receive buffers, memory registration, statistics.
 #include "transports/ofi/ofi_transport.h"
 
-
 #include <poll.h>
+#include <sys/random.h>
+#include <unistd.h>
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -15,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -24,6 +27,24 @@
 #include "transports/ofi/ofi_internal.h"
 
 namespace carflow {
+
+namespace {
+
+// The shm provider names its region /dev/shm/<pid>:<ep>:<n> by default; a
+// process killed before it closes its endpoint leaves the region behind,
+// and a later process given the same pid then cannot open its own (EBUSY).
+// A name with 64 random bits never meets a stale one; it keeps the pid so
+// that cfrun can remove a dead child's regions.
+int name_shm_endpoint(fid_ep* ep) {
+  uint64_t random = 0;
+  if (::getrandom(&random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) return -FI_EIO;
+  char name[64];
+  std::snprintf(name, sizeof name, "cf_%ld_%016llx", static_cast<long>(::getpid()),
+                static_cast<unsigned long long>(random));
+  return fi_setname(&ep->fid, name, std::strlen(name) + 1);
+}
+
+}  // namespace
 
 std::unique_ptr<OfiTransport> OfiTransport::open(const std::string& provider, uint32_t node,
                                                  uint32_t nodes, const OfiOptions& options,
@@ -88,6 +109,10 @@ std::unique_ptr<OfiTransport> OfiTransport::open(const std::string& provider, ui
   }
   if ((ret = fi_endpoint(t->domain_, info, &t->ep_, nullptr)) != 0) {
     *error = fi_error("fi_endpoint", ret);
+    return nullptr;
+  }
+  if (provider == "shm" && (ret = name_shm_endpoint(t->ep_)) != 0) {
+    *error = fi_error("naming the shm endpoint", ret);
     return nullptr;
   }
   if ((ret = fi_ep_bind(t->ep_, &t->cq_->fid, FI_TRANSMIT | FI_RECV)) != 0 ||

@@ -93,6 +93,7 @@ void OfiTransport::fail_node(uint32_t n, int status) {
   Actions actions;
   if (n >= peers_.size()) return;
   lost_now_[n].store(status, std::memory_order_release);  // ends a send spinning on EAGAIN to it
+  node_failed_.store(true, std::memory_order_release);     // and stops ring sends to it (send())
   {
     std::lock_guard<SpinLock> guard(lock_);
     PeerNode& node = peers_[n];

@@ -208,6 +208,15 @@ void OfiTransport::send(MsgOp* op) {
   if (fault_armed_) [[unlikely]] inject_fault();
   if (rings_ != nullptr) {
     const uint32_t dst_node = map_.node_of(op->peer);
+    // Nothing goes to a node that is lost, nor from a node that left the
+    // job: its next collective's messages would meet the others' current one.
+    if (node_failed_.load(std::memory_order_acquire)) [[unlikely]] {
+      const int lost = lost_now_[dst_node].load(std::memory_order_acquire);
+      if (lost != 0) {
+        op->on_complete(op, lost);
+        return;
+      }
+    }
     const bool streamed = op->nbytes > HostRings::kMaxBytes;
     if (streamed) {
       // Announced before the RTS goes out, so that its CTS finds it.
