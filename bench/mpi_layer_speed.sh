@@ -100,7 +100,7 @@ prepare() {
   LIB_BUILT=$(date -u -r "$lib" +%Y-%m-%dT%H:%MZ)
   # The code measured: HEAD, and whether the layer's sources differ from it.
   COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')
-  [ -z "$(git -C "$ROOT" status --porcelain -- api/mpi 2>/dev/null)" ] || COMMIT="$COMMIT with api/mpi changed"
+  [ -z "$(git -C "$ROOT" status --porcelain -- 'api/mpi/*.cc' 'api/mpi/*.h' 2>/dev/null)" ] || COMMIT="$COMMIT with api/mpi changed"
   LAUNCHER=(mpirun.openmpi --oversubscribe -np "$NP")
   [ "$(id -u)" != 0 ] || LAUNCHER+=(--allow-run-as-root)
   local v
