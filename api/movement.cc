@@ -168,9 +168,12 @@ void signature_of(const Movement& m, Signature& sig) {
 }
 
 // build_movement's address checks on a memo's call; anything unusual
-// (NULL, an overlap, even a permitted one) takes the checked path.
-inline bool movement_addresses_ok(const CallMemo& memo, const void* src, const void* dst) {
-  return memo.buffers_present(src, dst) && memo.buffers_disjoint(src, dst);
+// (NULL, an overlap) takes the checked path. The one permitted overlap
+// that is common, a broadcast in place (src == dst, as MPI_Bcast has it),
+// stays on the memo path: its schedule is the same as with two buffers.
+inline bool movement_addresses_ok(CollKind kind, const CallMemo& memo, const void* src, const void* dst) {
+  return memo.buffers_present(src, dst) &&
+         (memo.buffers_disjoint(src, dst) || (kind == CollKind::Broadcast && src == dst));
 }
 
 // The entry points' memo path (start_repeated) for a single-address call;
@@ -180,7 +183,7 @@ inline bool movement_addresses_ok(const CallMemo& memo, const void* src, const v
   Signature sig;
   movement_signature(kind, false, team, flags, root, nbytes, sig);
   return start_repeated<kMovementWords>(kind, sig, src, dst, out, [&](ImageContext&, const CallMemo& memo) {
-    return movement_addresses_ok(memo, src, dst);
+    return movement_addresses_ok(kind, memo, src, dst);
   });
 }
 
@@ -191,7 +194,7 @@ inline bool movement_addresses_ok(const CallMemo& memo, const void* src, const v
   Signature sig;
   movement_signature(kind, false, team, flags, root, nbytes, sig);
   return join_repeated_member<kMovementWords>(kind, sig, src, dst, [&](ImageContext&, const CallMemo& memo) {
-    return movement_addresses_ok(memo, src, dst);
+    return movement_addresses_ok(kind, memo, src, dst);
   });
 }
 

@@ -275,6 +275,22 @@ TEST_CASE("in place: an image's own block may be identical to its single block")
   }
 }
 
+TEST_CASE("a broadcast in place (src == dst), repeated: each call moves the root's new bytes") {
+  // From the second call on it takes the repeated-call path, as MPI_Bcast does.
+  const uint32_t P = 5;
+  const uint64_t n = 24;
+  std::vector<int> bad(P, 0);
+  REQUIRE(run_images(P, [&](cf_image_t me) {
+    Bytes buf(n);
+    for (int round = 0; round < 4; ++round) {
+      for (uint64_t k = 0; k < n; ++k) buf[k] = me == 2 ? carflow::reference::pattern(round, k) : 0;
+      bad[me] |= cf_coll_broadcast(CF_TEAM_ALL, buf.data(), 2, buf.data(), n, kAllLocal) != CF_OK;
+      for (uint64_t k = 0; k < n; ++k) bad[me] |= buf[k] != carflow::reference::pattern(round, k);
+    }
+  }) == CF_OK);
+  for (uint32_t i = 0; i < P; ++i) CHECK_MESSAGE(bad[i] == 0, "image ", i);
+}
+
 TEST_CASE("bad arguments are CF_ERR_BAD_ARG naming the argument, and start nothing") {
   const uint32_t P = 3;
   std::vector<std::string> errors(P);
