@@ -7,9 +7,10 @@
  * Prints one line per call, "errors: rank R: CALL: class NAME", so the test
  * compares the runs with and without the layer line by line, then
  * "errors: rank R: N checks, M failures".
- *   mpirun -np P [-x LD_PRELOAD=.../libcarflow_mpi.so] mpi_layer_errors [after-finalize]
- * With after-finalize it calls MPI_Barrier after MPI_Finalize, which Open MPI
- * reports and aborts; the test compares the exit status both ways. */
+ *   mpirun -np P [-x LD_PRELOAD=.../libcarflow_mpi.so] mpi_layer_errors [after-finalize [CALL]]
+ * With after-finalize it calls MPI_Barrier (or CALL: gather, scatter,
+ * reduce_scatter, allgatherv) after MPI_Finalize, which Open MPI reports,
+ * naming that call, and aborts; the test compares both ways. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,8 +98,21 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (argc > 1 && strcmp(argv[1], "after-finalize") == 0) {
+    /* argv[2]: the call (barrier unless named); the layer asks a
+       communicator for rank and size before some, never after MPI_Finalize. */
+    const char* call = argc > 2 ? argv[2] : "barrier";
+    int in[64] = {0}, out[64] = {0}, counts[64], displs[64];
+    for (int i = 0; i < 64; ++i) counts[i] = 1, displs[i] = i;
     MPI_Finalize();
-    return MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS ? 3 : 4;
+    int rc;
+    if (strcmp(call, "gather") == 0) rc = MPI_Gather(in, 1, MPI_INT, out, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    else if (strcmp(call, "scatter") == 0) rc = MPI_Scatter(in, 1, MPI_INT, out, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    else if (strcmp(call, "reduce_scatter") == 0)
+      rc = MPI_Reduce_scatter(in, out, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    else if (strcmp(call, "allgatherv") == 0)
+      rc = MPI_Allgatherv(in, 1, MPI_INT, out, counts, displs, MPI_INT, MPI_COMM_WORLD);
+    else rc = MPI_Barrier(MPI_COMM_WORLD);
+    return rc == MPI_SUCCESS ? 3 : 4;
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm dup;

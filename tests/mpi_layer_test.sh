@@ -74,12 +74,19 @@ for np in 2 3; do
   # After MPI_Finalize: Open MPI's own message and abort, with or without the
   # layer. The first rank to abort may take the others down before they
   # print, so at least one message, and a failed job.
-  for preload in "" "$LIB"; do
-    out=$("${MPIRUN[@]}" -np "$np" -x LD_PRELOAD="$preload" "$WORK/mpi_layer_errors" after-finalize 2>&1)
-    status=$?
-    [ "$status" -ne 0 ] && [ "$status" -ne 124 ] &&
-      [ "$(count "MPI_Barrier() function was called after MPI_FINALIZE")" -ge 1 ] ||
-      fail "errors np=$np after MPI_Finalize (LD_PRELOAD=$preload): exit $status: $out"
+  # Each call's own name, also for the calls the layer checks rank and size
+  # for (at -np 2; one is enough at the others).
+  calls=(barrier:MPI_Barrier)
+  [ "$np" -eq 2 ] && calls+=(gather:MPI_Gather scatter:MPI_Scatter reduce_scatter:MPI_Reduce_scatter
+                             allgatherv:MPI_Allgatherv)
+  for call in "${calls[@]}"; do
+    for preload in "" "$LIB"; do
+      out=$("${MPIRUN[@]}" -np "$np" -x LD_PRELOAD="$preload" "$WORK/mpi_layer_errors" after-finalize "${call%%:*}" 2>&1)
+      status=$?
+      [ "$status" -ne 0 ] && [ "$status" -ne 124 ] &&
+        [ "$(count "${call#*:}() function was called after MPI_FINALIZE")" -ge 1 ] ||
+        fail "errors np=$np after MPI_Finalize, ${call#*:} (LD_PRELOAD=$preload): exit $status: $out"
+    done
   done
 done
 

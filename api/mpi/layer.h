@@ -93,6 +93,19 @@ inline Layer& layer() {
   return the_layer;
 }
 
+// The calling rank and the size of comm, for the checks made before a
+// call is served; 0 and 0 when the layer is not serving (after
+// MPI_Finalize, or stepped aside), where the call then goes to MPI
+// unchanged: asking the communicator first would make MPI's error name
+// MPI_Comm_rank instead of the collective the program called.
+inline void comm_rank_size(MPI_Comm comm, int* rank, int* size) {
+  *rank = 0;
+  *size = 0;
+  if (!layer().active) return;
+  PMPI_Comm_rank(comm, rank);
+  PMPI_Comm_size(comm, size);
+}
+
 // Whether the program runs another MPI than the Open MPI whose mpi.h the
 // layer is built with (MPICH: handles are integers, not Open MPI's
 // pointers). Said once on stderr; then every call goes to that MPI

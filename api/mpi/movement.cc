@@ -20,7 +20,8 @@ bool served(MPI_Comm comm, size_t nbytes, Coll coll, cf_team_t* team, bool valid
 
 bool valid_root(MPI_Comm comm, int root) {
   int size = 0;
-  return comm != MPI_COMM_NULL && PMPI_Comm_size(comm, &size) == MPI_SUCCESS && root >= 0 && root < size;
+  return layer().active && comm != MPI_COMM_NULL && PMPI_Comm_size(comm, &size) == MPI_SUCCESS && root >= 0 &&
+         root < size;
 }
 
 bool valid_buf(int count, MPI_Datatype type) { return count >= 0 && type != MPI_DATATYPE_NULL; }
@@ -68,8 +69,7 @@ int gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recv
            MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
   cf_team_t team;
   int rank = 0, size = 0;
-  PMPI_Comm_rank(comm, &rank);
-  PMPI_Comm_size(comm, &size);
+  comm_rank_size(comm, &rank, &size);
   const size_t block = rank == root ? type_bytes(recvcount, recvtype) : type_bytes(sendcount, sendtype);
   const bool valid = valid_root(comm, root) && valid_own(sendbuf, sendcount, sendtype) &&
                      (rank != root || valid_buf(recvcount, recvtype));
@@ -98,8 +98,7 @@ int scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* rec
             MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
   cf_team_t team;
   int rank = 0, size = 0;
-  PMPI_Comm_rank(comm, &rank);
-  PMPI_Comm_size(comm, &size);
+  comm_rank_size(comm, &rank, &size);
   const size_t block = rank == root ? type_bytes(sendcount, sendtype) : type_bytes(recvcount, recvtype);
   const bool valid = valid_root(comm, root) && valid_own(recvbuf, recvcount, recvtype) &&
                      (rank != root || valid_buf(sendcount, sendtype));

@@ -153,8 +153,7 @@ int reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_
 int reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
                    MPI_Comm comm, MPI_Request* request) {
   int size = 0, rank = 0;
-  PMPI_Comm_size(comm, &size);
-  PMPI_Comm_rank(comm, &rank);
+  comm_rank_size(comm, &rank, &size);
   const long total = std::accumulate(recvcounts, recvcounts + size, 0L);
   Reduction r;
   if (!served(comm, total, type, op, form(Coll::ReduceScatter, request), &r,

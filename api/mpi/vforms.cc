@@ -62,8 +62,7 @@ int two_steps(Coll coll, MPI_Comm comm, MPI_Request* request, cf_team_t team, cf
 int allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
   int size = 0, rank = 0;
-  PMPI_Comm_size(comm, &size);
-  PMPI_Comm_rank(comm, &rank);
+  comm_rank_size(comm, &rank, &size);
   size_t nbytes = 0;
   for (int i = 0; i < size; ++i) nbytes += type_bytes(recvcounts[i], recvtype);
   cf_team_t team;
@@ -89,8 +88,7 @@ int gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* rec
             const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
   cf_team_t team, second;
   int rank = 0, size = 0;
-  PMPI_Comm_rank(comm, &rank);
-  PMPI_Comm_size(comm, &size);
+  comm_rank_size(comm, &rank, &size);
   // The root's counts are read only once the root is known to be valid.
   const bool valid = valid_root(comm, root) && (sendbuf == MPI_IN_PLACE || valid_buf(sendcount, sendtype)) &&
                      (rank != root || valid_counts(recvcounts, size, recvtype));
@@ -117,8 +115,7 @@ int scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MP
              void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
   cf_team_t team, second;
   int rank = 0, size = 0;
-  PMPI_Comm_rank(comm, &rank);
-  PMPI_Comm_size(comm, &size);
+  comm_rank_size(comm, &rank, &size);
   const bool valid = valid_root(comm, root) && (recvbuf == MPI_IN_PLACE || valid_buf(recvcount, recvtype)) &&
                      (rank != root || valid_counts(sendcounts, size, sendtype));
   if (!team_of(comm, &team, form(Coll::Scatterv, request), &second, valid)) {
@@ -150,8 +147,8 @@ int alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], 
               void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
               MPI_Request* request) {
   cf_team_t team, second;
-  int size = 0;
-  PMPI_Comm_size(comm, &size);
+  int rank = 0, size = 0;
+  comm_rank_size(comm, &rank, &size);
   const bool valid = (sendbuf == MPI_IN_PLACE || valid_counts(sendcounts, size, sendtype)) &&
                      valid_counts(recvcounts, size, recvtype);
   if (!team_of(comm, &team, form(Coll::Alltoallv, request), &second, valid)) {
