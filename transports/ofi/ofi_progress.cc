@@ -98,7 +98,6 @@ void OfiTransport::fail_node(uint32_t n, int status) {
     std::lock_guard<SpinLock> guard(lock_);
     PeerNode& node = peers_[n];
     node.lost = status;
-    node_failed_.store(true, std::memory_order_relaxed);
     for (MsgOp* op : node.waiting) actions.complete.emplace_back(op, status);
     node.waiting.clear();
     if (ring_backlog_ != nullptr) {
