@@ -302,6 +302,7 @@ class ImageContext {
   uint8_t fault_nomem = 0;
   std::atomic<uint64_t> schedules_evicted{0};  // dropped to keep CF_SCHEDULE_CACHE_BYTES
   std::atomic<uint64_t> cache_bytes{0};        // held by `cache` after the last miss
+  uint64_t cache_total = 0;  // footprint() of `cache`'s schedules, kept as they come, grow and go
   int trim_hold = 0;  // > 0: schedules looked up and not yet started are held (no trimming)
   const GeneratorInfo* algorithm[kCollKinds] = {};  // per-kind override (cf_coll_set_algorithm)
   Schedule* last_schedule = nullptr;        // one-entry cache in front of `cache`

@@ -172,6 +172,7 @@ Schedule::Schedule(CollectiveSpec spec, LocalDag dag) : spec_(std::move(spec)), 
     c.last = i == exit_;
     if (i != exit_ && (c.deps != 0 || !c.to_exit)) direct_ = false;
   }
+  measure_footprint();
 }
 
 CopySegment::Place Schedule::place(const BufferRef& b, uint32_t member) const {
@@ -206,13 +207,12 @@ Schedule::~Schedule() {
 
 Instance::~Instance() { std::free(temp); }
 
-uint64_t Schedule::footprint() const {
-  uint64_t bytes = sizeof(Schedule) + dag_.cars.size() * sizeof(Car) + cars_.capacity() * sizeof(CompiledCar) +
-                   (successors_.capacity() + roots_.capacity() + counted_.capacity() + dag_ids_.capacity()) * 4 +
-                   segments_.capacity() * sizeof(CopySegment);
-  for (const Car& car : dag_.cars) bytes += car.deps.capacity() * sizeof(Dep);
-  const uint64_t per_instance = sizeof(Instance) + cars_.size() * sizeof(CarState) + temp_bytes_;
-  return bytes + created_ * per_instance;
+void Schedule::measure_footprint() {
+  static_bytes_ = sizeof(Schedule) + dag_.cars.size() * sizeof(Car) + cars_.capacity() * sizeof(CompiledCar) +
+                  (successors_.capacity() + roots_.capacity() + counted_.capacity() + dag_ids_.capacity()) * 4 +
+                  segments_.capacity() * sizeof(CopySegment);
+  for (const Car& car : dag_.cars) static_bytes_ += car.deps.capacity() * sizeof(Dep);
+  instance_bytes_ = sizeof(Instance) + cars_.size() * sizeof(CarState) + temp_bytes_;
 }
 
 Instance* Schedule::new_instance() {
@@ -241,6 +241,7 @@ Instance* Schedule::new_instance() {
     inst->cars[i].op.owner = &inst->cars[i];
   }
   ++created_;
+  if (account_ != nullptr) *account_ += instance_bytes_;
   return inst;
 }
 

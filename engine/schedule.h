@@ -131,7 +131,10 @@ class Schedule {
   uint64_t uses = 0;
   uint32_t in_use = 0;
   bool pinned = false;  // an aggregate member's: merged schedules point to it
-  uint64_t footprint() const;
+  // Bytes held: the arrays and the pooled instances (O(1): the cache sums it per miss).
+  uint64_t footprint() const { return static_bytes_ + created_ * instance_bytes_; }
+  // The cache's running total, grown here as the pool grows (owner thread only).
+  void account_to(uint64_t* total) { account_ = total; }
 
   // Aggregates: the members' own schedules, in call order (empty otherwise).
   std::vector<const Schedule*> parts;
@@ -154,8 +157,11 @@ class Schedule {
   uint64_t temp_bytes_ = 0;
   uint32_t members_ = 1;
   Instance* new_instance();  // acquire's pool growth (out of line)
+  void measure_footprint();
   Instance* free_ = nullptr;
   size_t created_ = 0;
+  uint64_t static_bytes_ = 0, instance_bytes_ = 0;  // footprint(), fixed once compiled
+  uint64_t* account_ = nullptr;
 };
 
 struct Instance {

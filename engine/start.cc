@@ -136,6 +136,8 @@ Schedule* Engine::schedule_for(ImageContext& img, const CollectiveCall& call,
   auto schedule = std::make_unique<Schedule>(spec, std::move(dag));
   Schedule* raw = schedule.get();
   img.cache.emplace(key, std::move(schedule));
+  img.cache_total += raw->footprint();
+  raw->account_to(&img.cache_total);
   if (config_.schedule_cache_bytes != 0) trim_cache(img, raw);
   img.last_key = key;
   img.last_schedule = raw;
@@ -201,8 +203,7 @@ bool Engine::check_plugin(const CollectiveSpec& spec, std::string* error) {
 }
 
 void Engine::trim_cache(ImageContext& img, const Schedule* fresh) {
-  uint64_t total = 0;
-  for (const auto& [key, schedule] : img.cache) total += schedule->footprint();
+  uint64_t total = img.cache_total;
   img.cache_bytes.store(total, std::memory_order_relaxed);
   if (total <= config_.schedule_cache_bytes || img.trim_hold > 0) return;
   // Down to three quarters of the budget, so that a workload just past it
@@ -219,6 +220,7 @@ void Engine::trim_cache(ImageContext& img, const Schedule* fresh) {
     auto it = img.cache.find(key);
     total -= it->second->footprint();
     img.cache.erase(it);
+    img.cache_total = total;
     ++dropped;
   }
   for (auto& [key, schedule] : img.cache) schedule->uses = 0;  // "least used" counts from here
