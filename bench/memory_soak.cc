@@ -1,10 +1,12 @@
 // The long-run memory figure: CALLS collectives of random kinds, sizes
-// (1 B to 64 KiB, uniform) and sync modes on 8 images as threads; the
-// process's resident memory after WARMUP calls and at the end, the
-// schedule cache's hit rate, and what the first call of a size never seen
-// costs against its repeat.
+// (1 B to 64 KiB, uniform) and sync modes on 8 images (threads of one
+// process, or under cfrun -n N --images 8/N, N = 2 or 4, processes of
+// 8/N threads); each process's resident memory after WARMUP calls and at
+// the end, its schedule cache's hit rate, and what the first call of a
+// size never seen costs against its repeat.
 //
 //   memory_soak [CALLS [WARMUP [SEED]]]   (defaults 1000000 100000 1)
+//   cfrun -n 2 --images 4 memory_soak ...
 //
 // Every image draws the same calls from SEED (kind, bytes, root, IN and
 // OUT mode), starts each and waits for it; a failed call is counted and
@@ -41,6 +43,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Run {
   uint64_t calls = 0, warmup = 0, seed = 1;
+  cf_image_t first_image = 0;  // this process's first image: it measures the process
   std::atomic<uint64_t> failures{0};
   uint64_t rss_warm = 0, rss_end = 0, rss_peak_after_warm = 0;
   cf_cache_stats_t cache_warm{}, cache_end{};
@@ -95,7 +98,7 @@ void image_main(cf_image_t me, void* arg) {
     if (!one_call(rng, src.data(), dst.data())) run.failures.fetch_add(1, std::memory_order_relaxed);
     if ((i + 1) % step != 0 && i + 1 != run.warmup) continue;
     cf_coll_barrier(CF_TEAM_ALL, kAll);
-    if (me != 0) continue;
+    if (me != run.first_image) continue;
     const uint64_t rss = resident_bytes();
     cf_cache_stats_t cache{};
     cf_get_cache_stats(&cache);
@@ -109,7 +112,7 @@ void image_main(cf_image_t me, void* arg) {
     std::fflush(stdout);
   }
   cf_coll_barrier(CF_TEAM_ALL, kAll);
-  if (me == 0) {
+  if (me == run.first_image) {
     run.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     run.rss_end = resident_bytes();
     cf_get_cache_stats(&run.cache_end);
@@ -121,7 +124,7 @@ void image_main(cf_image_t me, void* arg) {
     first.push_back(call_us(src.data(), dst.data(), nbytes));
     repeat.push_back(call_us(src.data(), dst.data(), nbytes));
   }
-  if (me == 0) {
+  if (me == run.first_image) {
     std::sort(first.begin(), first.end());
     std::sort(repeat.begin(), repeat.end());
     run.first_us = first[first.size() / 2];
@@ -138,26 +141,33 @@ int main(int argc, char** argv) {
   run.seed = carflow_bench::arg_uint(argc, argv, 3, "SEED", 1, 0, uint64_t{1} << 62);
   if (cf_init(&argc, &argv) != CF_OK) return 2;
   cf_set_error_mode(CF_ERRORS_RETURN);
-  if (cf_run_images(kImages, nullptr, 0, image_main, &run) != CF_OK) {
+  const cf_node_t nodes = cf_nodes();
+  if (kImages % nodes != 0) {
+    std::fprintf(stderr, "memory_soak: %u processes do not divide %u images\n", nodes, kImages);
+    return 2;
+  }
+  const cf_image_t local = kImages / nodes;
+  run.first_image = cf_mynode() * local;
+  if (cf_run_images(local, nullptr, 0, image_main, &run) != CF_OK) {
     std::fprintf(stderr, "memory_soak: %s\n", cf_last_error());
     return 2;
   }
   cf_finalize();
   // Hits: calls whose schedule was in the image's cache (each image makes
   // every call; the checkpoints' barriers are counted too, and hit).
-  const double made = static_cast<double>(run.calls) * kImages;
-  const double after_warm = static_cast<double>(run.calls - run.warmup) * kImages;
+  const double made = static_cast<double>(run.calls) * local;  // the cache is this process's
+  const double after_warm = static_cast<double>(run.calls - run.warmup) * local;
   const double hit = 1 - static_cast<double>(run.cache_end.built) / made;
   const double hit_after_warm =
       after_warm > 0 ? 1 - static_cast<double>(run.cache_end.built - run.cache_warm.built) / after_warm : 0;
   const double growth = static_cast<double>(run.rss_end) - static_cast<double>(run.rss_warm);
-  std::printf("{\"bench\": \"memory_soak\", \"images\": %u, \"calls\": %llu, \"warmup\": %llu, \"seed\": %llu, "
+  std::printf("{\"bench\": \"memory_soak\", \"processes\": %u, \"images\": %u, \"calls\": %llu, \"warmup\": %llu, \"seed\": %llu, "
               "\"failures\": %llu, \"seconds\": %.1f, \"rss_warm_bytes\": %llu, \"rss_end_bytes\": %llu, "
               "\"rss_peak_after_warm_bytes\": %llu, \"rss_growth_bytes\": %.0f, \"cache_built\": %llu, "
               "\"cache_evicted\": %llu, \"cache_bytes\": %llu, \"hit_rate\": %.4f, \"hit_rate_after_warmup\": %.4f, "
               "\"first_call_us\": %.1f, \"repeat_call_us\": %.1f}\n",
-              kImages, (unsigned long long)run.calls, (unsigned long long)run.warmup, (unsigned long long)run.seed,
-              (unsigned long long)run.failures.load(), run.seconds, (unsigned long long)run.rss_warm,
+              nodes, kImages, (unsigned long long)run.calls, (unsigned long long)run.warmup,
+              (unsigned long long)run.seed, (unsigned long long)run.failures.load(), run.seconds, (unsigned long long)run.rss_warm,
               (unsigned long long)run.rss_end, (unsigned long long)run.rss_peak_after_warm, growth,
               (unsigned long long)run.cache_end.built, (unsigned long long)run.cache_end.evicted,
               (unsigned long long)run.cache_end.bytes, hit, hit_after_warm, run.first_us, run.repeat_us);
