@@ -264,6 +264,32 @@ TEST_CASE("images of one node use the intra-node parameters") {
   CHECK(simulate(test_dags::one_message(), m).time_ns == doctest::Approx(2 + 100 + 2));
 }
 
+TEST_CASE("a message takes the parameters of its size's band") {
+  LogGPModel m = model_of({100, 2, 3, 0, 0});
+  const double o = 2;
+  CHECK(simulate(test_dags::one_message(), m).time_ns == doctest::Approx(o + 100 + o));  // 8 bytes
+  LogGPBand band;
+  band.from = 9;  // above the message: the main set still holds
+  band.inter = band.intra = m.inter;
+  band.inter.L = band.intra.L = 7;
+  m.bands.push_back(band);
+  CHECK(simulate(test_dags::one_message(), m).time_ns == doctest::Approx(o + 100 + o));
+  m.bands[0].from = 8;
+  CHECK(simulate(test_dags::one_message(), m).time_ns == doctest::Approx(o + 7 + o));
+  m.bands[0].inter.S = m.bands[0].intra.S = 4;  // the band's eager limit: the handshake too
+  CHECK(simulate(test_dags::one_message(), m).time_ns == doctest::Approx(o + 7 + o + 7 + 2 * o));
+  // A flat broadcast on 1 image is its root's COPY: beta of the copy's band.
+  LogGPModel copies = model_of({1, 1, 1, 0, 0}, 0, 0.5);
+  CHECK(simulate(CollKind::Broadcast, "flat", 1, 4096, copies).time_ns == doctest::Approx(2048));
+  LogGPBand large;
+  large.from = 4096;
+  large.inter = large.intra = copies.inter;
+  large.inter.beta = large.intra.beta = 2;
+  copies.bands.push_back(large);
+  CHECK(simulate(CollKind::Broadcast, "flat", 1, 4095, copies).time_ns == doctest::Approx(4095 * 0.5));
+  CHECK(simulate(CollKind::Broadcast, "flat", 1, 4096, copies).time_ns == doctest::Approx(8192));
+}
+
 TEST_CASE("the critical path runs from time 0 to the collective's time") {
   const LogGPModel m = model_of({6, 2, 4, 0, 0});
   const LogGPResult r = simulate(CollKind::Broadcast, "binomial", 8, 8, m);
@@ -311,6 +337,72 @@ TEST_CASE("an unmatched message is refused naming the CAR") {
   std::string error;
   CHECK_FALSE(flat_dag_from_global(global, &dag, &error));
   CHECK(error == "image 0 CAR 0 (SEND): no receive on image 1 matches (sender 0, receiver 1, tag 3)");
+}
+
+TEST_CASE("images packed in chunks and appended make the FlatDag that adding them one by one makes") {
+  const std::pair<CollKind, const char*> cases[] = {{CollKind::Broadcast, "binomial"},
+                                                    {CollKind::Allreduce, "recursive_doubling"},
+                                                    {CollKind::Gather, "binomial"}};
+  for (const auto& [kind, algorithm] : cases) {
+    for (uint32_t P : {1u, 2u, 13u, 37u}) {
+      CAPTURE(algorithm);
+      CAPTURE(P);
+      CollectiveSpec spec;
+      spec.kind = kind;
+      spec.algorithm = algorithm;
+      spec.images = P;
+      spec.nbytes = 64;
+      const GeneratorInfo* gen = GeneratorRegistry::instance().find(kind, algorithm);
+      FlatDag whole, chunked;
+      std::string error;
+      REQUIRE_MESSAGE(build_flat_dag(*gen, spec, &whole, &error), error);
+      // Chunks of 5 images, and room for one CAR: append must grow the arrays.
+      FlatDagBuilder builder(P);
+      builder.reserve(1);
+      FlatImages chunk;
+      for (uint32_t first = 0; first < P; first += 5) {
+        chunk.restart(first);
+        for (uint32_t i = first; i < std::min(P, first + 5); ++i) {
+          REQUIRE_MESSAGE(chunk.pack(generate_local(*gen, spec, i), P, kMaxFlatCars, &error), error);
+        }
+        REQUIRE_MESSAGE(builder.append(chunk, &error), error);
+      }
+      REQUIRE_MESSAGE(builder.finish(&chunked, &error), error);
+      CHECK(chunked.image_base == whole.image_base);
+      CHECK(std::equal(chunked.succ.begin(), chunked.succ.end(), whole.succ.begin(), whole.succ.end()));
+      REQUIRE(chunked.cars() == whole.cars());
+      for (uint32_t c = 0; c <= whole.cars(); ++c) {
+        CHECK(chunked.car[c].image == whole.car[c].image);
+        CHECK(chunked.car[c].bytes == whole.car[c].bytes);
+        CHECK(chunked.car[c].succ_begin == whole.car[c].succ_begin);
+        CHECK(chunked.car[c].match == whole.car[c].match);
+      }
+      LogGPResult a, b;
+      REQUIRE(simulate_loggp(whole, model_of(kParams[0]), &a, &error));
+      REQUIRE(simulate_loggp(chunked, model_of(kParams[0]), &b, &error));
+      CHECK(a.time_ns == b.time_ns);
+      CHECK(a.messages == b.messages);
+      CHECK(a.critical_path.size() == b.critical_path.size());
+    }
+  }
+}
+
+TEST_CASE("a chunk's refused image is reported after the images packed before it") {
+  FlatImages chunk;
+  chunk.restart(0);
+  std::string error;
+  DagBuilder a(0, 8, 8);
+  a.send(1, 0, user_src(0, 8));
+  REQUIRE(chunk.pack(a.finish(), 2, kMaxFlatCars, &error));
+  DagBuilder b(1, 8, 8);
+  b.recv(7, 0, user_dst(0, 8));
+  CHECK_FALSE(chunk.pack(b.finish(), 2, kMaxFlatCars, &chunk.error));
+  CHECK(chunk.error == "image 1 CAR 0: peer 7 is not another team rank (P = 2)");
+  CHECK(chunk.images() == 1);
+  CHECK(chunk.car.size() == 2);  // image 0's SEND and exit JOIN, nothing of image 1
+  FlatDagBuilder builder(2);
+  CHECK_FALSE(builder.append(chunk, &error));
+  CHECK(error == chunk.error);
 }
 
 TEST_CASE("an all-to-all algorithm is refused before it is built when it would pass the CAR limit") {
@@ -390,7 +482,7 @@ TEST_CASE("model files are JSON objects of the same keys, checked field by field
       {R"({"L": true})", "L: expected a number"},
       {R"({"L": null})", "L: expected a number"},
       {R"({"L": {"a": 1}})", "L: expected a number"},
-      {R"({"intra": {"L": [[1]]}})", "model: nests deeper"},
+      {R"({"intra": {"L": [[[[1]]]]}})", "model: nests deeper"},
       {R"([1, 2])", "model: expected a JSON object"},
       {R"({"L": NaN})", "model: not valid JSON"},
       {R"({"L": 1e999})", "model: not valid JSON"},
@@ -405,6 +497,63 @@ TEST_CASE("model files are JSON objects of the same keys, checked field by field
   }
   CHECK_FALSE(load_model_file("/nonexistent/model.json", &m, &error));
   CHECK(error == "/nonexistent/model.json: cannot open");
+}
+
+TEST_CASE("model files may give bands of sizes: each starts from the one below and changes what it names") {
+  LogGPModel m;
+  std::string error;
+  REQUIRE(parse_model_json(R"({"L": 100, "G": 0.5, "intra": {"L": 10},
+                               "bands": [{"from": 1024, "G": 0.25},
+                                         {"from": 65536, "L": 300, "intra": {"G": 0.125}}]})",
+                           &m, &error));
+  REQUIRE(m.bands.size() == 2);
+  const LogGPBand &low = m.bands[0], &high = m.bands[1];
+  CHECK(low.from == 1024);
+  CHECK(low.inter.L == 100);
+  CHECK(low.inter.G == 0.25);
+  CHECK(low.intra.L == 10);     // not named in the band: the set below's
+  CHECK(low.intra.G == 0.25);   // named as G, not as intra.G: follows G
+  CHECK(high.inter.L == 300);
+  CHECK(high.inter.G == 0.25);
+  CHECK(high.intra.L == 300);
+  CHECK(high.intra.G == 0.125);
+  CHECK(m.for_message(0, 1, 1023).G == 0.5);
+  CHECK(m.for_message(0, 1, 1024).G == 0.25);
+  CHECK(m.for_message(0, 1, 1 << 20).L == 300);
+  CHECK(m.for_local(4096).gamma == m.inter.gamma);
+
+  LogGPModel again;
+  REQUIRE_MESSAGE(parse_model_json(model_to_json(m), &again, &error), error);
+  REQUIRE(again.bands.size() == 2);
+  CHECK(again.bands[1].intra.G == 0.125);
+  CHECK(again.bands[0].intra.G == 0.25);
+  CHECK(model_to_json(again) == model_to_json(m));
+
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"bands": 5})", "bands: expected an array"},
+      {R"({"bands": [5]})", "bands[0]: expected an object"},
+      {R"({"bands": [{"G": 1}]})", "bands[0].from: expected a whole number of bytes in [1, 2^50]"},
+      {R"({"bands": [{"from": 0}]})", "bands[0].from: expected a whole number"},
+      {R"({"bands": [{"from": 1.5}]})", "bands[0].from: expected a whole number"},
+      {R"({"bands": [{"from": -4}]})", "bands[0].from: expected a whole number"},
+      {R"({"bands": [{"from": 2000000000000000}]})", "bands[0].from: expected a whole number"},
+      {R"({"bands": [{"from": 64}, {"from": 64}]})", "bands[1].from: expected a whole number of bytes in [65, 2^50]"},
+      {R"({"bands": [{"from": 64, "X": 1}]})", "bands[0].X: not a model key"},
+      {R"({"bands": [{"from": 64, "L": -1}]})", "bands[0].L: -1 is not a number"},
+      {R"({"bands": [{"from": 64, "bands": []}]})", "bands[0].bands: not a model key"},
+      {R"({"from": 64})", "from: a key of a band"},
+      {R"({"bands": [{"from": 1}, {"from": 2}, {"from": 3}, {"from": 4}, {"from": 5}, {"from": 6}, {"from": 7},
+                     {"from": 8}, {"from": 9}, {"from": 10}, {"from": 11}, {"from": 12}, {"from": 13},
+                     {"from": 14}, {"from": 15}, {"from": 16}, {"from": 17}]})",
+       "bands: more than 16"},
+  };
+  for (const auto& [text, message] : bad) {
+    CAPTURE(text);
+    LogGPModel fresh;
+    CHECK_FALSE(parse_model_json(text, &fresh, &error));
+    CHECK(error.find(message) == 0);
+    CHECK(fresh.bands.empty());
+  }
 }
 
 TEST_CASE("GOAL output of a small DAG") {

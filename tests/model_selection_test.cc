@@ -97,12 +97,18 @@ TEST_CASE("the fast path (bounds, early stops, one-image runs) chooses and predi
   const CollKind kinds[] = {CollKind::Broadcast, CollKind::Barrier,   CollKind::Allreduce,    CollKind::GatherAll,
                             CollKind::Exchange,  CollKind::Scatter,   CollKind::ReduceScatter, CollKind::ReduceVec,
                             CollKind::Scan};
+  // The last: a calibrated model's shape, with bands of sizes (a JSON file).
   const char* const models[] = {"", "L=221,o=144,g=200,G=0.069,gamma=0.05,beta=0.03,S=65536",
-                                "L=20000,o=10,g=10,G=0.01,intra.L=300,intra.G=0.05"};
+                                "L=20000,o=10,g=10,G=0.01,intra.L=300,intra.G=0.05",
+                                R"({"L": 140, "o": 122, "g": 163, "G": 0.26, "S": 8192, "gamma": 0.038, "beta": 0.031, "intra": {"L": 60},
+      "bands": [{"from": 1024, "L": 260, "G": 0.145}, {"from": 16384, "L": 194, "G": 0.044},
+                {"from": 1048576, "L": 0, "G": 0.25, "beta": 0.1}]})"};
   for (const char* text : models) {
     LogGPModel model;
     std::string error;
-    REQUIRE_MESSAGE(parse_model_string(text, &model, &error), error);
+    REQUIRE_MESSAGE((text[0] == '{' ? parse_model_json(text, &model, &error)
+                                    : parse_model_string(text, &model, &error)),
+                    error);
     for (CollKind kind : kinds) {
       for (uint32_t P : {2u, 3u, 4u, 8u, 16u, 32u, 64u}) {
         for (uint64_t bytes : {uint64_t{8}, uint64_t{4096}, uint64_t{256} << 10, uint64_t{4} << 20}) {

@@ -101,14 +101,20 @@ TEST_CASE("XOR symmetry holds only at powers of two, and sync transforms and v f
 }
 
 TEST_CASE("the one-image run of a rank-symmetric DAG takes the full simulation's time exactly") {
+  // The last: a calibrated model's shape, with bands of sizes (a JSON file).
   const char* const models[] = {"", "L=221,o=144,g=200,G=0.069,gamma=0.05,beta=0.03,S=65536",
                                 "L=20000,o=10,g=10,G=0.01", "L=100,o=2000,g=3000,G=2,O=0.5,S=0",
-                                "L=0,o=1,g=0,G=0,gamma=0,beta=0"};
+                                "L=0,o=1,g=0,G=0,gamma=0,beta=0",
+                                R"({"L": 140, "o": 122, "g": 163, "G": 0.26, "S": 8192, "gamma": 0.038, "beta": 0.031, "intra": {"L": 60},
+      "bands": [{"from": 1024, "L": 260, "G": 0.145}, {"from": 16384, "L": 194, "G": 0.044},
+                {"from": 1048576, "L": 0, "G": 0.25, "beta": 0.1}]})"};
   int compared = 0;
   for (const char* text : models) {
     LogGPModel model;
     std::string error;
-    REQUIRE_MESSAGE(parse_model_string(text, &model, &error), error);
+    REQUIRE_MESSAGE((text[0] == '{' ? parse_model_json(text, &model, &error)
+                                    : parse_model_string(text, &model, &error)),
+                    error);
     for (const GeneratorInfo* gen : declaring()) {
       for (uint32_t P : kImages) {
         for (uint64_t bytes : kBytes) {

@@ -5,12 +5,14 @@
 // aggregates, teams, sync orders), the tcp provider, CF_PROGRESS=block, a
 // killed peer, a peer calling exit(3), a 10,000-message unexpected flood,
 // a late peer that blocked waiters must not spin for, three network
-// namespaces joined by a bridge (when this host lets us make them), and
-// lost peers found without the launcher's notices (a kill, a network cut
-// between namespaces) but no false loss for a stopped-and-resumed peer.
+// namespaces joined by a bridge (when this host lets us make them), the
+// same losing packets with every message late, a stranger from another
+// namespace at the store and a liveness listener, and lost peers found
+// without the launcher's notices (a kill, a network cut between
+// namespaces) but no false loss for a stopped-and-resumed peer.
 // Every run has cfrun's --timeout, so nothing here can hang.
 //
-// Usage (tests/BUILD passes both): multiproc_test CFRUN MP_COLLECTIVES
+// Usage (tests/BUILD passes them): multiproc_test CFRUN MP_COLLECTIVES JOB_STRANGER
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -19,15 +21,18 @@
 #include <dirent.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
 
-std::string g_cfrun, g_program;
+std::string g_cfrun, g_program, g_stranger;
 
 // Runs mp_collectives (in args) under cfrun with a time limit.
 Run run(const std::string& env, const std::string& args, int timeout_s = 200) {
@@ -410,8 +415,10 @@ class Namespaces {
     for (int i = 0; i < (processes > 0 ? processes : count_); ++i) {
       hosts += (i ? ",ns:" : "ns:") + name(i);
     }
-    return "--hosts " + hosts + " --kvs-host " + subnet_ + ".254";
+    return "--hosts " + hosts + " --kvs-host " + bridge_address();
   }
+  // The root namespace's address on the bridge (where cfrun's store listens).
+  std::string bridge_address() const { return subnet_ + ".254"; }
   std::string name(int i) const { return prefix_ + "ns" + std::to_string(i); }
   // Drops `percent` % of the packets that enter and of those that leave each
   // namespace's eth0, at random (nftables; this kernel has no netem), and
@@ -419,17 +426,22 @@ class Namespaces {
   bool lose_packets(int percent) const {
     const std::string drop = " numgen random mod 100 < " + std::to_string(percent) + " counter drop; }";
     for (int i = 0; i < count_; ++i) {
-      const std::string rules = "table inet cfloss {\n"
-                                " chain in { type filter hook input priority 0; iifname \"eth0\"" + drop + "\n"
-                                " chain out { type filter hook output priority 0; oifname \"eth0\"" + drop + "\n}\n";
-      const Run r = capture("printf '%s' '" + rules + "' | ip netns exec " + name(i) + " nft -f - 2>&1");
-      if (r.status != 0) {
-        MESSAGE("nft in ", name(i), ": ", r.output);
+      if (!nft(i, "add table inet cfloss {\n"
+                  " chain in { type filter hook input priority 0; iifname \"eth0\"" + drop + "\n"
+                  " chain out { type filter hook output priority 0; oifname \"eth0\"" + drop + "\n}\n")) {
         return false;
       }
     }
     return true;
   }
+  // Runs nft commands (a script without single quotes) in namespace i.
+  bool nft(int i, const std::string& script) const {
+    const Run r = capture("printf '%s' '" + script + "' | ip netns exec " + name(i) + " nft -f -");
+    if (r.status != 0) MESSAGE("nft in ", name(i), ": ", r.output);
+    return r.status == 0;
+  }
+  // The address of the node that process i is (SUBNET.(i+1)).
+  std::string address(int i) const { return subnet_ + "." + std::to_string(i + 1); }
   // Packets the rules of lose_packets dropped in namespace i.
   uint64_t packets_lost(int i) const {
     const std::string listing = capture("ip netns exec " + name(i) + " nft list table inet cfloss").output;
@@ -496,6 +508,88 @@ TEST_CASE("three namespaces losing 5% of packets each way, every message 2 ms la
     CAPTURE(i);
     CHECK(ns.packets_lost(i) > 0);
   }
+}
+
+// The value of environment variable `name` in a process whose environment
+// holds `entry` ("" while there is none).
+std::string environment_of_process_with(const std::string& entry, const std::string& name) {
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return "";
+  std::string value;
+  while (const dirent* e = ::readdir(proc)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    FILE* f = std::fopen(("/proc/" + std::string(e->d_name) + "/environ").c_str(), "r");
+    if (f == nullptr) continue;
+    std::string env;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) env.append(buf, n);
+    std::fclose(f);
+    if (env.find(std::string(1, '\0') + entry) == std::string::npos) continue;
+    const size_t at = env.find(std::string(1, '\0') + name + "=");
+    if (at != std::string::npos) value = env.substr(at + name.size() + 2, env.find('\0', at + 1) - at - name.size() - 2);
+    break;
+  }
+  ::closedir(proc);
+  return value;
+}
+
+TEST_CASE("a stranger in a fourth namespace gets nothing from a forming job's store or liveness listener") {
+  // Node 2 of three namespaces is the last to join the liveness mesh: while
+  // nftables drops the connection requests of nodes 0 and 1 to it, its
+  // listener waits for them, open. A stranger in a fourth namespace learns
+  // the store's address and the job secret from the processes' environment
+  // (the secret only to record an exchange that passed, to replay it) and
+  // node 2's port from ss, attacks both (tests/strangers.h), and the
+  // requests are let through.
+  Namespaces ns("cfat", "10.94.0", 4);
+  if (!ns.ok()) {
+    MESSAGE("skipped: cannot create network namespaces here (needs root and iproute2)");
+    return;
+  }
+  if (!ns.nft(2, "add table inet cfgate { chain in { type filter hook input priority 0; ip saddr { " + ns.address(0) +
+                     ", " + ns.address(1) + " } tcp flags syn drop; }; }\n")) {
+    MESSAGE("skipped: cannot add nftables rules in the namespaces (needs the nftables package)");
+    return;
+  }
+  constexpr int kEpochs = 30;
+  auto job = std::async(std::launch::async, [&] {
+    return run("CF_OFI_PROVIDER='tcp;ofi_rxm' FI_TCP_IFACE=eth0",
+               "-n 3 " + ns.cfrun_hosts(3) + " " + g_program + " soak 22 " + std::to_string(kEpochs), 200);
+  });
+  // Waits (polling, up to 60 s) until node 2 listens and the job's environment can be read.
+  const std::string kvs_entry = "CF_KVS=" + ns.bridge_address() + ":";
+  static const std::regex any_address_listener(R"(LISTEN +\d+ +\d+ +0\.0\.0\.0:(\d+) )");
+  std::smatch port;
+  std::string listeners, kvs, secret;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+    listeners = capture("ip netns exec " + ns.name(2) + " ss -Hltn").output;
+    kvs = environment_of_process_with(kvs_entry, "CF_KVS");
+    secret = environment_of_process_with(kvs_entry, "CF_JOB_SECRET");
+    if (std::regex_search(listeners, port, any_address_listener) && !kvs.empty() && !secret.empty()) break;
+  }
+  const bool found = !port.empty() && !kvs.empty() && !secret.empty();
+  CHECK_MESSAGE(found, "node 2's listeners: ", listeners, " store: ", kvs);
+  Run stranger;
+  if (found) {
+    stranger = capture("ip netns exec " + ns.name(3) + " " + g_stranger + " " + kvs + " " + secret + " " +
+                       ns.address(2) + ":" + port[1].str());
+  }
+  CHECK(ns.nft(2, "delete table inet cfgate\n"));
+  const Run r = job.get();
+  INFO("stranger:\n", stranger.output, "\njob:\n", r.output);
+  CHECK(stranger.status == 0);
+  CHECK(stranger.output.find("stranger: 7 store and 5 liveness connection(s) attacked") != std::string::npos);
+  for (const auto& m : node_summaries(r, 3)) {
+    CHECK(m[kFailures].str() == "0");
+    CHECK(std::stoull(m[kChecks].str()) >= uint64_t{5} * kEpochs);
+  }
+  CHECK(r.output.find("CF_ERR_PEER_LOST") == std::string::npos);
+  CHECK(r.output.find("was lost") == std::string::npos);
+  CHECK(r.output.find("cfrun: refused 7 connection(s) to the store that did not prove the job secret (the first from " +
+                      ns.address(3) + ":") != std::string::npos);
+  CHECK(r.output.find("[2] carflow: liveness node 2: refused 5 connection(s) that did not prove the job key") !=
+        std::string::npos);
 }
 
 // Lost-peer detection without the launcher (cfrun --no-lost-notices):
@@ -717,13 +811,14 @@ TEST_CASE("CF_FAULT=nomem:cache: a refused aggregate member returns CF_ERR_NO_ME
 }
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    std::fprintf(stderr, "usage: multiproc_test CFRUN MP_COLLECTIVES [doctest options]\n");
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: multiproc_test CFRUN MP_COLLECTIVES JOB_STRANGER [doctest options]\n");
     return 2;
   }
   g_cfrun = argv[1];
   g_program = argv[2];
+  g_stranger = argv[3];
   doctest::Context context;
-  context.applyCommandLine(argc - 2, argv + 2);
+  context.applyCommandLine(argc - 3, argv + 3);
   return context.run();
 }

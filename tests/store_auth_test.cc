@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/strangers.h"
 #include "transports/bootstrap/bootstrap.h"
 #include "transports/bootstrap/hmac.h"
 #include "transports/bootstrap/job_auth.h"
@@ -38,17 +39,11 @@ extern char** environ;
 namespace {
 
 namespace auth = carflow::job_auth;
-using Clock = std::chrono::steady_clock;
+using strangers::Clock;
+using strangers::kWaitMs;
+using strangers::nonce;
 
 std::string g_cfrun, g_child;
-constexpr int kWaitMs = 20000;
-const std::string kRefusal = "ERR 0 no proof of the job secret";
-
-std::string nonce() {
-  std::string n, error;
-  REQUIRE(carflow::random_bytes(auth::kNonceBytes, &n, &error));
-  return n;
-}
 
 // cfrun -n 2 ... child late, its output in pipes.
 class Job {
@@ -132,68 +127,6 @@ class Job {
   std::string out_, err_;
 };
 
-// A stranger's TCP connection to the store.
-class Stranger {
- public:
-  explicit Stranger(const std::string& address) {
-    const size_t colon = address.rfind(':');
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(std::atoi(address.c_str() + colon + 1)));
-    REQUIRE(::inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) == 1);
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  }
-  ~Stranger() { ::close(fd_); }
-  // false once the store closed the connection.
-  bool send_text(const std::string& text) {
-    return ::send(fd_, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size());
-  }
-  // The next line, or "EOF" once the store closed the connection.
-  std::string read_line() {
-    const auto deadline = Clock::now() + std::chrono::milliseconds(kWaitMs);
-    for (;;) {
-      const size_t nl = in_.find('\n');
-      if (nl != std::string::npos) {
-        std::string line = in_.substr(0, nl);
-        in_.erase(0, nl + 1);
-        return line;
-      }
-      pollfd p{fd_, POLLIN, 0};
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      REQUIRE(::poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 0))) == 1);
-      char buf[4096];
-      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) return "EOF";
-      in_.append(buf, static_cast<size_t>(n));
-    }
-  }
-  // The store's AUTH answer to a fresh nonce -> (client nonce, store nonce, store proof).
-  void challenge(std::string* client_nonce, std::string* store_nonce, std::string* store_proof) {
-    *client_nonce = nonce();
-    REQUIRE(send_text("AUTH " + carflow::hex_encode(*client_nonce) + "\n"));
-    const std::string line = read_line();
-    REQUIRE(line.rfind("AUTH ", 0) == 0);
-    const size_t space = line.find(' ', 5);
-    REQUIRE(carflow::hex_decode(line.substr(5, space - 5), store_nonce));
-    REQUIRE(carflow::hex_decode(line.substr(space + 1), store_proof));
-  }
-
- private:
-  int fd_;
-  std::string in_;
-};
-
-// What the store does with a stranger that sends `text`: its reply lines
-// up to the end of the connection.
-std::vector<std::string> replies_to(const std::string& kvs, const std::string& text) {
-  Stranger s(kvs);
-  s.send_text(text);
-  std::vector<std::string> lines;
-  for (std::string line = s.read_line(); line != "EOF"; line = s.read_line()) lines.push_back(line);
-  return lines;
-}
-
 uint64_t high_water_kb(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   std::string line;
@@ -218,58 +151,7 @@ TEST_CASE("strangers at the store before a slow rank get nothing in, and the job
   const std::string kvs = line.substr(8, line.find(' ', 8) - 8);
   std::string secret, error;
   REQUIRE_MESSAGE(auth::parse_secret(line.substr(line.find("SECRET ") + 7), &secret, &error), error);
-  int refused = 0;
-
-  // No secret: rank 1's place, rank 0's key, a forged key.
-  for (const std::string first : {"HELLO 1 1 2", "GET 1 rank/0", "PUT 1 rank/1 value-of-forged"}) {
-    INFO(first);
-    CHECK(replies_to(kvs, first + "\n") == std::vector<std::string>{kRefusal});
-    ++refused;
-  }
-  // A wrong secret: the store's proof does not check, and ours is refused.
-  {
-    Stranger s(kvs);
-    std::string client_nonce, store_nonce, store_proof;
-    s.challenge(&client_nonce, &store_nonce, &store_proof);
-    const std::string wrong(auth::kSecretBytes, '\x13');
-    CHECK_FALSE(auth::verify(store_proof, wrong, auth::kStoreRole, "", client_nonce, store_nonce));
-    CHECK(auth::verify(store_proof, secret, auth::kStoreRole, "", client_nonce, store_nonce));
-    s.send_text("PROOF " + carflow::hex_encode(auth::proof(wrong, auth::kClientRole, "", client_nonce, store_nonce)) +
-                "\nHELLO 1 1 2\n");
-    CHECK(s.read_line() == kRefusal);
-    CHECK(s.read_line() == "EOF");
-    ++refused;
-  }
-  // A recorded exchange that passed, replayed on a new connection.
-  {
-    std::string client_nonce, store_nonce, store_proof;
-    Stranger recorded(kvs);
-    recorded.challenge(&client_nonce, &store_nonce, &store_proof);
-    const std::string auth_line = "AUTH " + carflow::hex_encode(client_nonce) + "\n";
-    const std::string proof_line =
-        "PROOF " + carflow::hex_encode(auth::proof(secret, auth::kClientRole, "", client_nonce, store_nonce)) + "\n";
-    recorded.send_text(proof_line);
-    REQUIRE(recorded.read_line() == "OK 0");
-    const std::vector<std::string> replay = replies_to(kvs, auth_line + proof_line + "HELLO 1 1 2\n");
-    REQUIRE(replay.size() == 2);
-    CHECK(replay[0].rfind("AUTH ", 0) == 0);
-    CHECK(replay[0] != "AUTH " + carflow::hex_encode(store_nonce) + " " + carflow::hex_encode(store_proof));
-    CHECK(replay[1] == kRefusal);
-    ++refused;
-  }
-  // Garbage, and a line that never ends: closed after a few hundred bytes.
-  CHECK(replies_to(kvs, std::string("\x00\xff\x01 \r\n\n", 7) + std::string(100, '\x7f') + "\n") ==
-        std::vector<std::string>{kRefusal});
-  ++refused;
-  {
-    Stranger s(kvs);
-    const std::string chunk(1 << 16, 'A');
-    uint64_t sent = 0;
-    while (sent < (uint64_t{1} << 30) && s.send_text(chunk)) sent += chunk.size();
-    INFO("bytes sent before the store closed the connection: ", sent);
-    CHECK(sent < (uint64_t{64} << 20));
-    ++refused;
-  }
+  const int refused = strangers::attack_store(kvs, secret);
   CHECK(high_water_kb(job.pid()) < 64 * 1024);
 
   // The slow rank joins now: the job runs as if nobody had come.

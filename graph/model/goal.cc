@@ -12,7 +12,8 @@ std::string done_label(const LocalDag& image, CarId c) {
   return "l" + std::to_string(c) + (image.cars[c].kind == CarKind::RecvReduce ? "r" : "");
 }
 
-void write_image(const LocalDag& image, const LogGPParams& costs, std::ostream& out) {
+void write_image(const LocalDag& image, const LogGPModel& model, std::ostream& out) {
+  const auto gamma = [&](uint64_t s) { return static_cast<double>(s) * model.for_local(s).gamma; };
   out << "rank " << image.image << " {\n";
   for (CarId c = 0; c < image.cars.size(); ++c) {
     const Car& car = image.cars[c];
@@ -26,13 +27,13 @@ void write_image(const LocalDag& image, const LogGPParams& costs, std::ostream& 
         break;
       case CarKind::RecvReduce:
         out << "recv " << car.dst.length << "b from " << car.peer << " tag " << car.tag << "\n";
-        out << "l" << c << "r: calc " << ns(static_cast<double>(car.dst.length) * costs.gamma) << "\n";
+        out << "l" << c << "r: calc " << ns(gamma(car.dst.length)) << "\n";
         break;
       case CarKind::Reduce:
-        out << "calc " << ns(static_cast<double>(car.src.length) * costs.gamma) << "\n";
+        out << "calc " << ns(gamma(car.src.length)) << "\n";
         break;
       case CarKind::Copy:
-        out << "calc " << ns(static_cast<double>(car.dst.length) * costs.beta) << "\n";
+        out << "calc " << ns(static_cast<double>(car.dst.length) * model.for_local(car.dst.length).beta) << "\n";
         break;
       case CarKind::Join:
         out << "calc 0\n";
@@ -50,12 +51,18 @@ void write_image(const LocalDag& image, const LogGPParams& costs, std::ostream& 
 
 }  // namespace
 
-void write_goal(const GlobalDag& dag, const LogGPParams& costs, std::ostream& out) {
+void write_goal(const GlobalDag& dag, const LogGPModel& model, std::ostream& out) {
   out << "num_ranks " << dag.images.size() << "\n";
   for (const LocalDag& image : dag.images) {
     out << "\n";
-    write_image(image, costs, out);
+    write_image(image, model, out);
   }
+}
+
+void write_goal(const GlobalDag& dag, const LogGPParams& costs, std::ostream& out) {
+  LogGPModel model;
+  model.inter = model.intra = costs;
+  write_goal(dag, model, out);
 }
 
 }  // namespace carflow

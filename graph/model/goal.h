@@ -24,8 +24,11 @@
 
 namespace carflow {
 
-// Writes `dag` with calc costs from `costs` (gamma, beta). Aggregates'
-// member numbers are not written: GOAL matches by (sender, tag) alone.
+// Writes `dag` with calc costs from the model's gamma and beta (each CAR's
+// band). Aggregates' member numbers are not written: GOAL matches by
+// (sender, tag) alone.
+void write_goal(const GlobalDag& dag, const LogGPModel& model, std::ostream& out);
+// The same with one set of costs for every size.
 void write_goal(const GlobalDag& dag, const LogGPParams& costs, std::ostream& out);
 
 }  // namespace carflow

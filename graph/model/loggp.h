@@ -14,6 +14,8 @@
 //   gamma  REDUCE cost per byte of operand
 //   beta   COPY cost per byte
 // Rules (s = the CAR's bytes; every (s-1) term is 0 when s = 0):
+//   - A CAR of s bytes takes the parameters of the last band (LogGPBand)
+//     whose `from` is at most s, the main set below the first band.
 //   - Every image has one CPU and one NIC. A CAR is ready when its
 //     dependencies are done; a receive also needs its message to have
 //     arrived. An image's CPU serves ready CARs one at a time, in the order
@@ -61,13 +63,45 @@ struct LogGPParams {
   double beta = 0.1;    // ns per byte
 };
 
+// The parameters of messages (and REDUCEs and COPYs) of at least `from`
+// bytes, up to the next band: a transport's cost per message steps with
+// its paths (rings, streams, copies that leave the caches), which one
+// line in s cannot follow. The main set covers sizes below the first band.
+struct LogGPBand {
+  uint64_t from = 1;
+  LogGPParams inter, intra;
+  unsigned given = 0, intra_given = 0;  // the keys the band set itself (the writer keeps them)
+};
+
 struct LogGPModel {
   LogGPParams inter;  // between nodes; REDUCE and COPY everywhere
   LogGPParams intra;  // between images of one node
   uint32_t images_per_node = 0;
   unsigned intra_given = 0;  // the intra keys set explicitly (the parsers keep it)
+  std::vector<LogGPBand> bands;  // ascending `from`; empty: one set for every size
   const LogGPParams& for_pair(uint32_t a, uint32_t b) const {
     return images_per_node != 0 && a / images_per_node == b / images_per_node ? intra : inter;
+  }
+  // The band of `bytes`, or nullptr for the main set.
+  const LogGPBand* band_for(uint64_t bytes) const {
+    const LogGPBand* found = nullptr;
+    for (const LogGPBand& b : bands) {
+      if (bytes < b.from) break;
+      found = &b;
+    }
+    return found;
+  }
+  // What a message of `bytes` from image a to image b costs.
+  const LogGPParams& for_message(uint32_t a, uint32_t b, uint64_t bytes) const {
+    const bool same_node = images_per_node != 0 && a / images_per_node == b / images_per_node;
+    const LogGPBand* band = bands.empty() ? nullptr : band_for(bytes);
+    if (band == nullptr) return same_node ? intra : inter;
+    return same_node ? band->intra : band->inter;
+  }
+  // gamma and beta for a REDUCE or COPY of `bytes`.
+  const LogGPParams& for_local(uint64_t bytes) const {
+    const LogGPBand* band = bands.empty() ? nullptr : band_for(bytes);
+    return band == nullptr ? inter : band->inter;
   }
 };
 

@@ -143,9 +143,10 @@ namespace {
 // Unknown fields, duplicates (which nlohmann would let the last win),
 // non-numbers and nesting other than "intra" are errors naming the field.
 bool read_object(const Json& obj, const std::string& prefix, LogGPModel* model,
-                 std::set<std::string>* seen, std::string* error) {
+                 std::set<std::string>* seen, std::string* error, const char* skip = nullptr) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     const std::string key = prefix + it.key();
+    if (prefix.empty() && skip != nullptr && it.key() == skip) continue;  // the caller's to read
     if (prefix.empty() && it.key() == "intra") {
       if (!it.value().is_object()) return fail(error, "intra: expected an object of intra-node keys");
       if (!read_object(it.value(), kIntraPrefix, model, seen, error)) return false;
@@ -165,20 +166,75 @@ bool read_object(const Json& obj, const std::string& prefix, LogGPModel* model,
   return true;
 }
 
+constexpr size_t kMaxBands = 16;
+constexpr uint64_t kMaxFrom = uint64_t{1} << 50;
+
+unsigned given_mask(const std::set<std::string>& seen, bool intra) {
+  unsigned mask = 0;
+  for (size_t i = 0; i < std::size(kKeys); ++i) {
+    if (seen.count(intra ? std::string(kIntraPrefix) + kKeys[i].name : std::string(kKeys[i].name))) mask |= 1u << i;
+  }
+  return mask;
+}
+
+// "bands": [{"from": BYTES, KEY: VALUE, ..., "intra": {...}}, ...], `from`
+// ascending. A band starts from the set below it (the previous band, or
+// the main set) and changes the keys it gives; its intra.X follows its own
+// X where it gives X and not intra.X.
+bool read_bands(const Json& list, LogGPModel* model, std::string* error) {
+  if (!list.is_array()) return fail(error, "bands: expected an array of objects");
+  if (list.size() > kMaxBands) return fail(error, "bands: more than " + std::to_string(kMaxBands));
+  std::vector<LogGPBand> bands;
+  for (size_t b = 0; b < list.size(); ++b) {
+    const std::string name = "bands[" + std::to_string(b) + "]";
+    const Json& obj = list[b];
+    if (!obj.is_object()) return fail(error, name + ": expected an object with \"from\" and model keys");
+    const uint64_t floor = bands.empty() ? 1 : bands.back().from + 1;
+    if (!obj.contains("from") || !obj["from"].is_number_unsigned() || obj["from"].get<uint64_t>() < floor ||
+        obj["from"].get<uint64_t>() > kMaxFrom) {
+      return fail(error, name + ".from: expected a whole number of bytes in [" + std::to_string(floor) + ", 2^50]" +
+                             (bands.empty() ? "" : ", above the band before"));
+    }
+    LogGPModel band_model;
+    band_model.inter = bands.empty() ? model->inter : bands.back().inter;
+    band_model.intra = bands.empty() ? model->intra : bands.back().intra;
+    std::set<std::string> seen;
+    if (!read_object(obj, "", &band_model, &seen, error, "from")) return fail(error, name + "." + *error);
+    LogGPBand band;
+    band.from = obj["from"].get<uint64_t>();
+    band.given = given_mask(seen, false);
+    band.intra_given = given_mask(seen, true);
+    band.inter = band_model.inter;
+    band.intra = band_model.intra;
+    for (size_t i = 0; i < std::size(kKeys); ++i) {
+      const bool follows = !kKeys[i].per_pair || ((band.given >> i & 1u) && !(band.intra_given >> i & 1u));
+      if (follows) band.intra.*kKeys[i].field = band.inter.*kKeys[i].field;
+    }
+    bands.push_back(band);
+  }
+  model->bands = std::move(bands);
+  return true;
+}
+
 }  // namespace
 
 bool parse_model_json(const std::string& text, LogGPModel* model, std::string* error) {
   if (text.size() > (1u << 20)) return fail(error, "model: larger than 1 MiB");
   // The model nests two levels; refuse deeper text before the parser
   // spends memory on it.
-  if (!json_nesting_ok(text, 2)) return fail(error, "model: nests deeper than {\"intra\": {...}}");
+  if (!json_nesting_ok(text, 4)) {
+    return fail(error, "model: nests deeper than {\"bands\": [{\"intra\": {...}}]}");
+  }
   Json doc;
   if (!parse_json_unique_keys(text, "model", &doc, error)) return false;
   if (!doc.is_object()) return fail(error, "model: expected a JSON object of keys (" + key_names() + ")");
   LogGPModel out = *model;
   std::set<std::string> seen;
-  if (!read_object(doc, "", &out, &seen, error)) return false;
+  if (doc.contains("from")) return fail(error, "from: a key of a band (\"bands\": [{\"from\": ...}])");
+  if (!read_object(doc, "", &out, &seen, error, "bands")) return false;
   follow_inter(&out);
+  out.bands.clear();
+  if (doc.contains("bands") && !read_bands(doc["bands"], &out, error)) return false;
   *model = out;
   return true;
 }
@@ -205,6 +261,17 @@ std::string model_to_json(const LogGPModel& model) {
     if (model.intra_given & (1u << i)) intra[kKeys[i].name] = model.intra.*kKeys[i].field;
   }
   if (!intra.empty()) doc["intra"] = std::move(intra);
+  for (const LogGPBand& band : model.bands) {
+    Json b = Json::object();
+    Json band_intra = Json::object();
+    b["from"] = band.from;
+    for (size_t i = 0; i < std::size(kKeys); ++i) {
+      if (band.given >> i & 1u) b[kKeys[i].name] = band.inter.*kKeys[i].field;
+      if (band.intra_given >> i & 1u) band_intra[kKeys[i].name] = band.intra.*kKeys[i].field;
+    }
+    if (!band_intra.empty()) b["intra"] = std::move(band_intra);
+    doc["bands"].push_back(std::move(b));
+  }
   return doc.dump(2) + "\n";
 }
 
@@ -216,6 +283,8 @@ std::string model_keys_help() {
         << k.doc << "\n";
   }
   out << "  intra.X  for X in L, o, g, G, O, S: within a node (--images-per-node); default X\n";
+  out << "  bands    model files only: [{\"from\": BYTES, KEY: VALUE, ...}, ...], the keys of messages,\n"
+         "           REDUCEs and COPYs of at least `from` bytes (ascending; a band changes what it names)\n";
   return out.str();
 }
 

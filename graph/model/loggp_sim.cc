@@ -199,9 +199,14 @@ class LogGPSim {
   bool run(LogGPResult* result, std::string* error);
 
  private:
-  // Without nodes, no need to read the other end (a cache miss).
+  // Without nodes, no need to read the other end (a cache miss); without
+  // bands, no look at the size.
   const LogGPParams& pair_params(const FlatCar& car) const {
-    return model_.images_per_node == 0 ? model_.inter : model_.for_pair(car.image, dag_.car[car.match].image);
+    if (model_.images_per_node == 0) return model_.bands.empty() ? model_.inter : model_.for_message(0, 0, car.bytes);
+    return model_.for_message(car.image, dag_.car[car.match].image, car.bytes);
+  }
+  const LogGPParams& local_params(const FlatCar& car) const {
+    return model_.bands.empty() ? model_.inter : model_.for_local(car.bytes);
   }
   double duration(const FlatCar& car) const;
   void on_ready(uint32_t c, double now);
@@ -266,10 +271,10 @@ double LogGPSim::duration(const FlatCar& car) const {
     }
     case CarKind::RecvReduce: {
       const LogGPParams& p = pair_params(car);
-      return p.o + bytes_less_one(car.bytes) * p.O + bytes * model_.inter.gamma;
+      return p.o + bytes_less_one(car.bytes) * p.O + bytes * local_params(car).gamma;
     }
-    case CarKind::Reduce: return bytes * model_.inter.gamma;
-    case CarKind::Copy: return bytes * model_.inter.beta;
+    case CarKind::Reduce: return bytes * local_params(car).gamma;
+    case CarKind::Copy: return bytes * local_params(car).beta;
     case CarKind::Join: return 0;
   }
   return 0;

@@ -37,12 +37,17 @@ bool model_ranks_kind(CollKind kind) {
 
 namespace {
 
-// The cheaper of the two parameter sets, per key: a bound must hold for
-// every pair of images.
+// The cheapest of the parameter sets (intra, inter, and every band's),
+// per key: a bound must hold for every pair of images and every size.
 LogGPParams cheapest(const LogGPModel& m) {
   LogGPParams p = m.inter;
-  p.o = std::min(p.o, m.intra.o), p.O = std::min(p.O, m.intra.O);
-  p.g = std::min(p.g, m.intra.g), p.G = std::min(p.G, m.intra.G);
+  const auto take = [&p](const LogGPParams& q) {
+    p.o = std::min(p.o, q.o), p.O = std::min(p.O, q.O);
+    p.g = std::min(p.g, q.g), p.G = std::min(p.G, q.G);
+    p.gamma = std::min(p.gamma, q.gamma), p.beta = std::min(p.beta, q.beta);
+  };
+  take(m.intra);
+  for (const LogGPBand& b : m.bands) take(b.inter), take(b.intra);
   return p;
 }
 
@@ -89,15 +94,33 @@ std::vector<LocalDag> first_images(const GeneratorInfo& gen, const CollectiveSpe
   return out;
 }
 
-// The parameters every message of a P-image team takes when they are the
-// same for all pairs (no nodes, one image per node, or one node), else
-// nullptr.
-const LogGPParams* uniform_pairs(const LogGPModel& m, uint32_t images) {
-  if (m.images_per_node == 0 || m.images_per_node == 1) return &m.inter;
-  if (m.images_per_node >= images) return &m.intra;
-  const LogGPParams &a = m.inter, &b = m.intra;
-  const bool same = a.L == b.L && a.o == b.o && a.g == b.g && a.G == b.G && a.O == b.O && a.S == b.S;
-  return same ? &m.inter : nullptr;
+// The model every message of a P-image team meets when all pairs cost
+// alike (no nodes, one image per node, or one node), as one set per size
+// with no nodes; false when pairs differ.
+bool uniform_model(const LogGPModel& m, uint32_t images, LogGPModel* out) {
+  *out = m;
+  out->images_per_node = 0;
+  if (m.images_per_node == 0 || m.images_per_node == 1) return true;
+  const auto same_pairs = [](const LogGPParams& a, const LogGPParams& b) {
+    return a.L == b.L && a.o == b.o && a.g == b.g && a.G == b.G && a.O == b.O && a.S == b.S;
+  };
+  // Every message within one node: the intra sets stand in for the inter ones
+  // (REDUCE and COPY keep the inter sets' gamma and beta).
+  const auto as_intra = [](LogGPParams* inter, const LogGPParams& intra) {
+    const double gamma = inter->gamma, beta = inter->beta;
+    *inter = intra;
+    inter->gamma = gamma, inter->beta = beta;
+  };
+  if (m.images_per_node >= images) {
+    as_intra(&out->inter, m.intra);
+    for (LogGPBand& b : out->bands) as_intra(&b.inter, b.intra);
+    return true;
+  }
+  if (!same_pairs(m.inter, m.intra)) return false;
+  for (const LogGPBand& b : m.bands) {
+    if (!same_pairs(b.inter, b.intra)) return false;
+  }
+  return true;
 }
 
 // A rank-symmetric candidate's time from image 0 alone (registry.h,
@@ -109,15 +132,17 @@ const LogGPParams* uniform_pairs(const LogGPModel& m, uint32_t images) {
 // False when the shortcut does not apply (or fails; the full run reports why).
 bool simulate_mirrored(Candidate* c, const LogGPModel& placed, uint64_t max_cars, double limit_ns) {
   const RankSymmetry symmetry = rank_symmetry(*c->prediction.gen, c->spec);
-  const LogGPParams* pairs = uniform_pairs(placed, c->spec.images);
-  if (symmetry == RankSymmetry::None || pairs == nullptr || !(pairs->o + pairs->L > 0)) return false;
+  LogGPModel one;
+  if (symmetry == RankSymmetry::None || !uniform_model(placed, c->spec.images, &one) ||
+      !(one.inter.o + one.inter.L > 0)) {
+    return false;
+  }
+  for (const LogGPBand& b : one.bands) {
+    if (!(b.inter.o + b.inter.L > 0)) return false;
+  }
   uint64_t estimate = 0;
   std::string error;
   if (!estimate_flat_cars(*c->prediction.gen, c->spec, max_cars, &estimate, &error, c->first)) return false;
-  LogGPModel one;
-  one.inter = *pairs;
-  one.inter.gamma = placed.inter.gamma, one.inter.beta = placed.inter.beta;
-  one.intra = one.inter;
   FlatDag dag;
   LogGPResult result;
   if (!build_mirrored_flat_dag(c->first[0], c->spec.images, symmetry, &dag, &error, max_cars) ||

@@ -22,8 +22,12 @@ namespace {
 
 constexpr uint64_t kSmallBytes = 8;        // L, o, g: one 8-byte message, or a train of them
 constexpr uint32_t kTrain = 16;            // messages in a train or round trips in a chain
-constexpr uint64_t kLargeLow = 64 << 10;   // G: the per-byte slope between these two sizes
-constexpr uint64_t kLargeHigh = 1 << 20;
+// Round trips at these sizes set L and G per band of sizes: the cost of
+// a message steps where the transport changes paths (rings, streams,
+// copies that leave the caches), so each stretch between two of them gets
+// its own line. The first is the 8-byte round trip.
+constexpr uint64_t kPoints[] = {kSmallBytes, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20};
+constexpr size_t kNumPoints = std::size(kPoints);
 constexpr uint64_t kLoopBytes = 256 << 10;  // gamma and beta: per-byte loops over this much
 
 // One measurement's generators: `count` messages per call (round trips of
@@ -106,6 +110,12 @@ constexpr Generator kGenerators[] = {
     {CF_KIND_BROADCAST, "calibrate_sends_16", sends_generator, &kMany},
 };
 
+std::string size_name(uint64_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " B";
+}
+
 double now_ns() {
   return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -123,8 +133,8 @@ struct Run {
   std::vector<uint8_t> src, dst;
   std::string error;  // image 0's first failure
   // Image 0's results, ns per call.
-  double chain1 = 0, train1 = 0, train16 = 0, sends1 = 0, sends16 = 0, large_low = 0,
-         large_high = 0;
+  double chain1 = 0, train1 = 0, train16 = 0, sends1 = 0, sends16 = 0;
+  double round_trip[kNumPoints] = {};  // at kPoints
 };
 
 // `iters` calls of one generator's collective (after a tenth as warm-up);
@@ -163,8 +173,12 @@ void measure_image(cf_image_t me, void* arg) {
   r.train16 = time_calls(me, &r, "calibrate_train_16", CF_KIND_PERMUTE, train_bytes, n / 4 + 1);
   r.sends1 = time_calls(me, &r, "calibrate_sends_1", CF_KIND_BROADCAST, train_bytes, n);
   r.sends16 = time_calls(me, &r, "calibrate_sends_16", CF_KIND_BROADCAST, train_bytes, n / 4 + 1);
-  r.large_low = time_calls(me, &r, "calibrate_chain_1", CF_KIND_PERMUTE, kLargeLow, n / 10 + 1);
-  r.large_high = time_calls(me, &r, "calibrate_chain_1", CF_KIND_PERMUTE, kLargeHigh, n / 40 + 1);
+  r.round_trip[0] = r.chain1;
+  for (size_t i = 1; i < kNumPoints; ++i) {
+    // Fewer calls of the large sizes: their spread is small against their time.
+    const uint32_t calls = kPoints[i] <= (16u << 10) ? n : kPoints[i] <= (256u << 10) ? n / 10 + 1 : n / 40 + 1;
+    r.round_trip[i] = time_calls(me, &r, "calibrate_chain_1", CF_KIND_PERMUTE, kPoints[i], calls);
+  }
   if (me == 0) {
     r.iters = n;
     *run = std::move(r);
@@ -227,23 +241,51 @@ int relaunch_under_cfrun(const std::string& transport, int argc, char** argv) {
   return fail("calibrate: cannot start " + cfrun + ": " + std::strerror(errno));
 }
 
+// L and G of one stretch of sizes [a, b]: the model's one-way time of a
+// message of s bytes is k(L + 2o) + (s-1)G, k = 1 up to S bytes and 2 above
+// (the rendezvous), and a round trip is twice that; the line through both
+// ends' measured round trips. Where that line needs a negative L (a
+// steep stretch: the copies leave the caches) L is 0 and the line goes
+// through the upper end; where it needs a negative G (noise), G is 0.
+void fit_stretch(double S, double o, uint64_t a, double ra, uint64_t b, double rb, double* L, double* G) {
+  const double ka = static_cast<double>(a) > S ? 2 : 1, kb = static_cast<double>(b) > S ? 2 : 1;
+  const double ya = ra / 2 - 2 * ka * o, yb = rb / 2 - 2 * kb * o;
+  const double xa = static_cast<double>(a - 1), xb = static_cast<double>(b - 1);
+  const double det = ka * xb - kb * xa;
+  double l = det != 0 ? (ya * xb - yb * xa) / det : 0, g = det != 0 ? (ka * yb - kb * ya) / det : 0;
+  if (l < 0) l = 0, g = yb / xb;
+  if (g < 0) g = 0, l = yb / kb;
+  *L = std::max(0.0, l), *G = std::max(0.0, g);
+}
+
 // The fit (graph/README.md, "Calibration"): in LogGP an 8-byte round trip
 // is 2(L + 2o) (one call: L also carries the call's own cost, which every
 // collective pays); a train's messages follow each other at max(o, g);
-// the slope of a round trip in its size is 2G.
+// between two measured sizes L and G follow the line through their round
+// trips, a band per stretch above the first.
 LogGPModel fit(const Run& r, double S, double gamma, double beta) {
   LogGPModel m;
   LogGPParams& p = m.inter;
-  const double round_trip = r.chain1;
   p.o = std::max(1.0, (r.sends16 - r.sends1) / (kTrain - 1));
   p.g = std::max(0.0, (r.train16 - r.train1) / (2.0 * (kTrain - 1)));
-  p.L = std::max(0.0, round_trip / 2 - 2 * p.o);
-  p.G = std::max(0.0, (r.large_high - r.large_low) / (2.0 * (kLargeHigh - kLargeLow)));
+  p.L = std::max(0.0, r.round_trip[0] / 2 - 2 * p.o);
+  p.G = 0;
+  fit_stretch(S, p.o, kPoints[0], r.round_trip[0], kPoints[1], r.round_trip[1], &p.L, &p.G);
   p.O = 0;
   p.S = S;
   p.gamma = gamma;
   p.beta = beta;
   m.intra = p;
+  for (size_t i = 1; i + 1 < kNumPoints; ++i) {
+    LogGPBand band;
+    band.from = kPoints[i];
+    band.inter = m.bands.empty() ? p : m.bands.back().inter;
+    fit_stretch(S, p.o, kPoints[i], r.round_trip[i], kPoints[i + 1], r.round_trip[i + 1], &band.inter.L,
+                &band.inter.G);
+    band.intra = band.inter;
+    band.given = 1u << 0 | 1u << 3;  // L and G (loggp_params.cc's key order)
+    m.bands.push_back(band);
+  }
   return m;
 }
 
@@ -291,12 +333,18 @@ int cmd_calibrate(const Args& args, int argc, char** argv) {
   const LogGPParams& p = model.inter;
   std::printf("transport %s, 2 images, 10th percentiles of %llu calls (noisy when the machine is shared)\n",
               transport.c_str(), static_cast<unsigned long long>(iters));
-  std::printf("  8-byte round trip (one call): %.1f ns\n", run.chain1);
+  std::printf("  round trips (one call each):");
+  for (size_t i = 0; i < kNumPoints; ++i) {
+    std::printf(" %s %.0f ns%s", size_name(kPoints[i]).c_str(), run.round_trip[i], i + 1 < kNumPoints ? "," : "\n");
+  }
   std::printf("  L     %10.2f ns     latency (round trip / 2 - 2o)\n", p.L);
   std::printf("  o     %10.2f ns     sender's cost per message (one-sided train of %u)\n", p.o, kTrain);
   std::printf("  g     %10.2f ns     gap between messages of a train\n", p.g);
-  std::printf("  G     %10.4f ns/B   per byte (round trips of %llu KiB and %llu KiB)\n", p.G,
-              static_cast<unsigned long long>(kLargeLow >> 10), static_cast<unsigned long long>(kLargeHigh >> 10));
+  std::printf("  G     %10.4f ns/B   per byte (round trips of %s and %s)\n", p.G, size_name(kPoints[0]).c_str(),
+              size_name(kPoints[1]).c_str());
+  for (const LogGPBand& band : model.bands) {
+    std::printf("  from %-6s L %10.2f ns, G %.4f ns/B\n", size_name(band.from).c_str(), band.inter.L, band.inter.G);
+  }
   std::printf("  S     %10.0f B      eager limit (the transport's setting)\n", p.S);
   std::printf("  gamma %10.4f ns/B   SUM: float %.4f, double %.4f (the model keeps the larger)\n", p.gamma,
               gamma_float, gamma_double);

@@ -30,11 +30,11 @@ int cmd_plan(const Args& args) {
     carflow::LogGPModel model;  // REDUCE and COPY costs become calc times
     if (!model_from_args(args, &model, &error)) return fail(error);
     if (out == args.end()) {
-      carflow::write_goal(dag, model.inter, std::cout);
+      carflow::write_goal(dag, model, std::cout);
       return std::cout.flush() ? 0 : fail("stdout: write failed");
     }
     std::ofstream file(out->second);
-    carflow::write_goal(dag, model.inter, file);
+    carflow::write_goal(dag, model, file);
     if (!file.flush()) return fail(out->second + ": cannot write");
   } else {
     if (out == args.end()) return fail("--out: required (the JSON file to write)");
