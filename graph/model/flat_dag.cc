@@ -31,6 +31,91 @@ std::string FlatDag::label(uint32_t c) const {
          car_kind_name(car[c].kind) + ")";
 }
 
+namespace {
+
+std::string too_many_cars(uint64_t max_cars, uint64_t image) {
+  return "--images: the DAG passes " + std::to_string(max_cars) + " CARs at image " + std::to_string(image) +
+         " (the simulator's limit)";
+}
+
+}  // namespace
+
+void FlatImages::restart(uint32_t first) {
+  first_image = first;
+  ends.clear();
+  car.clear();
+  succ.clear();
+  peer.clear();
+  tag.clear();
+  member.clear();
+  error.clear();
+}
+
+bool FlatImages::pack(const LocalDag& local, uint32_t team, uint64_t max_cars, std::string* error) {
+  const uint64_t base = car.size(), edges = succ.size();
+  if (pack_one(local, team, max_cars, error)) return true;
+  // Nothing of a refused image stays, so the images before it can be used.
+  car.resize(base);
+  succ.resize(edges);
+  peer.resize(base);
+  tag.resize(base);
+  if (!member.empty()) member.resize(base);
+  return false;
+}
+
+bool FlatImages::pack_one(const LocalDag& local, uint32_t team, uint64_t max_cars, std::string* error) {
+  const uint32_t image = first_image + images();
+  // Made only on an error: a string per image was a heap block per image.
+  auto where = [image] { return "image " + std::to_string(image); };
+  if (!local.error.empty()) return fail(error, local.error);
+  if (local.image != image) {
+    return fail(error, where() + ": expected DAGs in rank order, got image " + std::to_string(local.image));
+  }
+  const uint64_t base = car.size(), n = local.cars.size();
+  if (base + n > max_cars) return fail(error, too_many_cars(max_cars, image));
+  // Successor lists: count, then place, in this image's slice of succ.
+  count_.assign(n + 1, 0);
+  for (uint64_t c = 0; c < n; ++c) {
+    for (const Dep& d : local.cars[c].deps) {
+      if (d.car >= n || d.car == c) {
+        return fail(error, where() + " CAR " + std::to_string(c) + ": dependency on CAR " +
+                               std::to_string(d.car) + ", which is not another CAR of the image");
+      }
+      ++count_[d.car];
+    }
+  }
+  const uint64_t edges = succ.size();
+  uint64_t at = edges;
+  for (uint64_t c = 0; c < n; ++c) {
+    const uint64_t k = count_[c];
+    count_[c] = static_cast<uint32_t>(at - edges);
+    FlatCar flat;
+    flat.bytes = cost_bytes(local.cars[c]);
+    flat.image = image;
+    flat.deps = static_cast<uint32_t>(local.cars[c].deps.size());
+    flat.succ_begin = static_cast<uint32_t>(at);
+    flat.kind = local.cars[c].kind;
+    car.push_back(flat);
+    at += k;
+  }
+  if (at >= UINT32_MAX) return fail(error, where() + ": over 2^32 dependencies in all");
+  succ.resize(at);
+  for (uint64_t c = 0; c < n; ++c) {
+    const Car& one = local.cars[c];
+    for (const Dep& d : one.deps) succ[edges + count_[d.car]++] = static_cast<uint32_t>(base + c);
+    if (one.is_message() && (one.peer >= team || one.peer == image)) {
+      return fail(error, where() + " CAR " + std::to_string(c) + ": peer " + std::to_string(one.peer) +
+                             " is not another team rank (P = " + std::to_string(team) + ")");
+    }
+    peer.push_back(one.peer);
+    tag.push_back(one.tag);
+    if (one.member != 0 && member.empty()) member.assign(base + c, 0);
+    if (!member.empty()) member.push_back(one.member);
+  }
+  ends.push_back(static_cast<uint32_t>(base + n));
+  return true;
+}
+
 FlatDagBuilder::FlatDagBuilder(uint32_t team_images, RankSymmetry mirror, uint64_t max_cars)
     : FlatDagBuilder(1, max_cars) {
   team_ = team_images;
@@ -38,77 +123,67 @@ FlatDagBuilder::FlatDagBuilder(uint32_t team_images, RankSymmetry mirror, uint64
 }
 
 FlatDagBuilder::FlatDagBuilder(uint32_t images, uint64_t max_cars)
-    : max_cars_(std::min(max_cars, kMaxFlatCars)), team_(images) {
-  dag_.images = images;
-  dag_.image_base.reserve(uint64_t{images} + 1);
-  dag_.image_base.push_back(0);
+    : images_(images), max_cars_(std::min(max_cars, kMaxFlatCars)), team_(images) {
+  packed_.ends.reserve(images);
 }
 
 void FlatDagBuilder::reserve(uint64_t cars) {
   cars = std::min(cars, max_cars_);
-  dag_.car.reserve(cars + 1);
-  dag_.succ.reserve(cars + cars / 2);
-  peer_.reserve(cars);
-  tag_.reserve(cars);
+  packed_.car.reserve(cars + 1);
+  packed_.succ.reserve(cars + cars / 2);
+  packed_.peer.reserve(cars);
+  packed_.tag.reserve(cars);
 }
 
 bool FlatDagBuilder::add(const LocalDag& local, std::string* error) {
-  const uint32_t image = static_cast<uint32_t>(dag_.image_base.size() - 1);
-  // Made only on an error: a string per image was a heap block per image.
-  auto where = [image] { return "image " + std::to_string(image); };
+  const uint32_t image = packed_.images();
   if (!local.error.empty()) return fail(error, local.error);
-  if (image >= dag_.images || local.image != image) {
-    return fail(error, where() + ": expected DAGs in rank order, got image " + std::to_string(local.image));
+  if (image >= images_) {
+    return fail(error, "image " + std::to_string(image) + ": expected DAGs in rank order, got image " +
+                           std::to_string(local.image));
   }
-  const uint64_t base = dag_.car.size(), n = local.cars.size();
-  if (base + n > max_cars_) {
-    return fail(error, "--images: the DAG passes " + std::to_string(max_cars_) +
-                           " CARs at image " + std::to_string(image) + " (the simulator's limit)");
+  return packed_.pack(local, team_, max_cars_, error);
+}
+
+bool FlatDagBuilder::append(const FlatImages& more, std::string* error) {
+  const uint32_t first = packed_.images();
+  const uint64_t base = packed_.car.size(), edges = packed_.succ.size();
+  if (more.first_image != first || uint64_t{first} + more.images() > images_) {
+    return fail(error, "image " + std::to_string(first) + ": expected DAGs in rank order, got image " +
+                           std::to_string(more.first_image));
   }
-  // Successor lists: count, then place, in this image's slice of succ.
-  std::vector<uint32_t>& count = count_;
-  count.assign(n + 1, 0);
-  for (uint64_t c = 0; c < n; ++c) {
-    for (const Dep& d : local.cars[c].deps) {
-      if (d.car >= n || d.car == c) {
-        return fail(error, where() + " CAR " + std::to_string(c) + ": dependency on CAR " +
-                               std::to_string(d.car) + ", which is not another CAR of the image");
-      }
-      ++count[d.car];
+  for (uint32_t k = 0; k < more.images(); ++k) {
+    if (base + more.ends[k] > max_cars_) return fail(error, too_many_cars(max_cars_, first + k));
+    packed_.ends.push_back(static_cast<uint32_t>(base + more.ends[k]));
+  }
+  if (edges + more.succ.size() >= UINT32_MAX) {
+    return fail(error, "image " + std::to_string(first) + ": over 2^32 dependencies in all");
+  }
+  const uint64_t cars = base + more.car.size(), deps = edges + more.succ.size();
+  if (cars + 1 > packed_.car.capacity() || deps > packed_.succ.capacity()) {
+    // Past the estimate: room for the rest at the rate so far (and a
+    // little more), not a doubling that copies and touches every page twice.
+    const double rest = static_cast<double>(images_) / std::max(packed_.images(), 1u) * 1.05;
+    auto at_rate = [rest](uint64_t n) { return std::max(n, static_cast<uint64_t>(static_cast<double>(n) * rest)); };
+    reserve(std::min(at_rate(cars), max_cars_));
+    packed_.succ.reserve(at_rate(deps));
+  }
+  for (FlatCar car : more.car) {
+    car.succ_begin += static_cast<uint32_t>(edges);
+    packed_.car.push_back(car);
+  }
+  for (uint32_t x : more.succ) packed_.succ.push_back(static_cast<uint32_t>(base + x));
+  packed_.peer.insert(packed_.peer.end(), more.peer.begin(), more.peer.end());
+  packed_.tag.insert(packed_.tag.end(), more.tag.begin(), more.tag.end());
+  if (!more.member.empty() && packed_.member.empty()) packed_.member.assign(base, 0);
+  if (!packed_.member.empty()) {
+    if (more.member.empty()) {
+      packed_.member.resize(packed_.car.size(), 0);
+    } else {
+      packed_.member.insert(packed_.member.end(), more.member.begin(), more.member.end());
     }
   }
-  const uint64_t edges = dag_.succ.size();
-  uint64_t at = edges;
-  for (uint64_t c = 0; c < n; ++c) {
-    const uint64_t k = count[c];
-    count[c] = static_cast<uint32_t>(at - edges);
-    FlatCar flat;
-    flat.bytes = cost_bytes(local.cars[c]);
-    flat.image = image;
-    flat.deps = static_cast<uint32_t>(local.cars[c].deps.size());
-    flat.succ_begin = static_cast<uint32_t>(at);
-    flat.kind = local.cars[c].kind;
-    dag_.car.push_back(flat);
-    at += k;
-  }
-  if (at >= UINT32_MAX) return fail(error, where() + ": over 2^32 dependencies in all");
-  dag_.succ.resize(at);
-  for (uint64_t c = 0; c < n; ++c) {
-    const Car& car = local.cars[c];
-    for (const Dep& d : car.deps) dag_.succ[edges + count[d.car]++] = static_cast<uint32_t>(base + c);
-    if (car.is_message() && (car.peer >= team_ || car.peer == image)) {
-      return fail(error, where() + " CAR " + std::to_string(c) + ": peer " + std::to_string(car.peer) +
-                             " is not another team rank (P = " + std::to_string(team_) + ")");
-    }
-    peer_.push_back(car.peer);
-    tag_.push_back(car.tag);
-    if (car.member != 0 && !any_member_) {
-      any_member_ = true;
-      member_.assign(base + c, 0);
-    }
-    if (any_member_) member_.push_back(car.member);
-  }
-  dag_.image_base.push_back(static_cast<uint32_t>(base + n));
+  if (!more.error.empty()) return fail(error, more.error);
   return true;
 }
 
@@ -155,76 +230,82 @@ bool unmatched(const FlatDag& dag, uint32_t receiver, const MessageEnd& e, bool 
 }  // namespace
 
 bool FlatDagBuilder::finish(FlatDag* out, std::string* error) {
-  const uint64_t added = dag_.image_base.size() - 1;
-  if (added != dag_.images) {
-    return fail(error, "only " + std::to_string(added) + " of " + std::to_string(dag_.images) +
+  const uint64_t added = packed_.images();
+  if (added != images_) {
+    return fail(error, "only " + std::to_string(added) + " of " + std::to_string(images_) +
                            " images were added");
   }
-  const uint32_t P = dag_.images;
-  const uint64_t n = dag_.car.size();
+  FlatDag dag;
+  dag.images = images_;
+  dag.image_base.reserve(uint64_t{images_} + 1);
+  dag.image_base.push_back(0);
+  dag.image_base.insert(dag.image_base.end(), packed_.ends.begin(), packed_.ends.end());
+  dag.car = std::move(packed_.car);
+  dag.succ = std::move(packed_.succ);
+  const HugeVector<uint32_t> peer = std::move(packed_.peer), tag = std::move(packed_.tag);
+  const HugeVector<uint32_t> members = std::move(packed_.member);
+  const bool any_member = !members.empty();
+  const uint32_t P = dag.images;
+  const uint64_t n = dag.car.size();
   // The end marker: the last CAR's successors end where it begins.
   FlatCar end;
-  end.succ_begin = static_cast<uint32_t>(dag_.succ.size());
-  dag_.car.push_back(end);
+  end.succ_begin = static_cast<uint32_t>(dag.succ.size());
+  dag.car.push_back(end);
   // Mirrored: image 0 receives every message, each from the image whose
   // SEND image 0's SEND to `peer` stands for, sigma_peer^-1(0).
   const bool mirrored = mirror_ != RankSymmetry::None;
-  auto receiver = [&](uint64_t c) { return mirrored ? 0u : peer_[c]; };
+  auto receiver = [&](uint64_t c) { return mirrored ? 0u : peer[c]; };
   auto sender = [&](uint32_t c) {
-    if (!mirrored) return dag_.car[c].image;
-    return mirror_ == RankSymmetry::Xor ? peer_[c] : (team_ - peer_[c]) % team_;
+    if (!mirrored) return dag.car[c].image;
+    return mirror_ == RankSymmetry::Xor ? peer[c] : (team_ - peer[c]) % team_;
   };
   // SENDs bucketed by receiver (a counting sort), so each receiver's
   // messages pair up in a small sort of their own.
   std::vector<uint32_t> start(uint64_t{P} + 1, 0);
   for (uint64_t c = 0; c < n; ++c) {
-    if (dag_.car[c].kind == CarKind::Send) ++start[receiver(c) + 1];
+    if (dag.car[c].kind == CarKind::Send) ++start[receiver(c) + 1];
   }
   for (uint32_t j = 0; j < P; ++j) start[j + 1] += start[j];
   std::vector<uint32_t> by_receiver(start[P]);
   {
     std::vector<uint32_t> at(start.begin(), start.end() - 1);
     for (uint64_t c = 0; c < n; ++c) {
-      if (dag_.car[c].kind == CarKind::Send) by_receiver[at[receiver(c)]++] = static_cast<uint32_t>(c);
+      if (dag.car[c].kind == CarKind::Send) by_receiver[at[receiver(c)]++] = static_cast<uint32_t>(c);
     }
   }
-  auto member = [&](uint32_t c) { return any_member_ ? member_[c] : 0u; };
+  auto member = [&](uint32_t c) { return any_member ? members[c] : 0u; };
   std::vector<MessageEnd> sends, recvs;
   for (uint32_t j = 0; j < P; ++j) {
     sends.clear();
     recvs.clear();
     for (uint32_t k = start[j]; k < start[j + 1]; ++k) {
       const uint32_t s = by_receiver[k];
-      sends.push_back({sender(s), member(s), tag_[s], s});
+      sends.push_back({sender(s), member(s), tag[s], s});
     }
-    for (uint32_t c = dag_.image_base[j]; c < dag_.image_base[j + 1]; ++c) {
-      if (dag_.car[c].kind == CarKind::Recv || dag_.car[c].kind == CarKind::RecvReduce) {
-        recvs.push_back({peer_[c], member(c), tag_[c], c});
+    for (uint32_t c = dag.image_base[j]; c < dag.image_base[j + 1]; ++c) {
+      if (dag.car[c].kind == CarKind::Recv || dag.car[c].kind == CarKind::RecvReduce) {
+        recvs.push_back({peer[c], member(c), tag[c], c});
       }
     }
-    if (!sort_unique(dag_, j, &sends, error) || !sort_unique(dag_, j, &recvs, error)) return false;
+    if (!sort_unique(dag, j, &sends, error) || !sort_unique(dag, j, &recvs, error)) return false;
     size_t r = 0;
     for (const MessageEnd& s : sends) {
-      if (r < recvs.size() && recvs[r].key() < s.key()) return unmatched(dag_, j, recvs[r], false, error);
-      if (r == recvs.size() || recvs[r].key() != s.key()) return unmatched(dag_, j, s, true, error);
+      if (r < recvs.size() && recvs[r].key() < s.key()) return unmatched(dag, j, recvs[r], false, error);
+      if (r == recvs.size() || recvs[r].key() != s.key()) return unmatched(dag, j, s, true, error);
       const MessageEnd& m = recvs[r++];
-      const uint64_t sent = dag_.car[s.car].bytes, received = dag_.car[m.car].bytes;
+      const uint64_t sent = dag.car[s.car].bytes, received = dag.car[m.car].bytes;
       if (sent != received) {
-        return fail(error, dag_.label(m.car) + ": receives " + std::to_string(received) +
-                               " bytes but its SEND " + dag_.label(s.car) + " sends " + std::to_string(sent));
+        return fail(error, dag.label(m.car) + ": receives " + std::to_string(received) +
+                               " bytes but its SEND " + dag.label(s.car) + " sends " + std::to_string(sent));
       }
-      dag_.car[s.car].match = m.car;
-      dag_.car[m.car].match = s.car;
-      ++dag_.messages;
-      dag_.message_bytes += sent;
+      dag.car[s.car].match = m.car;
+      dag.car[m.car].match = s.car;
+      ++dag.messages;
+      dag.message_bytes += sent;
     }
-    if (r < recvs.size()) return unmatched(dag_, j, recvs[r], false, error);
+    if (r < recvs.size()) return unmatched(dag, j, recvs[r], false, error);
   }
-  peer_ = {};
-  tag_ = {};
-  member_ = {};
-  *out = std::move(dag_);
-  dag_ = FlatDag{};
+  *out = std::move(dag);
   return true;
 }
 

@@ -51,6 +51,30 @@ struct FlatDag {
   std::string label(uint32_t c) const;
 };
 
+// The CARs of consecutive images packed for a FlatDag: what
+// FlatDagBuilder keeps, and what a thread other than the builder's can
+// pack ahead for it (FlatDagBuilder::append). CAR numbers, succ_begin and
+// successors count from this pack's first CAR.
+struct FlatImages {
+  uint32_t first_image = 0;
+  std::vector<uint32_t> ends;  // one past each image's last CAR
+  HugeVector<FlatCar> car;
+  HugeVector<uint32_t> succ, peer, tag, member;  // member: empty until a CAR has one
+  std::string error;  // why the image after the last packed one was refused
+
+  uint32_t images() const { return static_cast<uint32_t>(ends.size()); }
+  // Empty, its capacity kept, for images from `first`.
+  void restart(uint32_t first);
+  // Packs `dag`, which must be image first_image + images(), of a team of
+  // `team` ranks. False with *error when the DAG names a CAR or peer that
+  // does not exist or the pack would pass max_cars.
+  bool pack(const LocalDag& dag, uint32_t team, uint64_t max_cars, std::string* error);
+
+ private:
+  bool pack_one(const LocalDag& dag, uint32_t team, uint64_t max_cars, std::string* error);
+  std::vector<uint32_t> count_;  // pack()'s successor counts, kept for the next image
+};
+
 // Adds images to a FlatDag in rank order, then matches the messages.
 class FlatDagBuilder {
  public:
@@ -67,20 +91,20 @@ class FlatDagBuilder {
   // Image dag.image must be the next rank. False with *error when the DAG
   // names a CAR or peer that does not exist or the limit is passed.
   bool add(const LocalDag& dag, std::string* error);
+  // Images packed elsewhere, the first of them the next rank: the same
+  // checks as add() (a pack's error is reported after its images).
+  bool append(const FlatImages& images, std::string* error);
   // Matches every SEND to its receive by (sender, receiver, member, tag);
   // false with *error naming an unmatched or doubly used end or a byte
   // count that differs. The builder is spent.
   bool finish(FlatDag* out, std::string* error);
 
  private:
-  FlatDag dag_;
+  uint32_t images_;
   uint64_t max_cars_;
   uint32_t team_;  // peers range over [0, team_)
   RankSymmetry mirror_ = RankSymmetry::None;
-  // Kept until finish(): what matching needs.
-  HugeVector<uint32_t> peer_, tag_, member_;
-  bool any_member_ = false;
-  std::vector<uint32_t> count_;  // add()'s successor counts, kept for the next image
+  FlatImages packed_;  // every image so far
 };
 
 // The CARs of `spec` as estimated from image (root + 1) mod P (the root

@@ -225,19 +225,37 @@ class LogGPSim {
   void critical_path(uint32_t last, LogGPResult* result) const;
   std::string deadlock() const;
   // The events of a run are known in advance and touch CARs and images
-  // scattered over gigabytes: ask for them early (the CAR far ahead, its
-  // image and its message's other end once the CAR has arrived).
+  // scattered over gigabytes: ask for them early, in stages, each reading
+  // only what an earlier stage fetched: far ahead the CAR (and the next
+  // one, whose succ_begin ends its list) or image; nearer the CAR's image,
+  // its message's other end and its successor list, or the image's next
+  // CAR; nearest the successors themselves.
   void prefetch_ahead() const {
-    constexpr size_t kFar = 16, kNear = 8;
-    const uint64_t far = queue_.ahead(kFar), near = queue_.ahead(kNear);
+    constexpr size_t kFar = 16, kNear = 8, kNearest = 4;
+    const uint64_t far = queue_.ahead(kFar), near = queue_.ahead(kNear), nearest = queue_.ahead(kNearest);
     if (far != EventQueue::kNoKey) {
-      prefetch(far & kDispatch ? static_cast<const void*>(images_.data() + (far & 0xffffffffu))
-                               : static_cast<const void*>(state_.data() + far));
+      if (far & kDispatch) {
+        prefetch(images_.data() + (far & 0xffffffffu));
+      } else {
+        prefetch(state_.data() + far);
+        prefetch(&state_[far + 1].succ_begin);
+      }
     }
-    if (near != EventQueue::kNoKey && !(near & kDispatch)) {
+    if (near != EventQueue::kNoKey && (near & kDispatch)) {
+      const uint32_t head = images_[near & 0xffffffffu].head;
+      if (head != kNoFlatCar) prefetch(state_.data() + head);
+    } else if (near != EventQueue::kNoKey) {
       const FlatCar& car = state_[near];
       prefetch(images_.data() + car.image);
       if (car.match != kNoFlatCar) prefetch(state_.data() + car.match);
+      prefetch(dag_.succ.data() + car.succ_begin);
+    }
+    if (nearest != EventQueue::kNoKey && !(nearest & kDispatch)) {
+      const uint32_t begin = state_[nearest].succ_begin, end = state_[nearest + 1].succ_begin;
+      if (begin != end) {
+        prefetch(state_.data() + dag_.succ[begin]);
+        prefetch(state_.data() + dag_.succ[end - 1]);
+      }
     }
   }
   // GCC 12 at -O2 emits no instruction for __builtin_prefetch in this

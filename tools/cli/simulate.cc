@@ -2,9 +2,11 @@
 // (graph/model/loggp.h), one algorithm or every algorithm of the kind.
 // Image DAGs are generated a chunk at a time into a FlatDag, never as a
 // whole GlobalDag, so P reaches 2^20 for the log-depth algorithms.
+#include <algorithm>
 #include <charconv>
 #include <chrono>
-#include <future>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "graph/model/loggp.h"
@@ -85,42 +87,91 @@ bool spec_for(const Args& args, const carflow::Config& config, const std::string
   return true;
 }
 
-// Image DAGs are generated on every core, a chunk at a time, while this
-// thread adds the previous chunk in rank order (generators are pure
-// functions of the spec and the image, as the engine's image threads rely
-// on). A spent chunk is freed by the job that makes the next one.
-constexpr uint32_t kChunk = 4096;  // images per generated chunk
+// Image DAGs are generated and packed (FlatImages) on every core, a chunk
+// at a time, while this thread appends the finished chunks in rank order
+// (generators are pure functions of the spec and the image, as the
+// engine's image threads rely on). A chunk holds about kChunkCars CARs:
+// each image's LocalDag is packed while it is still in cache, and the
+// chunks in flight stay small.
+constexpr uint64_t kChunkCars = uint64_t{1} << 15;
+constexpr uint64_t kMaxChunkImages = 4096;
+
+class ChunkPipeline {
+ public:
+  ChunkPipeline(const carflow::GeneratorInfo& gen, const carflow::CollectiveSpec& spec, uint64_t estimate)
+      : gen_(gen), spec_(spec), workers_(std::max(1u, std::thread::hardware_concurrency())) {
+    const uint64_t per_image = std::max<uint64_t>(1, estimate / spec.images);
+    chunk_images_ = static_cast<uint32_t>(std::clamp<uint64_t>(kChunkCars / per_image, 1, kMaxChunkImages));
+    chunks_ = (spec.images + chunk_images_ - 1) / chunk_images_;
+    slots_.resize(2 * workers_ + 2);
+    ready_.assign(slots_.size(), false);
+  }
+
+  bool run(carflow::FlatDagBuilder* builder, std::string* error) {
+    std::vector<std::thread> threads;
+    for (unsigned w = 0; w < workers_; ++w) threads.emplace_back([this] { work(); });
+    bool ok = true;
+    for (uint32_t j = 0; j < chunks_ && ok; ++j) {
+      const size_t slot = j % slots_.size();
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return ready_[slot]; });
+      }
+      ok = builder->append(slots_[slot], error);
+      std::lock_guard<std::mutex> lock(mu_);
+      ready_[slot] = false;
+      ++appended_;
+      stop_ = !ok;
+      cv_.notify_all();
+    }
+    for (std::thread& t : threads) t.join();
+    return ok;
+  }
+
+ private:
+  // Claims the next chunk whose slot has been appended, packs it, marks it ready.
+  void work() {
+    for (;;) {
+      uint32_t j;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || next_ >= chunks_ || next_ < appended_ + slots_.size(); });
+        if (stop_ || next_ >= chunks_) return;
+        j = next_++;
+      }
+      carflow::FlatImages& chunk = slots_[j % slots_.size()];
+      const uint32_t first = j * chunk_images_, last = std::min(spec_.images, first + chunk_images_);
+      chunk.restart(first);
+      for (uint32_t i = first; i < last; ++i) {
+        if (!chunk.pack(carflow::generate_local(gen_, spec_, i), spec_.images, carflow::kMaxFlatCars,
+                        &chunk.error)) {
+          break;
+        }
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      ready_[j % slots_.size()] = true;
+      cv_.notify_all();
+    }
+  }
+
+  const carflow::GeneratorInfo& gen_;
+  const carflow::CollectiveSpec& spec_;
+  const unsigned workers_;
+  uint32_t chunk_images_ = 1, chunks_ = 0;
+  std::vector<carflow::FlatImages> slots_;  // chunk j packs into slot j % size
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<bool> ready_;  // by slot, under mu_
+  uint32_t next_ = 0, appended_ = 0;
+  bool stop_ = false;
+};
 
 bool build_parallel(const carflow::GeneratorInfo& gen, const carflow::CollectiveSpec& spec, uint64_t estimate,
                     carflow::FlatDag* out, std::string* error) {
-  const uint32_t P = spec.images;
-  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  using Chunk = std::vector<carflow::LocalDag>;
-  auto generate = [&gen, &spec, P, threads](uint32_t first, Chunk spent) {
-    spent.clear();
-    Chunk chunk(std::min(kChunk, P - first));
-    auto part = [&](unsigned w) {
-      for (size_t i = w; i < chunk.size(); i += threads) chunk[i] = carflow::generate_local(gen, spec, first + i);
-    };
-    std::vector<std::thread> helpers;
-    for (unsigned w = 1; w < threads; ++w) helpers.emplace_back(part, w);
-    part(0);
-    for (std::thread& t : helpers) t.join();
-    return chunk;
-  };
-  carflow::FlatDagBuilder builder(P);
+  carflow::FlatDagBuilder builder(spec.images);
   builder.reserve(estimate);
-  Chunk spent;
-  std::future<Chunk> next = std::async(std::launch::async, generate, 0, Chunk{});
-  for (uint32_t first = 0; first < P; first += kChunk) {
-    Chunk chunk = next.get();
-    if (first + kChunk < P) next = std::async(std::launch::async, generate, first + kChunk, std::move(spent));
-    for (const carflow::LocalDag& dag : chunk) {
-      if (!builder.add(dag, error)) return false;
-    }
-    spent = std::move(chunk);
-  }
-  return builder.finish(out, error);
+  ChunkPipeline pipeline(gen, spec, estimate);
+  return pipeline.run(&builder, error) && builder.finish(out, error);
 }
 
 Outcome run_one(const carflow::GeneratorInfo& gen, const carflow::CollectiveSpec& spec,
