@@ -34,7 +34,11 @@ enum FrameType : uint32_t {
   kClockTell = 0x4c560007,
 };
 constexpr size_t kHeaderBytes = 20;  // type, rank, value, text length
-constexpr int kHelloWaitMs = 2000;   // an accepted connection must prove the key by then
+// An accepted connection must prove the key within the peer timeout's
+// keepalive budget, at least this: on a lossy network a connection whose
+// SYN was retransmitted resends lost data only after 3 s (RFC 6298, 5.7),
+// so a shorter fixed wait refuses the job's own nodes.
+constexpr int kMinHelloWaitMs = 2000;
 constexpr size_t kMaxUnproven = 64;  // held at once; beyond, the oldest goes
 constexpr int kSendRetries = 20;     // x 50 ms: a frame that cannot leave is dropped
 
@@ -375,7 +379,8 @@ bool LivenessMesh::handshake(int timeout_ms, std::string* error) {
     }
     if (fds[0].revents != 0) {
       const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd >= 0) unproven.push_back({fd, std::min(deadline, Clock::now() + std::chrono::milliseconds(kHelloWaitMs))});
+      const auto hello_wait = std::chrono::milliseconds(std::max(kMinHelloWaitMs, timing_.detect_s() * 1000));
+      if (fd >= 0) unproven.push_back({fd, std::min(deadline, Clock::now() + hello_wait)});
       if (unproven.size() > kMaxUnproven) refuse(0);
     }
   }

@@ -10,7 +10,8 @@
 // connector's HELLO carries its rank and a fresh nonce, the acceptor
 // answers CHALLENGE (its nonce and its proof over both), the connector
 // checks it and answers PROOF. A connection that does not prove the key
-// within kHelloWaitMs is closed and counted, and the mesh goes on forming;
+// within the keepalive budget of the peer timeout (KeepaliveTiming::detect_s,
+// at least 2 s) is closed and counted, and the mesh goes on forming;
 // the count is printed once on stderr. The key is the one the runtime
 // derives from cfrun's job secret, never sent; without one (PMIx), node 0's
 // random key, shared through the job store. The listening socket closes
