@@ -297,8 +297,8 @@ void Runtime::peer_lost(uint32_t node, const std::string& how) {
 
 // This node cannot go on (a message it could not keep): it stops messaging
 // the others, and they hear it leave, as a lost node that says why, instead
-// of waiting on it. The transport and the mesh outlive every engine, whose
-// threads alone call this.
+// of waiting on it; the launcher hears why, to report it. The transport,
+// the mesh and the store outlive every engine, whose threads alone call this.
 void Runtime::leave_job(const std::string& why) {
   left_job_.store(true, std::memory_order_release);
   if (ofi_ != nullptr) {
@@ -307,6 +307,7 @@ void Runtime::leave_job(const std::string& why) {
     }
   }
   if (liveness_ != nullptr) liveness_->withdraw("it " + why);
+  if (boot_ != nullptr) boot_->leave(why);
 }
 
 // A process returning from main without cf_finalize finalizes here. A

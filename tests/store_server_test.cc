@@ -1,5 +1,5 @@
 // cfrun's store as its clients meet it, without sockets (tools/store_server.h):
-// the proof of the job secret first, then HELLO, PUT / GET / FENCE / BYE,
+// the proof of the job secret first, then HELLO, PUT / GET / FENCE / BYE / LEAVE,
 // waits answered when they can be, and failed when a rank is lost.
 #include <doctest/doctest.h>
 
@@ -114,6 +114,29 @@ TEST_CASE("BYE is remembered per rank") {
   CHECK(ask(server, a, "BYE 2") == Lines{"1: OK 2"});
   CHECK(server.said_bye(1));
   CHECK_FALSE(server.said_bye(0));
+}
+
+TEST_CASE("LEAVE reports a rank's reason once, as one printable line of bounded length") {
+  StoreServer server(2, kSecret, [](uint32_t) { return true; });
+  Client a{1, proven()};
+  CHECK(ask(server, a, "LEAVE 1 early") == Lines{"1: ERR 1 send HELLO <id> <rank> <nodes> first"});
+  ask(server, a, "HELLO 2 1 2");
+  CHECK(ask(server, a, "LEAVE 3") == Lines{"1: ERR 3 LEAVE needs <how> written as one field (a space as '_')"});
+  CHECK(server.take_departures().empty());
+  CHECK(ask(server, a, "LEAVE 4 ran_out_of_memory:_a%0Aline%1B") == Lines{"1: OK 4"});
+  CHECK(ask(server, a, "LEAVE 5 again") == Lines{"1: OK 5"});
+  const std::vector<StoreServer::Departure> left = server.take_departures();
+  REQUIRE(left.size() == 1);
+  CHECK(left[0].rank == 1);
+  CHECK(left[0].why == "ran out of memory: a?line?");
+  CHECK(server.take_departures().empty());
+  Client b{2, proven()};
+  ask(server, b, "HELLO 1 0 2");
+  ask(server, b, "LEAVE 2 " + std::string(5000, 'x'));
+  const std::vector<StoreServer::Departure> long_one = server.take_departures();
+  REQUIRE(long_one.size() == 1);
+  CHECK(long_one[0].why == std::string(StoreServer::kMaxWhyBytes - 3, 'x') + "...");
+  CHECK_FALSE(server.said_bye(0));  // leaving is not finishing
 }
 
 // ------------------------------------------------ the proof of the job secret

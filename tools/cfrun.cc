@@ -23,6 +23,8 @@
 // a process whose cfrun dies without ending it (SIGKILL) gets SIGKILL from
 // the kernel (PR_SET_PDEATHSIG) instead of living on unsupervised.
 //
+// A process that cannot go on (out of memory) says why (LEAVE) and ends
+// cleanly: cfrun prints "cfrun: rank R (pid P) <why>" and nothing more.
 // A process is lost when it dies by a signal, exits non-zero, or exits 0
 // without BYE. Then cfrun prints one line "cfrun: rank R (pid P) <how>",
 // sends LOST to the other connected processes (not with --no-lost-notices:
@@ -334,6 +336,7 @@ class Launcher {
   void read_signals();
   void forward_output(Child& c, bool is_err, bool closing);
   void child_exited(Child& c, int status);
+  void report_departures();
   void check_deadlines();
   // Actions.
   void send(const std::vector<Outgoing>& lines);
@@ -659,6 +662,7 @@ void Launcher::read_connection(uint64_t serial) {
     std::vector<Outgoing> out;
     store_.handle(serial, c.session, std::string_view(c.in).substr(start, end - start), &out);
     send(out);
+    report_departures();
     start = end + 1;
   }
   c.in.erase(0, start);
@@ -821,6 +825,15 @@ void Launcher::child_exited(Child& c, int status) {
   store_.fail_waiters("rank " + std::to_string(c.rank) + " was lost: " + how, &out);
   send(out);
   start_grace();
+}
+
+// A rank that cannot go on says why (LEAVE) and lives on to end cleanly,
+// while the others hear it leave through their liveness links: cfrun only
+// names it, as it names a rank that died.
+void Launcher::report_departures() {
+  for (const StoreServer::Departure& d : store_.take_departures()) {
+    say("rank " + std::to_string(d.rank) + " (pid " + std::to_string(children_[d.rank].pid) + ") " + d.why);
+  }
 }
 
 void Launcher::start_grace() {

@@ -31,13 +31,28 @@ bool parse_count(const std::string& name, const std::string& text, uint32_t min,
   return true;
 }
 
+namespace {
+
+// A reason as the launcher may print it on its own line: a rank's %XX can
+// decode to any byte, a newline or an escape sequence among them.
+std::string printable_why(std::string why) {
+  if (why.size() > StoreServer::kMaxWhyBytes) why.replace(StoreServer::kMaxWhyBytes - 3, std::string::npos, "...");
+  for (char& ch : why) {
+    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) > 0x7e) ch = '?';
+  }
+  return why;
+}
+
+}  // namespace
+
 StoreServer::StoreServer(uint32_t nodes, std::string secret, std::function<bool(uint32_t)> rank_running)
     : nodes_(nodes),
       secret_(std::move(secret)),
       store_(nodes),
       rank_running_(std::move(rank_running)),
       rank_connection_(nodes, 0),
-      said_bye_(nodes, false) {}
+      said_bye_(nodes, false),
+      left_(nodes, false) {}
 
 void StoreServer::handle(uint64_t conn, Session& session, std::string_view line, std::vector<Outgoing>* out) {
   if (session.closing) return;
@@ -66,6 +81,16 @@ void StoreServer::handle(uint64_t conn, Session& session, std::string_view line,
     store_.fence(rank, conn, id, out);
   } else if (verb == "BYE") {
     said_bye_[rank] = true;
+    out->push_back({conn, "OK " + id});
+  } else if (verb == "LEAVE") {
+    if (rest.empty() || !bootstrap_protocol::is_token(rest)) {
+      out->push_back({conn, "ERR " + id + " LEAVE needs <how> written as one field (a space as '_')"});
+      return;
+    }
+    if (!left_[rank]) {
+      left_[rank] = true;
+      departures_.push_back({rank, printable_why(bootstrap_protocol::decode_words(rest))});
+    }
     out->push_back({conn, "OK " + id});
   } else {
     out->push_back({conn, "ERR " + id + " unknown request '" + verb + "'"});

@@ -1,6 +1,6 @@
 // cfrun's key-value store and its line protocol on the server side, apart
 // from sockets: one request line of a connection in, reply lines out. The
-// protocol (AUTH, PROOF, HELLO, PUT, GET, FENCE, BYE; replies OK, VAL, ERR;
+// protocol (AUTH, PROOF, HELLO, PUT, GET, FENCE, BYE, LEAVE; replies OK, VAL, ERR;
 // LOST from cfrun) is documented in transports/bootstrap/bootstrap.h. cfrun serves it
 // over TCP; tests drive it directly.
 #pragma once
@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace carflow {
@@ -99,10 +100,17 @@ class KeyValueStore {
 
 // One request line at a time, per connection: the proof of the job secret
 // first (AUTH, PROOF: transports/bootstrap/job_auth.h), then HELLO (it names
-// the connection's rank), then PUT / GET / FENCE / BYE. Replies and the
-// answers to earlier GETs and FENCEs go to `out`.
+// the connection's rank), then PUT / GET / FENCE / BYE / LEAVE. Replies and
+// the answers to earlier GETs and FENCEs go to `out`.
 class StoreServer {
  public:
+  // A rank that said LEAVE: why, printable and at most kMaxWhyBytes long
+  // (the launcher prints it).
+  struct Departure {
+    uint32_t rank;
+    std::string why;
+  };
+  static constexpr size_t kMaxWhyBytes = 1024;
   // A connection's state: how far its proof went, its rank once HELLO was
   // accepted, and whether it was refused (the caller closes it once its
   // replies are sent).
@@ -132,6 +140,8 @@ class StoreServer {
   void fail_waiters(const std::string& reason, std::vector<Outgoing>* out) { store_.fail_waiters(reason, out); }
   // Whether rank r said BYE (cf_finalize) before it exited.
   bool said_bye(uint32_t rank) const { return said_bye_[rank]; }
+  // The ranks that said LEAVE since the last call, each rank once per job.
+  std::vector<Departure> take_departures() { return std::exchange(departures_, {}); }
 
  private:
   void hello(uint64_t conn, Session& session, const std::string& id, std::string_view rest,
@@ -145,6 +155,8 @@ class StoreServer {
   std::function<bool(uint32_t)> rank_running_;
   std::vector<uint64_t> rank_connection_;  // rank -> connection, 0 = none
   std::vector<bool> said_bye_;
+  std::vector<bool> left_;  // per rank: LEAVE taken
+  std::vector<Departure> departures_;
 };
 
 // The first space-separated field of *rest, removed from it.

@@ -14,7 +14,8 @@
 // Rules checked: replies go only to open connections and hold no newline;
 // no two connections hold one
 // rank; the store's proof verifies; every connection that never proved the
-// secret is counted as refused exactly once.
+// secret is counted as refused exactly once; a LEAVE's reason, which cfrun
+// prints, is one short printable line, reported once per rank.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -93,6 +94,12 @@ class Harness {
     }
     if (c.session.proof == StoreServer::Session::Proof::kProven) c.ever_proven = true;
     deliver(out);
+    for (const StoreServer::Departure& d : server_.take_departures()) {
+      check(d.rank < kRanks && !departed_[d.rank], "a rank's LEAVE is reported once");
+      departed_[d.rank] = true;
+      check(d.why.size() <= StoreServer::kMaxWhyBytes, "a LEAVE's reason is cut to its limit");
+      for (char ch : d.why) check(ch >= 0x20 && ch <= 0x7e, "a LEAVE's reason is printable");
+    }
     if (c.session.closing) reopen(c);
   }
 
@@ -149,6 +156,7 @@ class Harness {
   }
 
   std::array<bool, kRanks> running_{true, true, true};
+  std::array<bool, kRanks> departed_{};
   StoreServer server_;
   std::array<Client, kClients> clients_;
   uint64_t last_conn_ = 0;

@@ -391,6 +391,18 @@ bool Bootstrap::bye(std::string* error) {
   return true;
 }
 
+void Bootstrap::leave(const std::string& why) {
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    id = next_id_++;  // not waited for: the reader drops its OK by id
+  }
+  constexpr size_t kMaxWhyBytes = 4096;  // encoded, at most 3 times that: far below kMaxLineBytes
+  const std::string how = bootstrap_protocol::encode_words(std::string_view(why).substr(0, kMaxWhyBytes));
+  send_line("LEAVE " + std::to_string(id) + " " + how + "\n");
+}
+
 void Bootstrap::watch(LostCallback on_lost) {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -29,6 +29,9 @@
 //   FENCE <id>                 the k-th FENCE of a rank joins round k; the
 //                              reply comes when all N ranks joined -> OK <id>
 //   BYE <id>                   this process finishes cleanly      -> OK <id>
+//   LEAVE <id> <how>           this process cannot go on and leaves the job
+//                              (how written as LOST's, below): cfrun prints
+//                              it as it prints a lost rank's   -> OK <id>
 // Any request may instead get ERR <id> <reason...> (bad syntax, no HELLO yet,
 // or a rank was lost, so a GET of a missing key or a FENCE can never be
 // answered: the job is ending). A refused HELLO closes the connection.
@@ -111,6 +114,7 @@ class Bootstrap final : public JobStore {
   bool get(const std::string& key, std::string* value, int timeout_ms, std::string* error) override;
   bool fence(int timeout_ms, std::string* error) override;  // all ranks
   bool bye(std::string* error) override;  // idempotent; waits for the launcher's OK
+  void leave(const std::string& why) override;  // LEAVE, without waiting for the OK
 
   // Calls on_lost(rank, how) on the reader thread for each LOST notice
   // (how as cfrun printed it, e.g. "was killed by signal 9 (Killed)"), and

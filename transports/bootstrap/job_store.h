@@ -25,6 +25,10 @@ class JobStore {
   virtual bool get(const std::string& key, std::string* value, int timeout_ms, std::string* error) = 0;
   virtual bool fence(int timeout_ms, std::string* error) = 0;  // all ranks
   virtual bool bye(std::string* error) = 0;                    // the job may end cleanly
+  // This process cannot go on (`why`, e.g. "ran out of memory: ..."): the
+  // launcher reports it. Returns at once, from any thread. PMIx has no such
+  // report: under mpirun / srun the process's own stderr line is the report.
+  virtual void leave(const std::string& why) {}
   virtual void watch(LostCallback on_lost) = 0;
   // The IPv4 address this process reaches the launcher from (other nodes
   // can reach it there too); "" when the store has no socket (PMIx).
