@@ -123,14 +123,44 @@ void run_mode_slow(Context& c, cf_image_t me) {
   }
 }
 
+// Under nomem:unexpected, a message that certainly reaches node 1 before
+// its receive: a root broadcasts (flat: it sends to each image itself)
+// while node 1's first image is held in a barrier with the root alone,
+// which the root enters only once its broadcast sends are done. The path
+// from root to held image keeps order, so the held image's broadcast
+// message arrives before the barrier's: unexpected (in the ofi tables,
+// through a host ring or libfabric). The root is image 0.
+void broadcast_ahead_of_node1(Context& c, cf_image_t me) {
+  Log& log = c.log;
+  const cf_image_t held = c.images;  // node 1's first image
+  const cf_image_t root = 0;
+  cf_team_t pair = CF_TEAM_NULL;
+  const int split = cf_team_split(CF_TEAM_ALL, me == root || me == held ? 0 : -1, static_cast<int>(me), &pair);
+  if (split != CF_OK) return note_lost(c, split, "cf_team_split");  // an earlier message found no memory
+  if (cf_coll_set_algorithm(CF_KIND_BROADCAST, "flat") != CF_OK) log.fail("fault: flat broadcast not available");
+  uint64_t x = 7, y = 0;
+  const cf_coll_handle_t h = me == held ? CF_COLL_INVALID_HANDLE
+                                        : cf_coll_broadcast_nb(CF_TEAM_ALL, &y, root, &x, 8, kLocal);
+  int rc = me == root ? cf_coll_wait_sync(h) : CF_OK;  // its sends go out before the barrier's
+  if (rc == CF_OK && pair != CF_TEAM_NULL) rc = cf_coll_barrier(pair, kLocal);
+  if (rc == CF_OK && me != root) {
+    rc = me == held ? cf_coll_broadcast(CF_TEAM_ALL, &y, root, &x, 8, kLocal) : cf_coll_wait_sync(h);
+  }
+  if (rc != CF_OK) note_lost(c, rc, "the broadcast ahead of node 1");
+  else if (y != x) log.fail("fault: the broadcast ahead of node 1 delivered " + std::to_string(y));
+  cf_coll_set_algorithm(CF_KIND_BROADCAST, nullptr);
+  if (pair != CF_TEAM_NULL) cf_team_free(pair);
+}
+
 // fault: every image runs 200 allreduces under the CF_FAULT the test set.
 // A fault that loses a node (kill_after, close_link) must fail a pending
 // allreduce and a later barrier with CF_ERR_PEER_LOST naming a node, on
 // every image still alive; one that only slows (delay, stop) must leave
-// every sum right.
+// every sum right. nomem:unexpected: broadcast_ahead_of_node1 first.
 void run_mode_fault(Context& c, cf_image_t me) {
   Log& log = c.log;
   const uint32_t P = cf_images();
+  if (c.nomem_fault) broadcast_ahead_of_node1(c, me);
   for (int round = 0; round < 200; ++round) {
     int64_t mine = me + round, sum = 0;
     const int rc = cf_coll_allreduce(CF_TEAM_ALL, &sum, &mine, 8, 1, kSumInt64, 0, kLocal);

@@ -13,13 +13,18 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # are in tests/README.md). TSan: the engine's threads, the inproc rings and
 # the sync family under each progress mode that adds threads. ASan + UBSan:
 # every refused call, teams, handles, aggregates, the generator builder,
-# the engine, and refused calls across processes.
+# the engine, refused calls across processes, and the multi-process
+# suite's CF_FAULT cases that lose or fail a node (a doctest filter: the
+# whole suite would take most of CI's budget under ASan).
 declare -A TARGETS=(
   [tsan]="//tests:engine_test //tests:inproc_transport_test //tests:host_rings_test
           //tests:api_sync_test_thread //tests:api_handles_test_thread //tests:api_aggregate_test_rings"
   [asan]="//tests:api_bad_args_test //tests:api_errors_test //tests:api_init_test //tests:api_teams_test
           //tests:api_handles_test //tests:api_aggregate_test //tests:api_generator_test //tests:engine_test
           //tests:refused_test"
+)
+declare -A FAULT_CASES=(
+  [asan]="CF_FAULT=kill_after*,CF_FAULT=close_link*,CF_FAULT=nomem*"
 )
 
 configs=()
@@ -33,13 +38,20 @@ while [ $# -gt 0 ]; do
 done
 [ ${#configs[@]} -gt 0 ] || configs=(tsan asan)
 
+# bazel test under config $c in its output base $base.
+run() {
+  (cd "$ROOT" && bazel --output_base="$base" test --config="$c" --symlink_prefix=/ --nocache_test_results "$@")
+}
+
 failed=()
 for c in "${configs[@]}"; do
   base="${CF_SANITIZE_OUTPUT_BASE:-$HOME/.cache/bazel_carflow}_$c"
   start=$SECONDS
+  # The fault cases in a run of their own: a --test_arg reaches every target.
   # shellcheck disable=SC2086  # TARGETS holds a word list
-  if (cd "$ROOT" && bazel --output_base="$base" test --config="$c" --symlink_prefix=/ --nocache_test_results \
-        ${TARGETS[$c]} "${extra[@]}"); then
+  if run ${TARGETS[$c]} "${extra[@]}" &&
+     { [ -z "${FAULT_CASES[$c]:-}" ] ||
+       run //tests:multiproc_test --test_arg=--test-case="${FAULT_CASES[$c]}" "${extra[@]}"; }; then
     echo "sanitize: $c passed in $((SECONDS - start)) s" >&2
   else
     echo "sanitize: $c FAILED after $((SECONDS - start)) s (logs: $base/execroot/carflow/bazel-out/*/testlogs)" >&2
