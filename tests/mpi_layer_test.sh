@@ -16,8 +16,11 @@
 # tests/mpi_layer_mpich.c built with MPICH and run under mpirun.mpich with
 # the layer preloaded: the layer says it is the wrong MPI, steps aside, and
 # the results are right.
+# tests/mpi_layer_f08.f90: an mpi_f08 program's collectives, waits and
+# tests reach the layer. tests/mpi_layer_spellings.c: every Fortran entry
+# point under every spelling is the layer's, and calls through them run.
 # Usage (tests/BUILD passes them):
-#   mpi_layer_test.sh LIBCARFLOW_MPI CHECK_C MPI4PY_PY FORTRAN_F90 ERRORS_C MPICH_C
+#   mpi_layer_test.sh LIBCARFLOW_MPI CHECK_C MPI4PY_PY FORTRAN_F90 ERRORS_C MPICH_C F08_F90 SPELLINGS_C
 set -uo pipefail
 LIB="$(realpath "$1")"
 WORK="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -127,9 +130,28 @@ if command -v mpifort.openmpi >/dev/null && command -v gfortran >/dev/null; then
         fail "Fortran np=$np: $fn did not run on carflow on every rank: $out"
     done
   done
+  # mpi_f08: through Open MPI's back ends ompi_x_f and its pmpi_test_ ...
+  mpifort.openmpi -O1 -o "$WORK/mpi_layer_f08" "$7" || fail "mpifort could not build $7"
+  out=$("${MPIRUN[@]}" -np 3 -x LD_PRELOAD="$LIB" -x CF_MPI_REPORT=1 "$WORK/mpi_layer_f08" 2>&1) ||
+    fail "mpi_f08 with the layer: $out"
+  [ "$(count "mpi_layer_f08: rank [0-9]*: 0 failures")" -eq 3 ] || fail "mpi_f08: $out"
+  # Calls per rank: one per communicator (world, duplicate, Cartesian), the nonblocking barrier two.
+  for fn in MPI_Barrier:3 MPI_Bcast:3 MPI_Allreduce:3 MPI_Allgather:3 MPI_Iallreduce:3 MPI_Ibcast:3 MPI_Ibarrier:6; do
+    [ "$(count "rank [0-9]*: ${fn%%:*}: ${fn#*:} on carflow, 0 on MPI")" -eq 3 ] ||
+      fail "mpi_f08: ${fn%%:*} did not run on carflow on every communicator of every rank: $out"
+  done
 else
   echo "Fortran: skipped (gfortran is not installed)"
 fi
+# Every spelling of every Fortran entry point is the layer's (mpi_x, mpi_x__,
+# MPI_X, ompi_x_f beside gfortran's mpi_x_), and calls through them run.
+mpicc.openmpi -O1 -std=c11 -Wall -Wextra -Werror -o "$WORK/mpi_layer_spellings" "$8" -ldl ||
+  fail "mpicc could not build $8"
+names=$(nm -D --defined-only "$LIB" | awk '$3 ~ /^mpi_[a-z_]*[a-z]_$/ {print $3}')
+[ "$(wc -w <<<"$names")" -ge 51 ] || fail "spellings: the layer exports only these gfortran names: $names"
+out=$("${MPIRUN[@]}" -np 2 -x LD_PRELOAD="$LIB" "$WORK/mpi_layer_spellings" $names 2>&1) || fail "spellings: $out"
+[ "$(count "mpi_layer_spellings: rank [0-9]*: [0-9]* checks, 0 failures")" -eq 2 ] || fail "spellings: $out"
+
 if command -v mpicc.mpich >/dev/null && command -v mpirun.mpich >/dev/null; then
   mpicc.mpich -O1 -std=c11 -Wall -Wextra -Werror -o "$WORK/mpi_layer_mpich" "$6" || fail "mpicc.mpich could not build $6"
   for np in 2 3; do

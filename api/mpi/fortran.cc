@@ -5,7 +5,8 @@
 // addresses (MPI_IN_PLACE, MPI_BOTTOM, MPI_STATUS(ES)_IGNORE), then calls
 // the layer's C entry point, so the same rules decide the path and a
 // nonblocking collective's generalized request completes in mpi_wait_ as
-// in MPI_Wait. gfortran's names (one trailing underscore) only.
+// in MPI_Wait. Defined under gfortran's names (one trailing underscore);
+// the other spellings, and mpi_f08's, are aliases at the end.
 #include "api/mpi/layer.h"
 
 #include <cstdio>
@@ -485,5 +486,85 @@ void mpi_request_get_status_(const MPI_Fint* request, MPI_Fint* flag, MPI_Fint* 
   *flag = logical(done);
   if (done) status_out(s, status);
 }
+
+// The other spellings of every entry point above, as aliases of the same
+// function: bare (-fno-underscoring, IBM's xlf), two underscores (g77,
+// -fsecond-underscore) and upper case (Cray, Intel's /names:uppercase),
+// the names libmpi_mpifh exports besides gfortran's; and Open MPI's back
+// end ompi_x_f (the same arguments), which the mpi_f08 module's bindings
+// call instead of any of these.
+#define SPELLINGS(lower, upper)                                       \
+  decltype(lower##_) lower __attribute__((alias(#lower "_")));        \
+  decltype(lower##_) lower##__ __attribute__((alias(#lower "_")));    \
+  decltype(lower##_) upper __attribute__((alias(#lower "_")));        \
+  decltype(lower##_) o##lower##_f __attribute__((alias(#lower "_")));
+SPELLINGS(mpi_init, MPI_INIT)
+SPELLINGS(mpi_init_thread, MPI_INIT_THREAD)
+SPELLINGS(mpi_finalize, MPI_FINALIZE)
+SPELLINGS(mpi_barrier, MPI_BARRIER)
+SPELLINGS(mpi_bcast, MPI_BCAST)
+SPELLINGS(mpi_allreduce, MPI_ALLREDUCE)
+SPELLINGS(mpi_reduce, MPI_REDUCE)
+SPELLINGS(mpi_scan, MPI_SCAN)
+SPELLINGS(mpi_exscan, MPI_EXSCAN)
+SPELLINGS(mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK)
+SPELLINGS(mpi_allgather, MPI_ALLGATHER)
+SPELLINGS(mpi_alltoall, MPI_ALLTOALL)
+SPELLINGS(mpi_gather, MPI_GATHER)
+SPELLINGS(mpi_scatter, MPI_SCATTER)
+SPELLINGS(mpi_comm_dup, MPI_COMM_DUP)
+SPELLINGS(mpi_comm_split, MPI_COMM_SPLIT)
+SPELLINGS(mpi_comm_dup_with_info, MPI_COMM_DUP_WITH_INFO)
+SPELLINGS(mpi_comm_split_type, MPI_COMM_SPLIT_TYPE)
+SPELLINGS(mpi_comm_create, MPI_COMM_CREATE)
+SPELLINGS(mpi_cart_create, MPI_CART_CREATE)
+SPELLINGS(mpi_cart_sub, MPI_CART_SUB)
+SPELLINGS(mpi_reduce_scatter, MPI_REDUCE_SCATTER)
+SPELLINGS(mpi_allgatherv, MPI_ALLGATHERV)
+SPELLINGS(mpi_gatherv, MPI_GATHERV)
+SPELLINGS(mpi_scatterv, MPI_SCATTERV)
+SPELLINGS(mpi_alltoallv, MPI_ALLTOALLV)
+SPELLINGS(mpi_ibarrier, MPI_IBARRIER)
+SPELLINGS(mpi_ibcast, MPI_IBCAST)
+SPELLINGS(mpi_ireduce, MPI_IREDUCE)
+SPELLINGS(mpi_iallreduce, MPI_IALLREDUCE)
+SPELLINGS(mpi_iscan, MPI_ISCAN)
+SPELLINGS(mpi_iexscan, MPI_IEXSCAN)
+SPELLINGS(mpi_ireduce_scatter_block, MPI_IREDUCE_SCATTER_BLOCK)
+SPELLINGS(mpi_ireduce_scatter, MPI_IREDUCE_SCATTER)
+SPELLINGS(mpi_igather, MPI_IGATHER)
+SPELLINGS(mpi_iscatter, MPI_ISCATTER)
+SPELLINGS(mpi_iallgather, MPI_IALLGATHER)
+SPELLINGS(mpi_ialltoall, MPI_IALLTOALL)
+SPELLINGS(mpi_iallgatherv, MPI_IALLGATHERV)
+SPELLINGS(mpi_igatherv, MPI_IGATHERV)
+SPELLINGS(mpi_iscatterv, MPI_ISCATTERV)
+SPELLINGS(mpi_ialltoallv, MPI_IALLTOALLV)
+SPELLINGS(mpi_wait, MPI_WAIT)
+SPELLINGS(mpi_waitall, MPI_WAITALL)
+SPELLINGS(mpi_waitany, MPI_WAITANY)
+SPELLINGS(mpi_waitsome, MPI_WAITSOME)
+SPELLINGS(mpi_test, MPI_TEST)
+SPELLINGS(mpi_testall, MPI_TESTALL)
+SPELLINGS(mpi_testany, MPI_TESTANY)
+SPELLINGS(mpi_testsome, MPI_TESTSOME)
+SPELLINGS(mpi_request_get_status, MPI_REQUEST_GET_STATUS)
+#undef SPELLINGS
+
+// mpi_f08's calls with a LOGICAL argument (MPI_Test, _Testall, _Testany,
+// _Testsome, MPI_Request_get_status, MPI_Cart_create, MPI_Cart_sub) call
+// the Fortran profiling names instead of ompi_x_f: defined here too, or a
+// program testing a pending collective of carflow's would test forever
+// and a Cartesian communicator would have no team. They end in PMPI_* as
+// Open MPI's own do.
+#define PROFILING_SPELLING(lower) decltype(lower##_) p##lower##_ __attribute__((alias(#lower "_")));
+PROFILING_SPELLING(mpi_test)
+PROFILING_SPELLING(mpi_testall)
+PROFILING_SPELLING(mpi_testany)
+PROFILING_SPELLING(mpi_testsome)
+PROFILING_SPELLING(mpi_request_get_status)
+PROFILING_SPELLING(mpi_cart_create)
+PROFILING_SPELLING(mpi_cart_sub)
+#undef PROFILING_SPELLING
 
 }  // extern "C"
