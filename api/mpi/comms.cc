@@ -150,7 +150,7 @@ void attach_team(MPI_Comm parent, MPI_Comm child) {
     PMPI_Comm_call_errhandler(parent, MPI_ERR_OTHER);
     return;
   }
-  auto* attr = new TeamAttr{team, second};
+  auto* attr = new TeamAttr{team, second, key, size};
   l.teams.insert(attr);
   PMPI_Comm_set_attr(child, l.keyval, attr);
 }

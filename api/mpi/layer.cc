@@ -129,7 +129,6 @@ const char* fallback_name(Fallback f) {
   return names[static_cast<int>(f)];
 }
 
-void count_carflow(Coll c) { ++layer().on_carflow[static_cast<int>(c)]; }
 void count_pmpi(Coll c, Fallback why) { ++layer().on_pmpi[static_cast<int>(c)][static_cast<int>(why)]; }
 
 int carflow_failed(MPI_Comm comm, Coll c, int status) {
@@ -147,6 +146,7 @@ void start_after_mpi_init() {
   int size = 0;
   PMPI_Comm_rank(MPI_COMM_WORLD, &l.world_rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &size);
+  l.world_size = size;
   l.report = env_on("CF_MPI_REPORT");
   // Failures come back as statuses: the layer turns them into MPI errors.
   cf_set_error_mode(CF_ERRORS_RETURN);

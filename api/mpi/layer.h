@@ -48,15 +48,25 @@ constexpr int kFlags = CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_LOCAL | 
 
 class Call;
 
+// MPI's predefined reduction ops that carflow has a function for, by index
+// (predefined_op): SUM, PROD, MIN, MAX, BAND, BOR, BXOR, MINLOC, MAXLOC.
+constexpr int kPredefinedOps = 9;
+
 // A predefined datatype's layout as MPI gives it, read once when the layer
 // turns on (learn_named_types). Predefined handles live as long as MPI, so
-// the questions every call asks (size, extent, true extent, carflow's type
-// for a reduction) are one table lookup instead of four MPI queries.
+// everything a call asks of one (size, extent, true extent, carflow's
+// function per op) is one table lookup instead of several MPI queries.
 struct NamedType {
   MPI_Datatype type = MPI_DATATYPE_NULL;  // MPI_DATATYPE_NULL: a free slot
   int size = 0;
   MPI_Aint extent = 0, true_lb = 0, true_extent = 0;
-  int reduction_row = -1;  // its row of builtin_func's types (staging.cc), or -1
+  // Elements of it, any count, are one run of bytes at the buffer's own
+  // address: carflow takes a user's buffer as it is.
+  bool plain = false;
+  // CF_BUILTIN(op, type) per predefined_op index, or kNoFunc where carflow
+  // has no function (MPI then reports or serves the call).
+  static constexpr int kNoFunc = 0;  // built-ins are negative (carflow.h), registered ones >= 0
+  int func[kPredefinedOps] = {};
 };
 constexpr size_t kNamedTypeSlots = 128;  // open addressing by handle, under half full
 
@@ -67,6 +77,7 @@ constexpr size_t kNamedTypeSlots = 128;  // open addressing by handle, under hal
 struct TeamAttr {
   cf_team_t team;
   cf_team_t second;
+  int rank, size;  // this process's rank in the communicator, and its size
 };
 
 // The layer's state, one per process (no other global mutable state).
@@ -80,6 +91,7 @@ struct Layer {
   std::unordered_set<TeamAttr*> teams;  // every live attribute, freed at MPI_Finalize
   MPI_Comm last_comm = MPI_COMM_NULL;   // the last communicator whose team was looked up,
   TeamAttr* last_attr = nullptr;        // and its attribute (comms.cc, parent_team)
+  int world_size = 0;
   std::vector<Call*> pending;  // nonblocking calls whose carflow handle is live, oldest first
   NamedType named_types[kNamedTypeSlots];  // MPI's predefined datatypes (staging.cc)
   std::vector<cf_team_t> held;  // progress_pending's scratch: second teams whose next step must wait
@@ -97,13 +109,23 @@ inline Layer& layer() {
 // call is served; 0 and 0 when the layer is not serving (after
 // MPI_Finalize, or stepped aside), where the call then goes to MPI
 // unchanged: asking the communicator first would make MPI's error name
-// MPI_Comm_rank instead of the collective the program called.
+// MPI_Comm_rank instead of the collective the program called. Known
+// without asking MPI for MPI_COMM_WORLD and the last communicator served.
 inline void comm_rank_size(MPI_Comm comm, int* rank, int* size) {
+  const Layer& l = layer();
   *rank = 0;
   *size = 0;
-  if (!layer().active) return;
-  PMPI_Comm_rank(comm, rank);
-  PMPI_Comm_size(comm, size);
+  if (!l.active) return;
+  if (comm == MPI_COMM_WORLD) {
+    *rank = l.world_rank;
+    *size = l.world_size;
+  } else if (comm == l.last_comm) {
+    *rank = l.last_attr->rank;
+    *size = l.last_attr->size;
+  } else {
+    PMPI_Comm_rank(comm, rank);
+    PMPI_Comm_size(comm, size);
+  }
 }
 
 // Whether the program runs another MPI than the Open MPI whose mpi.h the
@@ -140,17 +162,42 @@ void create_team_keyval();
 bool split_second(cf_team_t team, cf_team_t* second);
 void free_all_teams();
 
-void count_carflow(Coll c);
+inline void count_carflow(Coll c) { ++layer().on_carflow[static_cast<int>(c)]; }
 void count_pmpi(Coll c, Fallback why);
 
 // A carflow call's failure as an MPI error on comm: prints cf_last_error()
 // and calls the communicator's error handler (fatal by default).
 int carflow_failed(MPI_Comm comm, Coll c, int status);
 
-// MPI datatype and op to carflow's reduction function: CF_BUILTIN(op,
-// type), with *elem_size; false when carflow has no such function (the
-// call goes to PMPI and *why says which argument).
-bool builtin_func(MPI_Datatype type, MPI_Op op, int* func, size_t* elem_size, Fallback* why);
+// The index of a predefined op carflow has a function for
+// (NamedType::func), or -1.
+int predefined_op(MPI_Op op);
+
+// A handle's first slot in Layer::named_types: Fibonacci hashing of its
+// address (handles are pointers to objects of tens of bytes).
+inline size_t named_slot(MPI_Datatype type) {
+  static_assert(kNamedTypeSlots == 128);
+  return static_cast<size_t>((reinterpret_cast<uintptr_t>(type) >> 3) * 0x9E3779B97F4A7C15ull >> 57);
+}
+
+// The layout of a predefined type, or nullptr (a derived type, or before
+// the layer turned on).
+inline const NamedType* named_type(MPI_Datatype type) {
+  if (type == MPI_DATATYPE_NULL) return nullptr;
+  const NamedType* slots = layer().named_types;
+  for (size_t i = named_slot(type);; i = (i + 1) % kNamedTypeSlots) {
+    if (slots[i].type == type) return &slots[i];
+    if (slots[i].type == MPI_DATATYPE_NULL) return nullptr;  // the table is under half full
+  }
+}
+
+// A blocking call carflow ran on the user's own buffers (nothing staged)
+// ended with status.
+inline int direct_end(MPI_Comm comm, Coll coll, int status) {
+  if (status != CF_OK) return carflow_failed(comm, coll, status);
+  count_carflow(coll);
+  return MPI_SUCCESS;
+}
 
 // count elements of type as carflow's contiguous bytes. When the layout is
 // one run of bytes in type-map order, data points into the user's buffer;

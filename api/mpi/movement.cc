@@ -19,9 +19,10 @@ bool served(MPI_Comm comm, size_t nbytes, Coll coll, cf_team_t* team, bool valid
 }
 
 bool valid_root(MPI_Comm comm, int root) {
-  int size = 0;
-  return layer().active && comm != MPI_COMM_NULL && PMPI_Comm_size(comm, &size) == MPI_SUCCESS && root >= 0 &&
-         root < size;
+  if (!layer().active || comm == MPI_COMM_NULL) return false;
+  int rank = 0, size = 0;
+  comm_rank_size(comm, &rank, &size);
+  return root >= 0 && root < size;
 }
 
 bool valid_buf(int count, MPI_Datatype type) { return count >= 0 && type != MPI_DATATYPE_NULL; }
@@ -45,16 +46,23 @@ int barrier(MPI_Comm comm, MPI_Request* request) {
   if (!team_of(comm, &team, form(Coll::Barrier, request))) {
     return request != nullptr ? PMPI_Ibarrier(comm, request) : PMPI_Barrier(comm);
   }
+  if (request == nullptr) return direct_end(comm, Coll::Barrier, cf_coll_barrier(team, kFlags));
   return serve(Coll::Barrier, comm, request,
                [&](Call& c) { return c.run(cf_coll_barrier, cf_coll_barrier_nb, team, kFlags); });
 }
 
 int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* request) {
   cf_team_t team;
-  if (!served(comm, type_bytes(count, type), form(Coll::Bcast, request), &team,
-              valid_root(comm, root) && valid_buf(count, type))) {
+  const NamedType* named = named_type(type);
+  const size_t nbytes = named != nullptr ? (count > 0 ? static_cast<size_t>(count) * named->size : 0)
+                                         : type_bytes(count, type);
+  if (!served(comm, nbytes, form(Coll::Bcast, request), &team, valid_root(comm, root) && valid_buf(count, type))) {
     return request != nullptr ? PMPI_Ibcast(buf, count, type, root, comm, request)
                               : PMPI_Bcast(buf, count, type, root, comm);
+  }
+  // A predefined type's bytes are the buffer itself: nothing to stage.
+  if (request == nullptr && named != nullptr && named->plain) {
+    return direct_end(comm, Coll::Bcast, cf_coll_broadcast(team, buf, root, buf, nbytes, kFlags));
   }
   return serve(Coll::Bcast, comm, request, [&](Call& c) {
     const bool is_root = cf_team_rank(team) == static_cast<cf_image_t>(root);

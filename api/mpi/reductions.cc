@@ -17,23 +17,43 @@ struct Reduction {
   int func;
   size_t elem_size;
   size_t align;  // carflow's alignment rule: the largest power of two dividing elem_size
+  bool plain;    // the datatype's elements are one run of bytes at the buffer (NamedType::plain)
 };
 
 // valid: the counts are not negative, and the source is not the result
 // (MPI_ERR_BUFFER or MPI_ERR_ARG from Open MPI; MPI_IN_PLACE is the way).
+// The datatype is looked up once here, and what the call needs of it kept in r.
 bool served(MPI_Comm comm, size_t count, MPI_Datatype type, MPI_Op op, Coll coll, Reduction* r, bool valid) {
   if (!team_of(comm, &r->team, coll, nullptr, valid)) return false;
   if (count == 0) {
     count_pmpi(coll, Fallback::Empty);
     return false;
   }
-  Fallback why;
-  if (!builtin_func(type, op, &r->func, &r->elem_size, &why)) {
-    count_pmpi(coll, why);
+  const int op_index = predefined_op(op);
+  if (op_index < 0) {
+    count_pmpi(coll, Fallback::Op);
     return false;
   }
+  const NamedType* t = named_type(type);
+  if (t == nullptr || t->func[op_index] == NamedType::kNoFunc) {
+    count_pmpi(coll, Fallback::Datatype);
+    return false;
+  }
+  r->func = t->func[op_index];
+  r->elem_size = static_cast<size_t>(t->size);
   r->align = r->elem_size & (~r->elem_size + 1);
+  r->plain = t->plain;
   return true;
+}
+
+bool aligned(const void* p, size_t align) { return (reinterpret_cast<uintptr_t>(p) & (align - 1)) == 0; }
+
+// A blocking call's source and result as carflow may take them, unstaged:
+// a plain datatype and aligned buffers (the common case). *in: the source
+// (the result itself in place).
+bool direct(const Reduction& r, const void* sendbuf, void* recvbuf, MPI_Request* request, const void** in) {
+  *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  return request == nullptr && r.plain && aligned(recvbuf, r.align) && aligned(*in, r.align);
 }
 
 // recvbuf as the result, and the source: recvbuf itself in place (carflow
@@ -56,6 +76,10 @@ int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, 
     return request != nullptr ? PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request)
                               : PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
   }
+  if (const void* in; direct(r, sendbuf, recvbuf, request, &in)) {
+    return direct_end(comm, Coll::Allreduce,
+                      cf_coll_allreduce(r.team, recvbuf, in, r.elem_size, count, r.func, 0, kFlags));
+  }
   return serve(Coll::Allreduce, comm, request, [&](Call& c) {
     int rc;
     const void* in = stage_pair(sendbuf, recvbuf, count, type, r, c, &rc);
@@ -73,10 +97,17 @@ int reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI
     return request != nullptr ? PMPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, request)
                               : PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
   }
+  // Only the root has a result.
+  const bool is_root = cf_team_rank(r.team) == static_cast<cf_image_t>(root);
+  if (const void* in; (is_root || sendbuf != MPI_IN_PLACE) &&
+                      direct(r, sendbuf, is_root ? recvbuf : nullptr, request, &in)) {
+    return direct_end(comm, Coll::Reduce, cf_coll_reduce_vec(r.team, root, is_root ? recvbuf : nullptr, in,
+                                                             r.elem_size, count, r.func, 0, kFlags));
+  }
   return serve(Coll::Reduce, comm, request, [&](Call& c) {
     int rc;
     const void* in = nullptr;
-    if (cf_team_rank(r.team) == static_cast<cf_image_t>(root)) {
+    if (is_root) {
       in = stage_pair(sendbuf, recvbuf, count, type, r, c, &rc);
     } else {
       rc = c.src.stage_in(sendbuf, count, type, comm, r.align);

@@ -8,24 +8,6 @@
 namespace carflow::mpi {
 namespace {
 
-// A handle's first slot in Layer::named_types: Fibonacci hashing of its
-// address (handles are pointers to objects of tens of bytes).
-size_t named_slot(MPI_Datatype type) {
-  static_assert(kNamedTypeSlots == 128);
-  return static_cast<size_t>((reinterpret_cast<uintptr_t>(type) >> 3) * 0x9E3779B97F4A7C15ull >> 57);
-}
-
-// The layout of a predefined type, or nullptr (a derived type, or before
-// the layer turned on).
-const NamedType* named_type(MPI_Datatype type) {
-  if (type == MPI_DATATYPE_NULL) return nullptr;
-  const NamedType* slots = layer().named_types;
-  for (size_t i = named_slot(type);; i = (i + 1) % kNamedTypeSlots) {
-    if (slots[i].type == type) return &slots[i];
-    if (slots[i].type == MPI_DATATYPE_NULL) return nullptr;  // the table is under half full
-  }
-}
-
 // Whether type's elements lie in memory in type-map order (so that one run
 // of size bytes is exactly what MPI_Pack would write). Derived types other
 // than these few are taken as reordered: packing them is always right.
@@ -288,20 +270,28 @@ std::span<const TypeRow> reduction_types() {
   return rows;
 }
 
-const TypeRow* find_type(MPI_Datatype type) {
-  const std::span<const TypeRow> rows = reduction_types();
-  if (const NamedType* named = named_type(type)) {
-    return named->reduction_row < 0 ? nullptr : &rows[named->reduction_row];
-  }
-  for (const TypeRow& row : rows) {
-    if (row.type == type) return row.dt < 0 ? nullptr : &row;
-  }
-  return nullptr;
+// -1: not a predefined op with a carflow function; else its index in
+// kOps, NamedType::func's order.
+constexpr int kOps[kPredefinedOps] = {CF_OP_SUM,  CF_OP_PROD, CF_OP_MIN,    CF_OP_MAX,   CF_OP_BAND,
+                                      CF_OP_BOR,  CF_OP_BXOR, CF_OP_MINLOC, CF_OP_MAXLOC};
+
+// carflow's function for op (a kOps entry) on row's type of `bytes` bytes,
+// or NamedType::kNoFunc. Pairs only with the LOC ops, the LOC ops only with pairs; bitwise
+// ops on integers and bytes, the others on integers and floats. Any other
+// combination is erroneous MPI: PMPI reports it as MPI would. The size
+// check keeps out a Fortran kind that is not the C type assumed.
+int builtin_func(const TypeRow& row, int cf_op, size_t bytes) {
+  const bool loc = cf_op == CF_OP_MINLOC || cf_op == CF_OP_MAXLOC;
+  const bool bitwise = cf_op == CF_OP_BAND || cf_op == CF_OP_BOR || cf_op == CF_OP_BXOR;
+  bool ok = row.dt >= 0 && bytes == (row.cls == TypeClass::Pair ? 2 : 1) * dt_bytes(row.dt);
+  if (ok && loc) ok = row.cls == TypeClass::Pair;
+  if (ok && !loc) ok = row.cls != TypeClass::Pair && (bitwise ? row.cls != TypeClass::Float : row.cls != TypeClass::Byte);
+  return ok ? CF_BUILTIN(cf_op, row.dt) : NamedType::kNoFunc;
 }
 
-// One predefined type into the table; the first row naming a handle wins,
-// as in find_type's scan.
-void add_named(MPI_Datatype type, int reduction_row) {
+// One predefined type into the table (row: its reduction type, or null);
+// the first row naming a handle wins.
+void add_named(MPI_Datatype type, const TypeRow* row) {
   if (type == MPI_DATATYPE_NULL) return;
   NamedType* slots = layer().named_types;
   size_t used = 0;
@@ -314,62 +304,34 @@ void add_named(MPI_Datatype type, int reduction_row) {
   PMPI_Type_size(type, &t.size);
   PMPI_Type_get_extent(type, &lb, &t.extent);
   PMPI_Type_get_true_extent(type, &t.true_lb, &t.true_extent);
-  t.reduction_row = reduction_row;
+  t.plain = t.size > 0 && t.extent == t.size && t.true_extent == t.size && t.true_lb == 0;
+  for (int op = 0; row != nullptr && op < kPredefinedOps; ++op) {
+    t.func[op] = builtin_func(*row, kOps[op], static_cast<size_t>(t.size));
+  }
   t.type = type;
-}
-
-// -1: not a predefined op with a carflow function.
-int find_op(MPI_Op op) {
-  if (op == MPI_SUM) return CF_OP_SUM;
-  if (op == MPI_PROD) return CF_OP_PROD;
-  if (op == MPI_MIN) return CF_OP_MIN;
-  if (op == MPI_MAX) return CF_OP_MAX;
-  if (op == MPI_BAND) return CF_OP_BAND;
-  if (op == MPI_BOR) return CF_OP_BOR;
-  if (op == MPI_BXOR) return CF_OP_BXOR;
-  if (op == MPI_MINLOC) return CF_OP_MINLOC;
-  if (op == MPI_MAXLOC) return CF_OP_MAXLOC;
-  return -1;
 }
 
 }  // namespace
 
 void learn_named_types() {
-  const std::span<const TypeRow> rows = reduction_types();
-  for (size_t r = 0; r < rows.size(); ++r) add_named(rows[r].type, rows[r].dt < 0 ? -1 : static_cast<int>(r));
+  for (const TypeRow& row : reduction_types()) add_named(row.type, &row);
   // The predefined types data movement meets besides those.
   for (MPI_Datatype type : {MPI_CHAR, MPI_SHORT, MPI_UNSIGNED_SHORT, MPI_INT16_T, MPI_UINT16_T, MPI_WCHAR,
                             MPI_C_BOOL, MPI_LONG_DOUBLE, MPI_C_FLOAT_COMPLEX, MPI_C_DOUBLE_COMPLEX, MPI_PACKED,
                             MPI_FLOAT_INT, MPI_DOUBLE_INT, MPI_LONG_INT, MPI_SHORT_INT, MPI_CHARACTER,
                             MPI_LOGICAL, MPI_COMPLEX, MPI_DOUBLE_COMPLEX}) {
-    add_named(type, -1);
+    add_named(type, nullptr);
   }
 }
 
-bool builtin_func(MPI_Datatype type, MPI_Op op, int* func, size_t* elem_size, Fallback* why) {
-  const int cf_op = find_op(op);
-  if (cf_op < 0) {
-    *why = Fallback::Op;
-    return false;
+int predefined_op(MPI_Op op) {
+  // In the order of kOps; SUM first, the commonest.
+  const MPI_Op ops[kPredefinedOps] = {MPI_SUM,  MPI_PROD, MPI_MIN,    MPI_MAX,   MPI_BAND,
+                                      MPI_BOR,  MPI_BXOR, MPI_MINLOC, MPI_MAXLOC};
+  for (int i = 0; i < kPredefinedOps; ++i) {
+    if (op == ops[i]) return i;
   }
-  const TypeRow* row = find_type(type);
-  // Pairs only with the LOC ops, the LOC ops only with pairs; bitwise ops
-  // on integers and bytes, the others on integers and floats. Any other
-  // combination is erroneous MPI: PMPI reports it as MPI would.
-  const bool loc = cf_op == CF_OP_MINLOC || cf_op == CF_OP_MAXLOC;
-  const bool bitwise = cf_op == CF_OP_BAND || cf_op == CF_OP_BOR || cf_op == CF_OP_BXOR;
-  // The size check keeps out a Fortran kind that is not the C type assumed.
-  const size_t bytes = type_bytes(1, type);
-  bool ok = row != nullptr && bytes == (row->cls == TypeClass::Pair ? 2 : 1) * dt_bytes(row->dt);
-  if (ok && loc) ok = row->cls == TypeClass::Pair;
-  if (ok && !loc) ok = row->cls != TypeClass::Pair && (bitwise ? row->cls != TypeClass::Float : row->cls != TypeClass::Byte);
-  if (!ok) {
-    *why = Fallback::Datatype;
-    return false;
-  }
-  *func = CF_BUILTIN(cf_op, row->dt);
-  *elem_size = bytes;
-  return true;
+  return -1;
 }
 
 }  // namespace carflow::mpi
