@@ -19,8 +19,9 @@ struct NoHooks : TransportHooks {
 };
 
 struct CountingHooks : TransportHooks {
-  int waiting = 0;   // message_waiting calls
-  int app_only = 0;  // deferred_work calls for an application thread
+  // Atomic: the threaded cases call the hooks from several threads.
+  std::atomic<int> waiting{0};   // message_waiting calls
+  std::atomic<int> app_only{0};  // deferred_work calls for an application thread
   void deferred_work(uint32_t, uint32_t, bool app_thread_only) override { app_only += app_thread_only; }
   void message_waiting(uint32_t) override { ++waiting; }
 };

@@ -380,7 +380,12 @@ bool LivenessMesh::handshake(int timeout_ms, std::string* error) {
     if (fds[0].revents != 0) {
       const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       const auto hello_wait = std::chrono::milliseconds(std::max(kMinHelloWaitMs, timing_.detect_s() * 1000));
-      if (fd >= 0) unproven.push_back({fd, std::min(deadline, Clock::now() + hello_wait)});
+      if (fd >= 0) {
+        Unproven u;
+        u.fd = fd;
+        u.hello_by = std::min(deadline, Clock::now() + hello_wait);
+        unproven.push_back(std::move(u));
+      }
       if (unproven.size() > kMaxUnproven) refuse(0);
     }
   }
