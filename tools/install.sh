@@ -42,6 +42,6 @@ Description: nonblocking collectives as CAR dataflow graphs
 Version: 0.1.0
 Cflags: -I\${includedir}
 Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lcarflow
-Libs.private: -ltbb -lfabric -L/usr/lib/x86_64-linux-gnu/pmix2/lib -lpmix -lrt -lpthread -lstdc++
+Libs.private: -ltbb -ldl -L/usr/lib/x86_64-linux-gnu/pmix2/lib -lpmix -lrt -lpthread -lstdc++
 PC
 echo "installed carflow into $PREFIX"

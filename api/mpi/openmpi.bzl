@@ -9,7 +9,7 @@ LAYER_LINKOPTS = [
     "-L/usr/lib/x86_64-linux-gnu/openmpi/lib",
     "-lmpi",
     "-ltbb",
-    "-lfabric",
+    "-ldl",
     "-lpthread",
     "-L/usr/lib/x86_64-linux-gnu/pmix2/lib",
     "-Wl,-rpath,/usr/lib/x86_64-linux-gnu/pmix2/lib",

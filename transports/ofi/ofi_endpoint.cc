@@ -6,13 +6,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_errno.h>
-#include <rdma/fi_rma.h>
-#include <rdma/fi_tagged.h>
+#include "transports/ofi/fabric_lib.h"
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -49,6 +43,7 @@ int name_shm_endpoint(fid_ep* ep) {
 std::unique_ptr<OfiTransport> OfiTransport::open(const std::string& provider, uint32_t node,
                                                  uint32_t nodes, const OfiOptions& options,
                                                  std::string* error) {
+  if (!load_libfabric(error)) return nullptr;
   std::unique_ptr<OfiTransport> t(new OfiTransport());
   t->provider_ = provider;
   t->options_ = options;

@@ -9,13 +9,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_errno.h>
-#include <rdma/fi_rma.h>
-#include <rdma/fi_tagged.h>
+#include "transports/ofi/fabric_lib.h"
 #include <sys/uio.h>
 
 #include <algorithm>
