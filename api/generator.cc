@@ -180,8 +180,14 @@ int cf_generator_register(int kind, const char* name, cf_generator_fn fn, void* 
   }
   if (!name_ok(name, &error)) return fail(CF_ERR_BAD_ARG, error);
   if (fn == nullptr) return fail(CF_ERR_BAD_ARG, "fn: NULL");
-  if ((gen_flags & ~(CF_GEN_PRESERVES_ORDER | CF_GEN_SEGMENTED)) != 0) {
-    return fail(CF_ERR_BAD_ARG, "gen_flags: only CF_GEN_PRESERVES_ORDER and CF_GEN_SEGMENTED are defined");
+  constexpr int kSymmetric = CF_GEN_SHIFT_SYMMETRIC | CF_GEN_XOR_SYMMETRIC;
+  if ((gen_flags & ~(CF_GEN_PRESERVES_ORDER | CF_GEN_SEGMENTED | kSymmetric)) != 0) {
+    return fail(CF_ERR_BAD_ARG,
+                "gen_flags: only CF_GEN_PRESERVES_ORDER, CF_GEN_SEGMENTED, CF_GEN_SHIFT_SYMMETRIC and "
+                "CF_GEN_XOR_SYMMETRIC are defined");
+  }
+  if ((gen_flags & kSymmetric) == kSymmetric) {
+    return fail(CF_ERR_BAD_ARG, "gen_flags: CF_GEN_SHIFT_SYMMETRIC and CF_GEN_XOR_SYMMETRIC exclude each other");
   }
   carflow::GeneratorInfo info;
   info.kind = static_cast<CollKind>(kind);
@@ -189,6 +195,8 @@ int cf_generator_register(int kind, const char* name, cf_generator_fn fn, void* 
   info.fn = nullptr;
   info.preserves_order = (gen_flags & CF_GEN_PRESERVES_ORDER) != 0;
   info.segmented = (gen_flags & CF_GEN_SEGMENTED) != 0;
+  if ((gen_flags & CF_GEN_SHIFT_SYMMETRIC) != 0) info.symmetry = carflow::shift_symmetric;
+  if ((gen_flags & CF_GEN_XOR_SYMMETRIC) != 0) info.symmetry = carflow::xor_symmetric;
   info.summary = summary != nullptr ? summary : "(registered at run time)";
   info.params = carflow::kUsesRadix | carflow::kUsesNodes;
   info.plugin = true;

@@ -191,6 +191,19 @@ bool Engine::check_plugin(const CollectiveSpec& spec, std::string* error) {
   std::string problem;
   bool ok = generate_global(spec, &global, &problem) && validate_global(global, &problem);
   for (uint32_t i = 0; ok && i < global.images.size(); ++i) ok = check_hazards(global.images[i], &problem);
+  // A declared rank symmetry lets the cost model simulate image 0 alone:
+  // hold the plug-in to it.
+  const GeneratorInfo* gen = GeneratorRegistry::instance().find(spec.kind, spec.algorithm);
+  const RankSymmetry symmetry = ok && gen != nullptr ? rank_symmetry(*gen, spec) : RankSymmetry::None;
+  for (uint32_t i = 1; symmetry != RankSymmetry::None && ok && i < global.images.size(); ++i) {
+    std::string why;
+    if (!mirrors_image0(global.images[0], global.images[i], symmetry, i, spec.images, &why)) {
+      ok = false;
+      problem = std::string("it was registered with ") +
+                (symmetry == RankSymmetry::Xor ? "CF_GEN_XOR_SYMMETRIC" : "CF_GEN_SHIFT_SYMMETRIC") +
+                ", but " + why;
+    }
+  }
   if (!ok) {
     problem = "generator '" + spec.algorithm + "' (P = " + std::to_string(spec.images) +
               ") failed its whole-team check: " + problem;

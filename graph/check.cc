@@ -22,6 +22,16 @@ bool check_generator(const CollectiveSpec& spec, int orders, GlobalDag* dag, std
   for (const LocalDag& image : dag->images) {
     if (!check_hazards(image, &error)) return *failure = "hazard: " + error, false;
   }
+  // A declared rank symmetry is what the cost model relies on.
+  const GeneratorInfo* gen = GeneratorRegistry::instance().find(spec.kind, spec.algorithm);
+  const RankSymmetry symmetry = gen != nullptr ? rank_symmetry(*gen, spec) : RankSymmetry::None;
+  for (uint32_t i = 1; symmetry != RankSymmetry::None && i < dag->images.size(); ++i) {
+    if (!mirrors_image0(dag->images[0], dag->images[i], symmetry, i, spec.images, &error)) {
+      return *failure = std::string("symmetry (") + (symmetry == RankSymmetry::Xor ? "XOR" : "shift") +
+                        " declared): " + error,
+             false;
+    }
+  }
   const std::vector<reference::Bytes> src = reference::inputs(spec);
   const bool computes = is_computational(spec.kind);
   if (!op) op = check_operator(spec);

@@ -1,6 +1,7 @@
 // A generator checked end to end without threads, as `carflow check` and
 // the generator tests do: the global DAG built and validated (matching,
-// deadlock freedom, data hazards on every image), then run by the
+// deadlock freedom, data hazards on every image, a declared rank symmetry
+// image by image), then run by the
 // sequential executor (graph/simulate.h) in several seeded orders on
 // patterned bytes, every image's destination compared with the sequential
 // reference (graph/reference.h) and every source checked untouched.

@@ -90,6 +90,29 @@ RankSymmetry rank_symmetry(const GeneratorInfo& gen, const CollectiveSpec& spec)
   return gen.symmetry(spec);
 }
 
+bool mirrors_image0(const LocalDag& zero, const LocalDag& other, RankSymmetry symmetry, uint32_t image,
+                    uint32_t images, std::string* why) {
+  if (other.cars.size() != zero.cars.size()) {
+    *why = "image " + std::to_string(image) + " has " + std::to_string(other.cars.size()) +
+           " CARs, image 0 " + std::to_string(zero.cars.size());
+    return false;
+  }
+  for (size_t c = 0; c < zero.cars.size(); ++c) {
+    const Car &a = zero.cars[c], &b = other.cars[c];
+    bool same = a.kind == b.kind && a.src.length == b.src.length && a.src2.length == b.src2.length &&
+                a.dst.length == b.dst.length && a.member == b.member && a.deps == b.deps;
+    if (same && a.is_message()) {
+      same = b.peer == symmetric_peer(symmetry, image, a.peer, images) && a.tag == b.tag;
+    }
+    if (!same) {
+      *why = "image " + std::to_string(image) + "'s CAR " + std::to_string(c) +
+             " is not image 0's with its peer renamed";
+      return false;
+    }
+  }
+  return true;
+}
+
 LocalDag generate_local(const GeneratorInfo& gen, const CollectiveSpec& spec, uint32_t image) {
   return apply_sync_mode(gen.closure ? gen.closure(spec, image) : gen.fn(spec, image), spec.images, (spec.flags & kSpecInAllSync) != 0,
                          (spec.flags & kSpecOutAllSync) != 0, out_allsync_root(spec),

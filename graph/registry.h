@@ -107,6 +107,14 @@ inline uint32_t symmetric_peer(RankSymmetry symmetry, uint32_t image, uint32_t p
   return symmetry == RankSymmetry::Xor ? (peer ^ image) : (peer + image) % images;
 }
 
+// Whether `other`, image `image`'s DAG, is `zero` (image 0's) with every
+// peer renamed by `symmetry` in what the cost model reads (CAR kinds,
+// buffer lengths, members, peers, tags, dependencies); false with *why
+// naming the first CAR that differs. A plug-in's declaration is checked
+// with this before it is relied on.
+bool mirrors_image0(const LocalDag& zero, const LocalDag& other, RankSymmetry symmetry, uint32_t image,
+                    uint32_t images, std::string* why);
+
 // Looks at each image as generate_global makes it: false stops the
 // generation, with *error set by the check.
 using ImageCheck = std::function<bool(const LocalDag& image, std::string* error)>;

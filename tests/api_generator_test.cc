@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "graph/check.h"
 #include "graph/json.h"
+#include "graph/model/loggp.h"
+#include "graph/model/predict.h"
 #include "graph/registry.h"
 #include "graph/validate.h"
 #include "tests/test_util.h"
@@ -366,6 +369,90 @@ TEST_CASE("a plug-in's schedule is built once per key: P whole-team runs, then o
   // Keys: 2 sizes x 4 roots. Each: P runs for the whole-team check (once per
   // process) and one per image for its own schedule.
   CHECK(g_counted_calls.load() == 2 * P * (P + P));
+}
+
+// ---- declared rank symmetry -----------------------------------------------------
+
+// `counted`'s flat broadcast claims ring symmetry below: image 0 (the
+// root) sends to all, the others receive, so image 1 is not image 0
+// relabelled.
+std::atomic<int> g_claiming_calls{0};
+
+TEST_CASE("gen_flags: the symmetry flags are known and exclude each other") {
+  CHECK(cf_generator_register(CF_KIND_BARRIER, "test_both_symmetries", counted, &g_claiming_calls,
+                              CF_GEN_SHIFT_SYMMETRIC | CF_GEN_XOR_SYMMETRIC, nullptr) == CF_ERR_BAD_ARG);
+  CHECK(contains(cf_last_error(), "gen_flags: CF_GEN_SHIFT_SYMMETRIC and CF_GEN_XOR_SYMMETRIC exclude each other"));
+  CHECK(GeneratorRegistry::instance().find(CollKind::Barrier, "test_both_symmetries") == nullptr);
+  CHECK(cf_generator_register(CF_KIND_BARRIER, "test_bad_flag", counted, &g_claiming_calls, 1 << 4, nullptr) ==
+        CF_ERR_BAD_ARG);
+  CHECK(contains(cf_last_error(), "CF_GEN_XOR_SYMMETRIC are defined"));
+}
+
+TEST_CASE("a plug-in's declared rank symmetry: one image simulated, the whole team's time; a false claim is caught") {
+  REQUIRE(copies_registered());
+  carflow::LogGPModel model;
+  std::string error;
+  REQUIRE(carflow::parse_model_string("L=221,o=144,g=200,G=0.069,gamma=0.05,beta=0.03,S=65536", &model, &error));
+  struct Case {
+    CollKind kind;
+    const char* algo;
+    std::vector<uint32_t> images;
+  };
+  for (const Case& c : {Case{CollKind::Allreduce, "recursive_doubling_copy", {2, 4, 8, 16, 32}},
+                        Case{CollKind::GatherAll, "ring_copy", {2, 3, 5, 8, 13}}}) {
+    const auto* gen = GeneratorRegistry::instance().find(c.kind, c.algo);
+    REQUIRE(gen != nullptr);
+    for (uint32_t P : c.images) {
+      for (uint64_t bytes : {uint64_t{64}, uint64_t{4096}, uint64_t{1} << 18}) {
+        const CollectiveSpec spec = spec_of(c.kind, c.algo, P, 0, bytes * P);
+        const carflow::Prediction one = carflow::predict_generator(*gen, spec, model, uint64_t{1} << 20, true);
+        const carflow::Prediction all = carflow::predict_generator(*gen, spec, model, uint64_t{1} << 20, false);
+        INFO(c.algo, " P=", P, " bytes=", bytes * P, " ", one.error, " ", all.error);
+        CHECK(one.ok);
+        CHECK(all.ok);
+        CHECK(one.one_image);
+        CHECK_FALSE(all.one_image);
+        CHECK(one.time_ns == all.time_ns);
+      }
+    }
+  }
+  // The false claim: the model does not take it, and the engine refuses the
+  // call on every image, naming the flag, before anything starts.
+  REQUIRE(cf_generator_register(CF_KIND_BROADCAST, "test_false_shift", counted, &g_claiming_calls,
+                                CF_GEN_SHIFT_SYMMETRIC, nullptr) == CF_OK);
+  const auto* liar = GeneratorRegistry::instance().find(CollKind::Broadcast, "test_false_shift");
+  REQUIRE(liar != nullptr);
+  const carflow::Prediction p =
+      carflow::predict_generator(*liar, spec_of(CollKind::Broadcast, "test_false_shift", 4, 0, 64), model,
+                                 uint64_t{1} << 20, true);
+  CHECK(p.ok);
+  CHECK_FALSE(p.one_image);
+  carflow::GlobalDag global;
+  std::string failure;
+  CHECK_FALSE(carflow::check_generator(spec_of(CollKind::Broadcast, "test_false_shift", 4, 0, 64), 1, &global,
+                                       &failure));
+  INFO(failure);
+  CHECK(contains(failure, "symmetry (shift declared): image 1 has 2 CARs, image 0 5"));
+  constexpr uint32_t P = 4;
+  carflow_test::ImageLog log(P);
+  const int status = run_images(P, [&](cf_image_t me) {
+    std::vector<uint8_t> src(8, 9), dst(8, 0);
+    int rc = cf_coll_set_algorithm(CF_KIND_BROADCAST, "test_false_shift");
+    if (rc == CF_OK) rc = cf_coll_broadcast(CF_TEAM_ALL, dst.data(), 0, src.data(), 8,
+                                        CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_LOCAL | CF_COLL_ALL_THREADS);
+    const std::string why = cf_last_error();
+    log.expect(me, rc == CF_ERR_BAD_ARG && contains(why, "failed its whole-team check") &&
+                       contains(why, "registered with CF_GEN_SHIFT_SYMMETRIC, but image 1"),
+               [&] { return cat("status ", rc, ": ", why); });
+    log.expect(me, dst == std::vector<uint8_t>(8, 0), [] { return std::string("dst was written"); });
+    // With a sync mode the symmetry is not claimed (its exit has a root), so
+    // the same generator runs right.
+    rc = cf_coll_broadcast(CF_TEAM_ALL, dst.data(), 0, src.data(), 8, kFlags);
+    log.expect(me, rc == CF_OK && dst == src, [&] { return cat("synced: status ", rc, ": ", cf_last_error()); });
+    cf_coll_set_algorithm(CF_KIND_BROADCAST, nullptr);
+  });
+  CHECK(status == CF_OK);
+  log.report();
 }
 
 }  // namespace

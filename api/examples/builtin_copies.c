@@ -150,10 +150,12 @@ int cf_plugin_init(void) {
                                  "the built-in binomial broadcast, as a plug-in");
   if (rc == CF_OK) {
     rc = cf_generator_register(CF_KIND_ALLREDUCE, "recursive_doubling_copy", recursive_doubling_copy, 0,
-                               CF_GEN_PRESERVES_ORDER, "the built-in recursive-doubling allreduce, as a plug-in");
+                               CF_GEN_PRESERVES_ORDER | CF_GEN_XOR_SYMMETRIC,
+                               "the built-in recursive-doubling allreduce, as a plug-in");
   }
   if (rc == CF_OK) {
-    rc = cf_generator_register(CF_KIND_GATHER_ALL, "ring_copy", ring_copy, 0, CF_GEN_PRESERVES_ORDER,
+    rc = cf_generator_register(CF_KIND_GATHER_ALL, "ring_copy", ring_copy, 0,
+                               CF_GEN_PRESERVES_ORDER | CF_GEN_SHIFT_SYMMETRIC,
                                "the built-in ring gather_all, as a plug-in");
   }
   return rc;

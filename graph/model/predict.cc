@@ -143,6 +143,17 @@ bool simulate_mirrored(Candidate* c, const LogGPModel& placed, uint64_t max_cars
   uint64_t estimate = 0;
   std::string error;
   if (!estimate_flat_cars(*c->prediction.gen, c->spec, max_cars, &estimate, &error, c->first)) return false;
+  // A plug-in's declaration is its author's word: images 1 and P - 1 must
+  // bear it out, or the whole team is simulated (the run's whole-team
+  // check then refuses the plug-in by name).
+  if (c->prediction.gen->plugin) {
+    const uint32_t P = c->spec.images;
+    if (c->first.size() < 2 || !mirrors_image0(c->first[0], c->first[1], symmetry, 1, P, &error)) return false;
+    if (P > 2 && !mirrors_image0(c->first[0], generate_local(*c->prediction.gen, c->spec, P - 1), symmetry,
+                                 P - 1, P, &error)) {
+      return false;
+    }
+  }
   FlatDag dag;
   LogGPResult result;
   if (!build_mirrored_flat_dag(c->first[0], c->spec.images, symmetry, &dag, &error, max_cars) ||
@@ -151,6 +162,7 @@ bool simulate_mirrored(Candidate* c, const LogGPModel& placed, uint64_t max_cars
   }
   c->prediction.ok = !result.exceeded;
   c->prediction.time_ns = result.time_ns;
+  c->prediction.one_image = true;
   return true;
 }
 
@@ -170,6 +182,19 @@ void simulate_candidate(Candidate* c, const LogGPModel& placed, uint64_t max_car
 }
 
 }  // namespace
+
+Prediction predict_generator(const GeneratorInfo& gen, const CollectiveSpec& spec, const LogGPModel& model,
+                             uint64_t max_cars, bool mirror) {
+  Candidate c;
+  c.prediction.gen = &gen;
+  c.spec = spec;
+  if (!check_layout(c.spec, &c.prediction.error)) return c.prediction;
+  LogGPModel placed = model;
+  placed.images_per_node = spec.images_per_node;
+  c.first = first_images(gen, c.spec);
+  simulate_candidate(&c, placed, max_cars, HUGE_VAL, mirror);
+  return c.prediction;
+}
 
 double lower_bound_ns(const GeneratorInfo& gen, const CollectiveSpec& spec, const LogGPModel& model) {
   return bound_of(first_images(gen, spec), model);

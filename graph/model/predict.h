@@ -40,6 +40,7 @@ struct Prediction {
   bool ok = false;
   double time_ns = 0;
   std::string error;  // why it was not predicted (its DAG is refused, too large, deadlocks)
+  bool one_image = false;  // simulated as image 0 alone (rank symmetry, registry.h)
 };
 
 // Every generator registered for base.kind that may run the call
@@ -52,6 +53,12 @@ struct Prediction {
 std::vector<Prediction> predict_algorithms(const CollectiveSpec& base, bool commutative,
                                            const LogGPModel& model, const AlgorithmParams& params,
                                            uint64_t max_cars, bool prune = true);
+
+// One generator's prediction for `spec` (its parameters already set), as
+// predict_algorithms makes it without a time limit; `mirror` allows the
+// one-image simulation where the generator's rank symmetry holds.
+Prediction predict_generator(const GeneratorInfo& gen, const CollectiveSpec& spec, const LogGPModel& model,
+                             uint64_t max_cars, bool mirror);
 
 // A lower bound of `spec`'s time under `model` from two image DAGs (0 and
 // 1) alone: each image's CPU holds every CAR for at least its cost, and

@@ -166,6 +166,16 @@ uint64_t cf_dag_dst_bytes(const cf_dag_t *dag);
 typedef int (*cf_generator_fn)(const cf_gen_spec_t *spec, cf_dag_t *dag, void *arg);
 #define CF_GEN_PRESERVES_ORDER (1 << 0) /* reductions combine in rank order: safe for CF_COLL_NONCOMM */
 #define CF_GEN_SEGMENTED (1 << 1)       /* honours segment_bytes */
+/* Rank symmetry, for the cost model (CF_MODEL): every image's DAG is image
+   0's with each peer p renamed, CAR by CAR: (p + image) mod P for
+   CF_GEN_SHIFT_SYMMETRIC (rings, dissemination), p XOR image for
+   CF_GEN_XOR_SYMMETRIC (recursive doubling; used only when P is a power of
+   two). The model then simulates image 0 alone. Not for rooted shapes.
+   Checked: the model verifies images 1 and P - 1 before relying on it, and
+   the whole-team check refuses the call (CF_ERR_BAD_ARG, naming the flag
+   and the first CAR that differs) when any image breaks it. At most one. */
+#define CF_GEN_SHIFT_SYMMETRIC (1 << 2)
+#define CF_GEN_XOR_SYMMETRIC (1 << 3)
 #define CF_GEN_CHECK_IMAGES 256         /* the whole-team check above runs up to this P */
 
 /* Registers `fn` as algorithm `name` of `kind` (a CF_KIND_*). The name is
@@ -173,7 +183,8 @@ typedef int (*cf_generator_fn)(const cf_gen_spec_t *spec, cf_dag_t *dag, void *a
    summary: one line for `carflow info` (may be NULL).
    Errors (CF_ERR_BAD_ARG, nothing registered): fn NULL, name NULL, empty,
    longer than 64 bytes or not of [A-Za-z0-9_.-], a name the kind already
-   has (built-in or registered), kind not a CF_KIND_*, unknown gen_flags. */
+   has (built-in or registered), kind not a CF_KIND_*, unknown gen_flags,
+   both symmetry flags. */
 int cf_generator_register(int kind, const char *name, cf_generator_fn fn, void *arg, int gen_flags,
                           const char *summary);
 
