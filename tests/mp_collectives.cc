@@ -316,11 +316,11 @@ int finish(Context& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cf_set_error_mode(CF_ERRORS_RETURN);  // a failed cf_init too: it must leave an exit that is clean
   if (cf_init(&argc, &argv) != CF_OK) {
     std::fprintf(stderr, "cf_init: %s\n", cf_last_error());
     return 1;
   }
-  cf_set_error_mode(CF_ERRORS_RETURN);
   Context c;
   c.argc = argc;
   c.argv = argv;

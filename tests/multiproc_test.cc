@@ -228,6 +228,34 @@ TEST_CASE("a peer calling exit(3) mid-collective ends the job with status 3") {
   CHECK(std::regex_search(r.output, std::regex(R"(lost: 1 waits returned CF_ERR_PEER_LOST)")));
 }
 
+TEST_CASE("a process whose cf_init failed exits with its status and message, and so do the others, no signal") {
+  struct Case {
+    const char* setting;  // rank 1's alone
+    const char* cause;    // in rank 1's message
+  };
+  // Before the bootstrap; at the transport, after the others opened theirs;
+  // at the address exchange (tcp cannot reach shm addresses), after the
+  // others made their host rings.
+  for (const Case& k : {Case{"CF_EAGER_BYTES=many", "CF_EAGER_BYTES='many'"},
+                        Case{"CF_OFI_PROVIDER=bogus", "libfabric provider 'bogus'"},
+                        Case{"CF_OFI_PROVIDER=tcp", "fi_av_insert"}}) {
+    const Run r = run("", "-n 3 sh -c 'if [ \"$CF_RANK\" = 1 ]; then export " + std::string(k.setting) + "; fi; exec " +
+                              g_program + " none'", 60);
+    INFO(k.setting, r.output);
+    CHECK(r.status == 1);
+    CHECK(r.output.find("signal") == std::string::npos);
+    CHECK(r.output.find("[1] cf_init: " + std::string(k.cause)) != std::string::npos);
+    for (const char* rank : {"0", "1", "2"}) {
+      CHECK(std::regex_search(r.output, std::regex(std::string(R"(cfrun: rank )") + rank +
+                                                   R"( \(pid \d+\) exited with status 1)")));
+    }
+    for (const char* rank : {"0", "2"}) {
+      CHECK(std::regex_search(r.output, std::regex(std::string(R"(\[)") + rank +
+                                                   R"(\] cf_init: bootstrap get '\w+\.\d': .*rank 1 was lost)")));
+    }
+  }
+}
+
 TEST_CASE("a flood of 10,000 unexpected messages at one image completes under credit flow control") {
   // Through libfabric alone (credits), then with the host rings in front
   // (a full ring holds its senders' messages back in their backlog).
