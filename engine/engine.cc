@@ -201,6 +201,11 @@ void Engine::fail_all(int status, const std::string& what) {
     lost_what_ = what;
     lost_status_.store(status, std::memory_order_release);
   }
+  // Every collective fails from here: what the transports hold completes
+  // now, with no more bytes, so each instance finishes and its wait
+  // returns only after the last write into its buffers (abandon).
+  transport_->fail_all(status);
+  if (remote_ != nullptr) remote_->fail_all(status);
   for (auto& img : images_ctx_) {
     img->sleepers.fetch_add(1, std::memory_order_seq_cst);  // make wake() reach it
     wake(*img);

@@ -639,6 +639,8 @@ class Engine final : public TransportHooks {
     --inst->team_obj->outstanding;
   }
   int abandon(ImageContext& img, Instance* inst);
+  // How long abandon polls for a collective to finish after a loss.
+  static constexpr int kSettleAfterLossMs = 500;
   static void on_message_complete(MsgOp* op, int status);
   static void reduce_incoming(void* ctx, void* dst, const void* incoming, size_t nbytes);
   static void run_chunked(const Instance& inst, const CompiledCar& car);

@@ -3,6 +3,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <thread>
@@ -48,10 +49,23 @@ int Engine::release(ImageContext& img, uint32_t slot) {
   return first;
 }
 
-// A collective that cannot finish because a peer node is lost: its handle
-// dies with the lost status. The instance itself is not recycled (CARs of it
-// may still be posted in a transport); the job is ending anyway.
+// A collective not done when a peer node was lost (or this node failed)
+// syncs with the lost status. fail_all had the transports complete what
+// they held, so it is usually done after a few polls: a thread may still be
+// delivering into its buffers until then, and the caller may reuse them once
+// this returns. One still waiting after kSettleAfterLossMs (a read from the
+// lost node that the provider never ends) is abandoned: its handle dies, and
+// the instance is not recycled (CARs of it may still be posted in a
+// transport); the job is ending anyway.
 int Engine::abandon(ImageContext& img, Instance* inst) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kSettleAfterLossMs);
+  while (!is_done(inst) && std::chrono::steady_clock::now() < deadline) {
+    if (!poll(img)) std::this_thread::yield();
+  }
+  if (is_done(inst)) {
+    release(img, inst->handle_slot);
+    return lost_status();
+  }
   if (timing_) {  // the hang dump's report of what it waited for, as it is given up
     std::lock_guard<std::mutex> lock(live_mutex_);
     auto it = live_instances_.find(inst);

@@ -27,7 +27,8 @@
 //          continues: a slow peer is not lost, the broadcast succeeds.
 //   fault  200 allreduces under the CF_FAULT the caller set: a lost node
 //          fails a pending one and a later barrier with CF_ERR_PEER_LOST
-//          (under nomem:unexpected, CF_ERR_NO_MEM on the node that failed);
+//          (under nomem:unexpected, CF_ERR_NO_MEM on the node that failed;
+//          "fault R" roots the broadcast sent ahead of node 1 at image R);
 //          a slowed one leaves every sum right (the fault writes its
 //          "at_ms=T" line on stderr).
 //   nomem  (CF_FAULT=nomem:cache) each image's first allreduce fails with
@@ -315,11 +316,11 @@ int finish(Context& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cf_set_error_mode(CF_ERRORS_RETURN);  // a failed cf_init too: it must leave an exit that is clean
   if (cf_init(&argc, &argv) != CF_OK) {
     std::fprintf(stderr, "cf_init: %s\n", cf_last_error());
     return 1;
   }
-  cf_set_error_mode(CF_ERRORS_RETURN);
   Context c;
   c.argc = argc;
   c.argv = argv;

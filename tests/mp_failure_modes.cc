@@ -129,11 +129,12 @@ void run_mode_slow(Context& c, cf_image_t me) {
 // which the root enters only once its broadcast sends are done. The path
 // from root to held image keeps order, so the held image's broadcast
 // message arrives before the barrier's: unexpected (in the ofi tables,
-// through a host ring or libfabric). The root is image 0.
+// through a host ring or libfabric). The root is image 0 unless the mode's
+// argument names another (never node 1's first image).
 void broadcast_ahead_of_node1(Context& c, cf_image_t me) {
   Log& log = c.log;
   const cf_image_t held = c.images;  // node 1's first image
-  const cf_image_t root = 0;
+  const cf_image_t root = c.argc > 2 ? static_cast<cf_image_t>(std::atoi(c.argv[2])) : 0;
   cf_team_t pair = CF_TEAM_NULL;
   const int split = cf_team_split(CF_TEAM_ALL, me == root || me == held ? 0 : -1, static_cast<int>(me), &pair);
   if (split != CF_OK) return note_lost(c, split, "cf_team_split");  // an earlier message found no memory

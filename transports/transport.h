@@ -181,6 +181,13 @@ class Transport {
   virtual void wait(int wake_fd, int timeout_ms) { (void)wake_fd, (void)timeout_ms; }
   // Ends the wait() of this node's sleeping threads (the engine has news).
   virtual void wake_waiters() {}
+  // This node lost a peer or failed itself, so every collective fails:
+  // every receive and send the transport holds, and every later one it is
+  // given, completes with `status` and moves no more bytes. A receive's
+  // completion is then the last time anything writes into its buffer, so
+  // a wait that returns once its collective is done leaves the caller's
+  // buffers alone. Callable from any thread, with no transport lock held.
+  virtual void fail_all(int status) { (void)status; }
   // CF_FAULT=nomem:unexpected: the next block the unexpected-message pool
   // takes fails as if out of memory.
   void fail_next_unexpected_block() { fail_next_block_.store(true, std::memory_order_relaxed); }

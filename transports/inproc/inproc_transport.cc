@@ -149,6 +149,11 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
     }
     return;
   }
+  if (const int failed = failed_.load(std::memory_order_relaxed); failed != 0) [[unlikely]] {
+    mb.lock.unlock();  // no receive will take it (fail_all)
+    send_op->on_complete(send_op, failed);
+    return;
+  }
   mb.stats.unexpected++;
   // Out of eager credits from this sender: its SEND waits for the RECV.
   std::atomic<uint32_t>& held = mb.eager_held[src - base_];
@@ -177,6 +182,29 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
   mb.unexpected.insert(u);
   mb.lock.unlock();
   if (eager) send_op->on_complete(send_op, 0);
+}
+
+void InprocTransport::fail_all(int status) {
+  // Stored before each mailbox lock is taken: a receive posted after the
+  // sweep of its mailbox, or a message finding none, sees it under that lock.
+  failed_.store(status, std::memory_order_release);
+  std::vector<MsgOp*> receives, sends;
+  std::vector<Unexpected*> descriptors;
+  for (auto& mailbox : mailboxes_) {
+    Mailbox& mb = *mailbox;
+    mb.lock.lock();
+    mb.posted.take_if([](const MsgOp*) { return true; }, &receives);
+    // Single-copy sends wait for a receive that no longer comes.
+    descriptors.clear();
+    mb.unexpected.take_if([](const Unexpected* u) { return u->send != nullptr; }, &descriptors);
+    for (Unexpected* u : descriptors) {
+      sends.push_back(u->send);
+      free_block(mb, u);
+    }
+    mb.lock.unlock();
+  }
+  for (MsgOp* op : receives) finish_recv(op, status, 0);
+  for (MsgOp* op : sends) op->on_complete(op, status);
 }
 
 InprocTransport::Ring* InprocTransport::make_ring() const {
@@ -400,6 +428,11 @@ void InprocTransport::recv(MsgOp* op) {
     u = mb.unexpected.take(op->peer, op->key);
   }
   if (u == nullptr) {
+    if (const int failed = failed_.load(std::memory_order_relaxed); failed != 0) [[unlikely]] {
+      mb.lock.unlock();
+      finish_recv(op, failed, 0);
+      return;
+    }
     mb.posted.insert(op);
     // A message a drain left in the ring may be this receive's: the image
     // must look again (another thread was draining, or it is asleep).

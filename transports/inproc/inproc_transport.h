@@ -65,6 +65,7 @@ class InprocTransport final : public Transport {
   bool progress(uint32_t image, uint32_t peer, bool on_app_thread) override;
   bool progress_all(uint32_t image, bool on_app_thread) override;
   bool messages_waiting(uint32_t image) const override;
+  void fail_all(int status) override;
   bool rings_on() const { return ring_bytes_ != 0; }
   // Slots per ring, and the largest payload of one: a slot is its header's
   // cache line, with the first 16 bytes of data, and the lines of the rest
@@ -208,6 +209,9 @@ class InprocTransport final : public Transport {
   uint32_t eager_credits_ = 64;
   TransportHooks* const hooks_;
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;
+  // fail_all's status (0: none); read under a mailbox lock by a receive
+  // about to be posted and by a message that finds no receive.
+  std::atomic<int> failed_{0};
 };
 
 }  // namespace carflow

@@ -58,6 +58,24 @@ class KeyTable {
   }
   bool contains(uint32_t src, const MsgKey& key) const { return find(src, key) != nullptr; }
 
+  // Takes out every node for which pred(node) is true, appending it to *taken.
+  template <typename Pred>
+  void take_if(Pred pred, std::vector<Node*>* taken) {
+    for (Node*& head : buckets_) {
+      for (Node** link = &head; *link != nullptr;) {
+        if (!pred(*link)) {
+          link = &(*link)->next;
+          continue;
+        }
+        Node* found = *link;
+        *link = found->next;
+        found->next = nullptr;
+        --size_;
+        taken->push_back(found);
+      }
+    }
+  }
+
   size_t size() const { return size_; }
   // Forgets every node (the nodes are not owned).
   void clear() {

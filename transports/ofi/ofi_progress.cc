@@ -94,6 +94,15 @@ void OfiTransport::fail_node(uint32_t n, int status) {
     node.lost = status;
     for (MsgOp* op : node.waiting) actions.complete.emplace_back(op, status);
     node.waiting.clear();
+    // Receives from it: their messages may never come (later ones fail in recv()).
+    std::vector<MsgOp*> receives;
+    for (auto& q : images_) {
+      const size_t before = receives.size();
+      q->posted.take_if([&](const MsgOp* op) { return map_.node_of(op->peer) == n; }, &receives);
+      if (receives.size() != before) q->posted_changed();
+    }
+    posted_from_[n].store(0, std::memory_order_relaxed);
+    for (MsgOp* op : receives) actions.complete.emplace_back(op, status);
     if (ring_backlog_ != nullptr) {
       RingBacklog& b = ring_backlog_[n];
       b.lock.lock();
@@ -133,6 +142,12 @@ void OfiTransport::fail_node(uint32_t n, int status) {
     }
   }
   run(actions);
+}
+
+void OfiTransport::fail_all(int status) {
+  for (uint32_t n = 0; n < nodes_; ++n) {
+    if (n != node_) fail_node(n, status);
+  }
 }
 
 bool OfiTransport::quiesce(int timeout_ms) {

@@ -120,6 +120,8 @@ class OfiTransport final : public Transport {
   // Every receive from, and send to, `node` completes with `status` from now
   // on (the node is lost).
   void fail_node(uint32_t node, int status);
+  // fail_node of every other node.
+  void fail_all(int status) override;
   // Drives the CQ until every send this node started has left (cf_finalize),
   // at most timeout_ms; false if some are still pending.
   bool quiesce(int timeout_ms);
