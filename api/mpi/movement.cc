@@ -47,8 +47,7 @@ int barrier(MPI_Comm comm, MPI_Request* request) {
     return request != nullptr ? PMPI_Ibarrier(comm, request) : PMPI_Barrier(comm);
   }
   if (request == nullptr) return direct_end(comm, Coll::Barrier, cf_coll_barrier(team, kFlags));
-  return serve(Coll::Barrier, comm, request,
-               [&](Call& c) { return c.run(cf_coll_barrier, cf_coll_barrier_nb, team, kFlags); });
+  return start_direct(form(Coll::Barrier, request), comm, cf_coll_barrier_nb(team, kFlags), request);
 }
 
 int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* request) {
@@ -61,8 +60,12 @@ int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_
                               : PMPI_Bcast(buf, count, type, root, comm);
   }
   // A predefined type's bytes are the buffer itself: nothing to stage.
-  if (request == nullptr && named != nullptr && named->plain) {
-    return direct_end(comm, Coll::Bcast, cf_coll_broadcast(team, buf, root, buf, nbytes, kFlags));
+  if (named != nullptr && named->plain) {
+    if (request == nullptr) {
+      return direct_end(comm, Coll::Bcast, cf_coll_broadcast(team, buf, root, buf, nbytes, kFlags));
+    }
+    return start_direct(form(Coll::Bcast, request), comm, cf_coll_broadcast_nb(team, buf, root, buf, nbytes, kFlags),
+                        request);
   }
   return serve(Coll::Bcast, comm, request, [&](Call& c) {
     const bool is_root = cf_team_rank(team) == static_cast<cf_image_t>(root);
@@ -168,9 +171,9 @@ int alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* re
     char* from = c.src.data;
     if (in_place) {
       // exchange allows no overlap at all (carflow.h): send from a copy.
-      c.copy.reset(new char[c.dst.nbytes]);
-      std::memcpy(c.copy.get(), c.dst.data, c.dst.nbytes);
-      from = c.copy.get();
+      c.copy().reset(new char[c.dst.nbytes]);
+      std::memcpy(c.copy().get(), c.dst.data, c.dst.nbytes);
+      from = c.copy().get();
     }
     return c.run(cf_coll_exchange, cf_coll_exchange_nb, team, c.dst.data, from, block, kFlags);
   });

@@ -117,8 +117,7 @@ int Staged::stage_inout(void* buf, int count, MPI_Datatype type, MPI_Comm comm, 
   return stage(buf, count, type, comm, align, true);
 }
 
-int Staged::finish(MPI_Comm comm) {
-  if (!writes_ || tmp_ == nullptr) return MPI_SUCCESS;
+int Staged::write_back(MPI_Comm comm) {
   if (!packed_) {
     std::memcpy(user_, tmp_.get(), nbytes);
     return MPI_SUCCESS;
