@@ -7,6 +7,7 @@
 
 #include <carflow/carflow.h>
 #include <mpi.h>
+#include <pthread.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -101,7 +102,12 @@ class Staged {
   // For both (in place): like stage_out, but data holds buf's bytes first.
   int stage_inout(void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t align = 1);
   // Inline: most calls have nothing to write back.
-  int finish(MPI_Comm comm) { return writes_ && tmp_ != nullptr ? write_back(comm) : MPI_SUCCESS; }
+  bool writes_back() const { return writes_ && tmp_ != nullptr; }
+  int finish(MPI_Comm comm) { return writes_back() ? write_back(comm) : MPI_SUCCESS; }
+  // Unstaged again; nothing to do for one never staged (a direct call's).
+  void clear() {
+    if (data != nullptr || nbytes != 0 || writes_ || tmp_ != nullptr) *this = Staged();
+  }
   char* data = nullptr;
   size_t nbytes = 0;
 
@@ -164,6 +170,21 @@ class Call {
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 
+  // A record of Layer::calls: made once, then begun and cleared per call.
+  Call() : nonblocking_(true) {}
+  void begin(Coll c, MPI_Comm m) {
+    coll = c;
+    comm = m;
+    handle = CF_COLL_INVALID_HANDLE;
+    error = MPI_SUCCESS;
+  }
+  // Back to an empty call: staged buffers and extras freed (on any thread).
+  void clear() {
+    dst.clear();
+    src.clear();
+    if (extra_ != nullptr) extra_.reset();
+  }
+
   // Runs carflow's collective: its blocking form for a blocking MPI call,
   // else its _nb form, whose handle the MPI wait and test calls progress.
   template <typename... A>
@@ -173,13 +194,17 @@ class Call {
     return handle == CF_COLL_INVALID_HANDLE ? carflow_failed(comm, coll, cf_last_status()) : MPI_SUCCESS;
   }
   // carflow's part ended with status: the results go to the user's buffers.
-  int end(int status);
+  // Inline when nothing is staged (a direct nonblocking call's).
+  int end(int status) {
+    if (status == CF_OK && nonblocking_ && extra_ == nullptr && !dst.writes_back()) return MPI_SUCCESS;
+    return end_rest(status);
+  }
   // A call that moves nothing on any rank (every count 0): done at once.
   int nothing_to_do();
   bool nonblocking() const { return nonblocking_; }
 
-  const Coll coll;
-  const MPI_Comm comm;
+  Coll coll = Coll::kCount;
+  MPI_Comm comm = MPI_COMM_NULL;
   Staged dst, src;
   Blocks& vdst() { return extra().vdst; }  // the v forms' blocks
   Blocks& vsrc() { return extra().vsrc; }
@@ -214,6 +239,7 @@ class Call {
     if (extra_ == nullptr) extra_ = std::make_unique<Extra>();
     return *extra_;
   }
+  int end_rest(int status);
   std::unique_ptr<Extra> extra_;
   const bool nonblocking_;
 };
@@ -286,14 +312,37 @@ void stop_before_mpi_finalize();
 // valid: the arguments pass the checks below; a call that fails them (or
 // names MPI_COMM_NULL) goes to PMPI, which returns the error Open MPI alone
 // returns, through the communicator's error handler.
-bool team_of(MPI_Comm comm, cf_team_t* team, Coll coll, cf_team_t* second = nullptr, bool valid = true);
+// Inline for the common case (MPI_COMM_WORLD or the last communicator,
+// valid arguments, MPI_Init's thread); team_of_rest decides the others.
+bool team_of_rest(MPI_Comm comm, cf_team_t* team, Coll coll, cf_team_t* second, bool valid);
+inline bool team_of(MPI_Comm comm, cf_team_t* team, Coll coll, cf_team_t* second = nullptr, bool valid = true) {
+  const Layer& l = layer();
+  if (l.active && valid && pthread_equal(pthread_self(), static_cast<pthread_t>(l.image_thread))) {
+    if (comm == MPI_COMM_WORLD) {
+      *team = CF_TEAM_ALL;
+      if (second != nullptr) *second = l.world_second;
+      return true;
+    }
+    if (comm == l.last_comm && comm != MPI_COMM_NULL) {
+      *team = l.last_attr->team;
+      if (second != nullptr) *second = l.last_attr->second;
+      return true;
+    }
+  }
+  return team_of_rest(comm, team, coll, second, valid);
+}
 // Data movement of nbytes on every rank: the team if the call goes to
 // carflow, counting the fallback otherwise.
 bool served(MPI_Comm comm, size_t nbytes, Coll coll, cf_team_t* team, bool valid = true);
 // Argument checks Open MPI makes too (its MPI_PARAM_CHECK): a root of the
 // communicator, counts not negative, a datatype that is not null.
-bool valid_root(MPI_Comm comm, int root);
-bool valid_buf(int count, MPI_Datatype type);
+inline bool valid_root(MPI_Comm comm, int root) {
+  if (!layer().active || comm == MPI_COMM_NULL) return false;
+  int rank = 0, size = 0;
+  comm_rank_size(comm, &rank, &size);
+  return root >= 0 && root < size;
+}
+inline bool valid_buf(int count, MPI_Datatype type) { return count >= 0 && type != MPI_DATATYPE_NULL; }
 bool valid_counts(const int counts[], int n, MPI_Datatype type);
 // After a communicator constructor ran on every rank of `parent`: gives
 // `child` (MPI_COMM_NULL on ranks outside it) a team split from parent's.
@@ -355,9 +404,11 @@ int serve(Coll coll, MPI_Comm comm, MPI_Request* request, Body body) {
     Call call(coll, comm, false);
     return body(call);
   }
-  Call* call = layer().calls.take(form(coll, request), comm, true);
+  Call* call = layer().calls.take();
+  call->begin(form(coll, request), comm);
   const int rc = body(*call);
   if (rc != MPI_SUCCESS) {
+    call->clear();
     layer().calls.give_back(call);
     return rc;
   }

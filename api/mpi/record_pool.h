@@ -4,9 +4,9 @@
 // MPI_THREAD_MULTIPLE. The owner thread takes and gives back through a
 // plain list; other threads give back through a lock-free stack that the
 // owner, its only reader, empties whole when its list runs dry (one reader
-// taking everything at once: no ABA). Memory goes back to the heap only
-// with the pool, so once it holds as many records as were ever live at
-// once, a call allocates nothing.
+// taking everything at once: no ABA). Records are made once and go back to
+// the heap only with the pool, so once it holds as many as were ever live
+// at once, a call allocates nothing and builds nothing.
 #ifndef CARFLOW_API_MPI_RECORD_POOL_H
 #define CARFLOW_API_MPI_RECORD_POOL_H
 
@@ -14,8 +14,6 @@
 
 #include <atomic>
 #include <memory>
-#include <new>
-#include <utility>
 #include <vector>
 
 namespace carflow::mpi {
@@ -33,9 +31,10 @@ class RecordPool {
     has_owner_ = true;
   }
 
-  // A record made from args. Owner thread only.
-  template <typename... A>
-  T* take(A&&... args) {
+  // A record as its last user gave it back, or a new default-made one:
+  // records are made once and reused, never ended before the pool, so the
+  // user leaves each one ready for the next. Owner thread only.
+  T* take() {
     if (free_ == nullptr) free_ = returned_.exchange(nullptr, std::memory_order_acquire);
     if (free_ == nullptr) {
       slots_.push_back(std::make_unique<Slot>());
@@ -43,14 +42,12 @@ class RecordPool {
     }
     Slot* slot = free_;
     free_ = slot->next;
-    return new (&slot->record) T(std::forward<A>(args)...);
+    return slot;
   }
 
-  // Ends a record of take's. Any thread.
+  // A record of take's, for reuse. Any thread.
   void give_back(T* record) {
-    record->~T();
-    // A union and its members share an address.
-    Slot* slot = reinterpret_cast<Slot*>(record);
+    Slot* slot = static_cast<Slot*>(record);
     if (has_owner_ && pthread_equal(pthread_self(), owner_)) {
       slot->next = free_;
       free_ = slot;
@@ -62,17 +59,14 @@ class RecordPool {
     } while (!returned_.compare_exchange_weak(head, slot, std::memory_order_release, std::memory_order_relaxed));
   }
 
-  // Records made so far (live or free): the most ever live at once.
+  // Records made so far (taken or free): the most ever taken at once.
   size_t capacity() const { return slots_.size(); }
 
  private:
-  union Slot {
-    Slot* next;  // while free
-    T record;    // while taken
-    Slot() : next(nullptr) {}
-    ~Slot() {}  // a record still taken when the pool goes is not ended
+  struct Slot final : T {
+    Slot* next = nullptr;  // while free
   };
-  Slot* free_ = nullptr;                // the owner's
+  Slot* free_ = nullptr;                  // the owner's
   std::atomic<Slot*> returned_{nullptr};  // given back by other threads
   std::vector<std::unique_ptr<Slot>> slots_;
   pthread_t owner_{};

@@ -69,6 +69,18 @@ const void* stage_pair(const void* sendbuf, void* recvbuf, int count, MPI_Dataty
   return c.src.data;
 }
 
+// Out of line: the direct path above it does not build its Call or lambda.
+[[gnu::noinline]] int allreduce_staged(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
+                                       MPI_Comm comm, MPI_Request* request, const Reduction& r) {
+  return serve(Coll::Allreduce, comm, request, [&](Call& c) {
+    int rc;
+    const void* in = stage_pair(sendbuf, recvbuf, count, type, r, c, &rc);
+    if (rc != MPI_SUCCESS) return rc;
+    return c.run(cf_coll_allreduce, cf_coll_allreduce_nb, r.team, c.dst.data, in, r.elem_size, count, r.func, 0,
+                 kFlags);
+  });
+}
+
 int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
               MPI_Request* request) {
   Reduction r;
@@ -84,13 +96,7 @@ int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, 
     return start_direct(form(Coll::Allreduce, request), comm,
                         cf_coll_allreduce_nb(r.team, recvbuf, in, r.elem_size, count, r.func, 0, kFlags), request);
   }
-  return serve(Coll::Allreduce, comm, request, [&](Call& c) {
-    int rc;
-    const void* in = stage_pair(sendbuf, recvbuf, count, type, r, c, &rc);
-    if (rc != MPI_SUCCESS) return rc;
-    return c.run(cf_coll_allreduce, cf_coll_allreduce_nb, r.team, c.dst.data, in, r.elem_size, count, r.func, 0,
-                 kFlags);
-  });
+  return allreduce_staged(sendbuf, recvbuf, count, type, comm, request, r);
 }
 
 int reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,

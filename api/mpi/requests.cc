@@ -32,7 +32,9 @@ int query_call(void* state, MPI_Status* status) {
 // pending list then), on whichever thread freed it; the call's buffers go
 // with its record.
 int free_call(void* state) {
-  layer().calls.give_back(static_cast<Call*>(state));
+  auto* call = static_cast<Call*>(state);
+  call->clear();
+  layer().calls.give_back(call);
   return MPI_SUCCESS;
 }
 
@@ -73,7 +75,7 @@ void progress_if_pending() {
 
 }  // namespace
 
-int Call::end(int status) {
+int Call::end_rest(int status) {
   if (status != CF_OK) return carflow_failed(comm, coll, status);
   if (!nonblocking_) count_carflow(coll);  // a nonblocking call counted when it started
   const int rc = dst.finish(comm);
@@ -92,7 +94,10 @@ int start_request(Call* call, MPI_Request* request) {
   const int rc = PMPI_Grequest_start(query_call, free_call, cancel_call, call, request);
   if (rc != MPI_SUCCESS) {
     // A live handle may still write the record's buffers: the record stays.
-    if (call->handle == CF_COLL_INVALID_HANDLE) l.calls.give_back(call);
+    if (call->handle == CF_COLL_INVALID_HANDLE) {
+      call->clear();
+      l.calls.give_back(call);
+    }
     return rc;
   }
   call->request = *request;
@@ -103,7 +108,8 @@ int start_request(Call* call, MPI_Request* request) {
 
 int start_direct(Coll coll, MPI_Comm comm, cf_coll_handle_t handle, MPI_Request* request) {
   if (handle == CF_COLL_INVALID_HANDLE) return carflow_failed(comm, coll, cf_last_status());
-  Call* call = layer().calls.take(coll, comm, true);
+  Call* call = layer().calls.take();
+  call->begin(coll, comm);
   call->handle = handle;
   return start_request(call, request);
 }
@@ -164,6 +170,10 @@ bool progress_call(Call* call) {
 void progress_pending() {
   Layer& l = layer();
   l.held.clear();
+  if (l.pending.size() == 1) {  // the common case, without the list's bookkeeping
+    if (!progress_call(l.pending.front())) l.pending.clear();
+    return;
+  }
   size_t kept = 0;
   for (size_t i = 0; i < l.pending.size(); ++i) {
     Call* call = l.pending[i];

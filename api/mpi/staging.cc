@@ -324,10 +324,11 @@ void learn_named_types() {
 }
 
 int predefined_op(MPI_Op op) {
-  // In the order of kOps; SUM first, the commonest.
-  const MPI_Op ops[kPredefinedOps] = {MPI_SUM,  MPI_PROD, MPI_MIN,    MPI_MAX,   MPI_BAND,
-                                      MPI_BOR,  MPI_BXOR, MPI_MINLOC, MPI_MAXLOC};
-  for (int i = 0; i < kPredefinedOps; ++i) {
+  if (op == MPI_SUM) return 0;  // the commonest, before the table is built
+  // In the order of kOps.
+  static const MPI_Op ops[kPredefinedOps] = {MPI_SUM,  MPI_PROD, MPI_MIN,    MPI_MAX,   MPI_BAND,
+                                             MPI_BOR,  MPI_BXOR, MPI_MINLOC, MPI_MAXLOC};
+  for (int i = 1; i < kPredefinedOps; ++i) {
     if (op == ops[i]) return i;
   }
   return -1;
