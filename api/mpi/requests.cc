@@ -42,14 +42,15 @@ int free_call(void* state) {
 // erroneous anyway (MPI-4.0, 6.12).
 int cancel_call(void*, int) { return MPI_SUCCESS; }
 
-bool on_image_thread() {
+[[gnu::always_inline]] inline bool on_image_thread() {
   return pthread_equal(pthread_self(), static_cast<pthread_t>(layer().image_thread));
 }
 
 // Whether a wait must loop over carflow and MPI; else it may block in MPI.
 // Other threads than MPI_Init's cannot progress carflow and leave it to it
 // (nor read the pending list, which that thread changes).
-bool carflow_pending() { return on_image_thread() && !layer().pending.empty(); }
+// Inline: every wait, test and blocking point-to-point call asks it first.
+[[gnu::always_inline]] inline bool carflow_pending() { return on_image_thread() && !layer().pending.empty(); }
 
 // Waits until test says done: carflow's pending calls and MPI's requests
 // progressed in turn (MPI_Test* progress MPI), yielding the core after a
@@ -88,7 +89,11 @@ int Call::nothing_to_do() {
   return MPI_SUCCESS;
 }
 
-int start_request(Call* call, MPI_Request* request) {
+namespace {
+
+// start_request's body, inline in start_direct too, where the handle is
+// known live.
+[[gnu::always_inline]] inline int start(Call* call, MPI_Request* request) {
   Layer& l = layer();
   count_carflow(call->coll);
   const int rc = PMPI_Grequest_start(query_call, free_call, cancel_call, call, request);
@@ -106,12 +111,16 @@ int start_request(Call* call, MPI_Request* request) {
   return MPI_SUCCESS;
 }
 
+}  // namespace
+
+int start_request(Call* call, MPI_Request* request) { return start(call, request); }
+
 int start_direct(Coll coll, MPI_Comm comm, cf_coll_handle_t handle, MPI_Request* request) {
   if (handle == CF_COLL_INVALID_HANDLE) return carflow_failed(comm, coll, cf_last_status());
   Call* call = layer().calls.take();
   call->begin(coll, comm);
   call->handle = handle;
-  return start_request(call, request);
+  return start(call, request);
 }
 
 void learn_request_status() {
