@@ -13,9 +13,14 @@
    once, completed in another order, and point-to-point receives (waited
    on, and blocking) while a large MPI_Iallreduce is pending, their senders
    sending only once their own MPI_Iallreduce is done (no deadlock: the
-   wait moves the collective).
+   wait moves the collective). The statuses of nonblocking collectives
+   waited on together with point-to-point requests: no elements, not
+   cancelled, and the receive's source, tag and count intact.
+   With the argument "threads", under MPI_THREAD_MULTIPLE: a second thread
+   waits on the nonblocking collectives the first one starts (MPI frees
+   their requests on that thread) while the first starts more.
 
-     mpirun -np P [-x LD_PRELOAD=.../libcarflow_mpi.so] mpi_layer_check
+     mpirun -np P [-x LD_PRELOAD=.../libcarflow_mpi.so] mpi_layer_check [threads]
 
    Prints "mpi_layer_check: rank R: layer on|off, N checks, F failures";
    exits 1 when a check failed. */
@@ -23,6 +28,9 @@
 #include <ctype.h>
 #include <dlfcn.h>
 #include <mpi.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -470,6 +478,41 @@ static void check_outstanding(MPI_Comm comm) {
   free(all);
 }
 
+/* Nonblocking collectives in one MPI_Waitall with a receive and a send, over
+   many rounds (the layer reuses its records): every result right, the
+   collectives' statuses empty (no elements, not cancelled), the receive's
+   source, tag and count its own. */
+static void check_statuses(MPI_Comm comm) {
+  int rank, size;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  int bad = 0;
+  for (int round = 0; round < 50; ++round) {
+    const int root = round % size, to = (rank + 1) % size, from = (rank + size - 1) % size, tag = 7 + round;
+    long b = rank == root ? 1000 + round : -1;
+    double mine = rank + round, sum = 0;
+    int got = -1, sent = rank * 100 + round;
+    MPI_Request r[4];
+    MPI_Status st[4];
+    MPI_Irecv(&got, 1, MPI_INT, from, tag, comm, &r[0]);
+    MPI_Ibcast(&b, 1, MPI_LONG, root, comm, &r[1]);
+    MPI_Isend(&sent, 1, MPI_INT, to, tag, comm, &r[2]);
+    MPI_Iallreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, comm, &r[3]);
+    bad += MPI_Waitall(4, r, st) != MPI_SUCCESS;
+    int n = -1;
+    MPI_Get_count(&st[0], MPI_INT, &n);
+    bad += got != from * 100 + round || st[0].MPI_SOURCE != from || st[0].MPI_TAG != tag || n != 1;
+    bad += b != 1000 + round || sum != size * (size - 1) / 2.0 + (double)size * round;
+    for (int i = 1; g_layer_on && i < 4; i += 2) {
+      int cancelled = 1;
+      MPI_Get_count(&st[i], MPI_BYTE, &n);
+      MPI_Test_cancelled(&st[i], &cancelled);
+      bad += n != 0 || cancelled;
+    }
+  }
+  CHECK(bad == 0, "statuses of collectives waited on with point-to-point: %d wrong", bad);
+}
+
 /* Rank 0 waits for a message from every other rank while a 1.6 MB
    MPI_Iallreduce is pending; each of them sends only once its own
    MPI_Iallreduce is done, which needs rank 0's part of the collective to
@@ -725,9 +768,85 @@ static void run_both(MPI_Comm comm, const char *where) {
   for (g_nonblocking = 0; g_nonblocking < 2; ++g_nonblocking) run_all(comm, where);
   g_nonblocking = 0;
   check_outstanding(comm);
+  check_statuses(comm);
+}
+
+/* ---- another thread waits --------------------------------------------- */
+enum { THREAD_CALLS = 2000, THREAD_AHEAD = 16 };
+static MPI_Request g_thread_requests[THREAD_CALLS];
+static atomic_int g_started, g_waited;
+
+static void *wait_each(void *unused) {
+  (void)unused;
+  for (int i = 0; i < THREAD_CALLS; ++i) {
+    while (atomic_load(&g_started) <= i) sched_yield();
+    MPI_Wait(&g_thread_requests[i], MPI_STATUS_IGNORE);
+    atomic_store(&g_waited, i + 1);
+  }
+  return NULL;
+}
+
+/* MPI_Init's thread moves the collectives (MPI_Testall of no request) while
+   at most THREAD_AHEAD of them are left to the other thread's waits. */
+static void progress_until_waited(int target) {
+  while (atomic_load(&g_waited) < target) {
+    int flag = 0;
+    MPI_Testall(0, NULL, &flag, MPI_STATUSES_IGNORE);
+  }
+}
+
+static void check_other_thread_waits(MPI_Comm comm) {
+  int rank, size;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  long *values = calloc(THREAD_CALLS, sizeof(long));
+  double *mine = calloc(THREAD_CALLS, sizeof(double)), *sums = calloc(THREAD_CALLS, sizeof(double));
+  pthread_t waiter;
+  pthread_create(&waiter, NULL, wait_each, NULL);
+  for (int i = 0; i < THREAD_CALLS; ++i) {
+    if (i % 2 == 0) {
+      values[i] = rank == i % size ? i : -1;
+      MPI_Ibcast(&values[i], 1, MPI_LONG, i % size, comm, &g_thread_requests[i]);
+    } else {
+      mine[i] = rank + i;
+      MPI_Iallreduce(&mine[i], &sums[i], 1, MPI_DOUBLE, MPI_SUM, comm, &g_thread_requests[i]);
+    }
+    atomic_store(&g_started, i + 1);
+    progress_until_waited(i + 1 - THREAD_AHEAD);
+  }
+  progress_until_waited(THREAD_CALLS);
+  pthread_join(waiter, NULL);
+  int bad = 0;
+  for (int i = 0; i < THREAD_CALLS; ++i) {
+    bad += i % 2 == 0 ? values[i] != i : sums[i] != size * (size - 1) / 2.0 + (double)size * i;
+  }
+  CHECK(bad == 0, "nonblocking collectives waited on by another thread: %d of %d wrong", bad, THREAD_CALLS);
+  free(values);
+  free(mine);
+  free(sums);
+}
+
+static int run_threads(int argc, char **argv) {
+  int provided;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
+  g_calls = (calls_fn)dlsym(RTLD_DEFAULT, "cf_mpi_calls");
+  uint64_t cf = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_calls != NULL) g_calls("MPI_Barrier", &cf, NULL);
+  g_layer_on = cf == 1;
+  g_where = "threads";
+  CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE not provided (%d)", provided);
+  if (provided == MPI_THREAD_MULTIPLE) check_other_thread_waits(MPI_COMM_WORLD);
+  printf("mpi_layer_check: rank %d: layer %s, %ld checks, %ld failures\n", g_world_rank,
+         g_layer_on ? "on" : "off", g_checks, g_failures);
+  fflush(stdout);
+  MPI_Finalize();
+  return g_failures == 0 ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "threads") == 0) return run_threads(argc, argv);
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);

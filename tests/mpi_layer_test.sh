@@ -2,13 +2,15 @@
 # libcarflow_mpi under Open MPI's mpirun: tests/mpi_layer_check.c (every
 # intercepted collective, blocking and nonblocking, results and the path
 # that served each call; a receive waited on while a collective is
-# pending) built
-# with mpicc and run on 2, 3 and 4 processes with the layer preloaded and on
-# 3 without it; the layer stepping aside when carflow cannot start; mpi4py
-# programs printing the same with and without the layer; a Fortran program
-# (use mpi: blocking, v and nonblocking collectives, every wait and test,
-# the communicator constructors) on 2, 3 and 4 processes, checked and
-# giving the same results with and without the layer, every collective on
+# pending; statuses of collectives waited on with point-to-point requests)
+# built with mpicc and run on 2, 3 and 4 processes with the layer preloaded
+# and on 3 without it; its "threads" mode (another thread waits on the
+# collectives, MPI_THREAD_MULTIPLE) on 3 with and without the layer; the
+# layer stepping aside when carflow cannot start; mpi4py programs printing
+# the same with and without the layer; a Fortran program (use mpi:
+# blocking, v and nonblocking collectives, every wait and test, the
+# communicator constructors) on 2, 3 and 4 processes, checked and giving
+# the same results with and without the layer, every collective on
 # carflow.
 # tests/mpi_layer_errors.c: every class of erroneous call under
 # MPI_ERRORS_RETURN gives the error class it gives without the layer, and
@@ -56,6 +58,15 @@ done
 
 run 3
 [ "$(count "layer off, [0-9]* checks, 0 failures")" -eq 3 ] || fail "without the layer: not every rank passed"
+
+# MPI_THREAD_MULTIPLE: another thread waits on the nonblocking collectives
+# the first starts, with the layer and without.
+for preload in "$LIB" ""; do
+  out=$("${MPIRUN[@]}" -np 3 -x LD_PRELOAD="$preload" "$WORK/mpi_layer_check" threads 2>&1) ||
+    fail "threads (LD_PRELOAD=$preload): $out"
+  state=$([ -n "$preload" ] && echo on || echo off)
+  [ "$(count "layer $state, [0-9]* checks, 0 failures")" -eq 3 ] || fail "threads (LD_PRELOAD=$preload): $out"
+done
 
 # carflow refuses to start (a bad knob): every call goes to MPI, said once.
 run 2 -x LD_PRELOAD="$LIB" -x CF_MPI_VERBOSE=1 -x CF_PEER_TIMEOUT=0

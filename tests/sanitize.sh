@@ -18,7 +18,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # whole suite would take most of CI's budget under ASan).
 declare -A TARGETS=(
   [tsan]="//tests:engine_test //tests:inproc_transport_test //tests:host_rings_test
-          //tests:api_sync_test_thread //tests:api_handles_test_thread //tests:api_aggregate_test_rings"
+          //tests:api_sync_test_thread //tests:api_handles_test_thread //tests:api_aggregate_test_rings
+          //tests:record_pool_test"
   [asan]="//tests:api_bad_args_test //tests:api_errors_test //tests:api_init_test //tests:api_teams_test
           //tests:api_handles_test //tests:api_aggregate_test //tests:api_generator_test //tests:engine_test
           //tests:refused_test"

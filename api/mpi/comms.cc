@@ -96,7 +96,7 @@ void free_all_teams() {
   l.world_second = CF_TEAM_NULL;
 }
 
-bool team_of(MPI_Comm comm, cf_team_t* team, Coll coll, cf_team_t* second, bool valid) {
+bool team_of_rest(MPI_Comm comm, cf_team_t* team, Coll coll, cf_team_t* second, bool valid) {
   const Layer& l = layer();
   if (!l.active) {
     count_pmpi(coll, Fallback::Off);

@@ -166,7 +166,9 @@ void start_after_mpi_init() {
   }
   create_team_keyval();
   learn_named_types();
+  learn_request_status();
   l.image_thread = static_cast<unsigned long>(pthread_self());
+  l.calls.set_owner(pthread_self());
   l.active = true;
   if (verbose && l.world_rank == 0) {
     std::fprintf(stderr, "libcarflow_mpi: carflow serves the collectives of %d processes\n", size);

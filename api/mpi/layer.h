@@ -7,14 +7,16 @@
 
 #include <carflow/carflow.h>
 #include <mpi.h>
+#include <pthread.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <type_traits>
 #include <unordered_set>
 #include <vector>
+
+#include "api/mpi/record_pool.h"
 
 namespace carflow::mpi {
 
@@ -48,6 +50,10 @@ constexpr int kFlags = CF_COLL_IN_MYSYNC | CF_COLL_OUT_MYSYNC | CF_COLL_LOCAL | 
 
 class Call;
 
+// A carflow call's failure as an MPI error on comm: prints cf_last_error()
+// and calls the communicator's error handler (fatal by default).
+int carflow_failed(MPI_Comm comm, Coll c, int status);
+
 // MPI's predefined reduction ops that carflow has a function for, by index
 // (predefined_op): SUM, PROD, MIN, MAX, BAND, BOR, BXOR, MINLOC, MAXLOC.
 constexpr int kPredefinedOps = 9;
@@ -80,6 +86,164 @@ struct TeamAttr {
   int rank, size;  // this process's rank in the communicator, and its size
 };
 
+// count elements of type as carflow's contiguous bytes. When the layout is
+// one run of bytes in type-map order, data points into the user's buffer;
+// else into a private buffer the layer packs or unpacks (PMPI_Pack), so
+// every rank still takes carflow's path whatever its own layout.
+class Staged {
+ public:
+  // For reading: the bytes of buf (packed now when needed). align: data's
+  // alignment, a power of two, copied to a private buffer when the user's is not aligned
+  // (carflow refuses misaligned reduction buffers, and on one rank alone a
+  // refusal would put the ranks out of step).
+  int stage_in(const void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t align = 1);
+  // For writing: data is where the result goes; finish() unpacks it.
+  int stage_out(void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t align = 1);
+  // For both (in place): like stage_out, but data holds buf's bytes first.
+  int stage_inout(void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t align = 1);
+  // Inline: most calls have nothing to write back.
+  bool writes_back() const { return writes_ && tmp_ != nullptr; }
+  int finish(MPI_Comm comm) { return writes_back() ? write_back(comm) : MPI_SUCCESS; }
+  // Unstaged again; nothing to do for one never staged (a direct call's).
+  void clear() {
+    if (data != nullptr || nbytes != 0 || writes_ || tmp_ != nullptr) *this = Staged();
+  }
+  char* data = nullptr;
+  size_t nbytes = 0;
+
+ private:
+  int stage(void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t align, bool fill);
+  int write_back(MPI_Comm comm);
+  std::unique_ptr<char[]> tmp_;
+  bool packed_ = false;   // tmp_ holds PMPI_Pack's bytes (else a plain copy)
+  bool writes_ = false;   // finish() copies tmp_ back into the user's buffer
+  void* user_ = nullptr;
+  int count_ = 0;
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
+
+// An MPI v-form buffer (counts and displacements in elements of type, each
+// rank's own layout: MPI lets displacements differ by rank) as carflow's
+// blocks packed in rank order. Packed displacements are staged as one
+// buffer (no copy when the type is one run of bytes); others go through a
+// private packed copy, filled block by block for reading, spread block by
+// block by finish(). Displacements so never decide carflow or MPI.
+class Blocks {
+ public:
+  int stage_in(const void* base, const int counts[], const int displs[], MPI_Datatype type, int n,
+               MPI_Comm comm);
+  int stage_out(void* base, const int counts[], const int displs[], MPI_Datatype type, int n, MPI_Comm comm);
+  int finish(MPI_Comm comm);
+  char* data = nullptr;
+  std::vector<size_t> bytes;  // block i's bytes
+  size_t nbytes = 0;
+
+ private:
+  int stage(void* base, const int counts[], const int displs[], MPI_Datatype type, int n, MPI_Comm comm,
+            bool fill);
+  Staged whole_;
+  std::unique_ptr<char[]> packed_;  // blocks at other displacements, packed
+  char* base_ = nullptr;
+  std::vector<int> counts_, displs_;
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+  bool writes_ = false;
+};
+
+// The second step of a two-step call (vforms.cc), run once the first is
+// done: an interface of one function, so a call that has none carries one
+// null pointer.
+class Step {
+ public:
+  virtual ~Step() = default;
+  virtual int run(Call& call) = 0;
+};
+
+// One MPI collective served by carflow, from its staging to its end. A
+// blocking call's lives on its MPI function's stack; a nonblocking call's
+// in a record of Layer::calls until MPI frees its request (requests.cc).
+// What only some calls need (the v forms' blocks and counts, private
+// copies, a second step) is made at first use, so the common call builds
+// and ends two empty Staged and a few words.
+class Call {
+ public:
+  Call(Coll coll, MPI_Comm comm, bool nonblocking) : coll(coll), comm(comm), nonblocking_(nonblocking) {}
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  // A record of Layer::calls: made once, then begun and cleared per call.
+  Call() : nonblocking_(true) {}
+  void begin(Coll c, MPI_Comm m) {
+    coll = c;
+    comm = m;
+    handle = CF_COLL_INVALID_HANDLE;
+    error = MPI_SUCCESS;
+  }
+  // Back to an empty call: staged buffers and extras freed (on any thread).
+  void clear() {
+    dst.clear();
+    src.clear();
+    if (extra_ != nullptr) extra_.reset();
+  }
+
+  // Runs carflow's collective: its blocking form for a blocking MPI call,
+  // else its _nb form, whose handle the MPI wait and test calls progress.
+  template <typename... A>
+  int run(int (*blocking)(A...), cf_coll_handle_t (*start)(A...), std::type_identity_t<A>... args) {
+    if (!nonblocking_) return end(blocking(args...));
+    handle = start(args...);
+    return handle == CF_COLL_INVALID_HANDLE ? carflow_failed(comm, coll, cf_last_status()) : MPI_SUCCESS;
+  }
+  // carflow's part ended with status: the results go to the user's buffers.
+  // Inline when nothing is staged (a direct nonblocking call's).
+  int end(int status) {
+    if (status == CF_OK && nonblocking_ && extra_ == nullptr && !dst.writes_back()) return MPI_SUCCESS;
+    return end_rest(status);
+  }
+  // A call that moves nothing on any rank (every count 0): done at once.
+  int nothing_to_do();
+  bool nonblocking() const { return nonblocking_; }
+
+  Coll coll = Coll::kCount;
+  MPI_Comm comm = MPI_COMM_NULL;
+  Staged dst, src;
+  Blocks& vdst() { return extra().vdst; }  // the v forms' blocks
+  Blocks& vsrc() { return extra().vsrc; }
+  // A private copy of a source carflow must not overlap.
+  std::unique_ptr<char[]>& copy() { return extra().copy; }
+  std::vector<size_t>& counts() { return extra().counts; }  // v forms: bytes per block, as every rank knows them
+  std::vector<size_t>& own_counts() { return extra().own_counts; }  // v forms: this rank's row, being shared
+  // A nonblocking call of two steps: the second, started on second_team
+  // once handle (the first) is done and every older call's second step on
+  // that team has started.
+  void then(cf_team_t second_team, std::unique_ptr<Step> step) {
+    extra().second_team = second_team;
+    extra().next = std::move(step);
+  }
+  bool has_next() const { return extra_ != nullptr && extra_->next != nullptr; }
+  cf_team_t second_team() const { return extra_ != nullptr ? extra_->second_team : CF_TEAM_NULL; }
+  std::unique_ptr<Step> take_next() { return std::move(extra().next); }
+
+  cf_coll_handle_t handle = CF_COLL_INVALID_HANDLE;
+  MPI_Request request = MPI_REQUEST_NULL;  // the generalized request of a nonblocking call
+  int error = MPI_SUCCESS;                 // its outcome, for the request's status
+
+ private:
+  struct Extra {
+    Blocks vdst, vsrc;
+    std::unique_ptr<char[]> copy;
+    std::vector<size_t> counts, own_counts;
+    std::unique_ptr<Step> next;
+    cf_team_t second_team = CF_TEAM_NULL;
+  };
+  Extra& extra() {
+    if (extra_ == nullptr) extra_ = std::make_unique<Extra>();
+    return *extra_;
+  }
+  int end_rest(int status);
+  std::unique_ptr<Extra> extra_;
+  const bool nonblocking_;
+};
+
 // The layer's state, one per process (no other global mutable state).
 struct Layer {
   bool active = false;      // carflow started and agrees with MPI_COMM_WORLD
@@ -93,6 +257,10 @@ struct Layer {
   TeamAttr* last_attr = nullptr;        // and its attribute (comms.cc, parent_team)
   int world_size = 0;
   std::vector<Call*> pending;  // nonblocking calls whose carflow handle is live, oldest first
+  RecordPool<Call> calls;      // every nonblocking call's record (requests.cc)
+  // A finished request's status, made once by MPI's own setters: no source,
+  // tag or elements, not cancelled; MPI's query of a request copies it.
+  MPI_Status request_status{};
   NamedType named_types[kNamedTypeSlots];  // MPI's predefined datatypes (staging.cc)
   std::vector<cf_team_t> held;  // progress_pending's scratch: second teams whose next step must wait
   cf_team_t world_second = CF_TEAM_NULL;  // MPI_COMM_WORLD's TeamAttr::second
@@ -144,14 +312,37 @@ void stop_before_mpi_finalize();
 // valid: the arguments pass the checks below; a call that fails them (or
 // names MPI_COMM_NULL) goes to PMPI, which returns the error Open MPI alone
 // returns, through the communicator's error handler.
-bool team_of(MPI_Comm comm, cf_team_t* team, Coll coll, cf_team_t* second = nullptr, bool valid = true);
+// Inline for the common case (MPI_COMM_WORLD or the last communicator,
+// valid arguments, MPI_Init's thread); team_of_rest decides the others.
+bool team_of_rest(MPI_Comm comm, cf_team_t* team, Coll coll, cf_team_t* second, bool valid);
+inline bool team_of(MPI_Comm comm, cf_team_t* team, Coll coll, cf_team_t* second = nullptr, bool valid = true) {
+  const Layer& l = layer();
+  if (l.active && valid && pthread_equal(pthread_self(), static_cast<pthread_t>(l.image_thread))) {
+    if (comm == MPI_COMM_WORLD) {
+      *team = CF_TEAM_ALL;
+      if (second != nullptr) *second = l.world_second;
+      return true;
+    }
+    if (comm == l.last_comm && comm != MPI_COMM_NULL) {
+      *team = l.last_attr->team;
+      if (second != nullptr) *second = l.last_attr->second;
+      return true;
+    }
+  }
+  return team_of_rest(comm, team, coll, second, valid);
+}
 // Data movement of nbytes on every rank: the team if the call goes to
 // carflow, counting the fallback otherwise.
 bool served(MPI_Comm comm, size_t nbytes, Coll coll, cf_team_t* team, bool valid = true);
 // Argument checks Open MPI makes too (its MPI_PARAM_CHECK): a root of the
 // communicator, counts not negative, a datatype that is not null.
-bool valid_root(MPI_Comm comm, int root);
-bool valid_buf(int count, MPI_Datatype type);
+inline bool valid_root(MPI_Comm comm, int root) {
+  if (!layer().active || comm == MPI_COMM_NULL) return false;
+  int rank = 0, size = 0;
+  comm_rank_size(comm, &rank, &size);
+  return root >= 0 && root < size;
+}
+inline bool valid_buf(int count, MPI_Datatype type) { return count >= 0 && type != MPI_DATATYPE_NULL; }
 bool valid_counts(const int counts[], int n, MPI_Datatype type);
 // After a communicator constructor ran on every rank of `parent`: gives
 // `child` (MPI_COMM_NULL on ranks outside it) a team split from parent's.
@@ -164,10 +355,6 @@ void free_all_teams();
 
 inline void count_carflow(Coll c) { ++layer().on_carflow[static_cast<int>(c)]; }
 void count_pmpi(Coll c, Fallback why);
-
-// A carflow call's failure as an MPI error on comm: prints cf_last_error()
-// and calls the communicator's error handler (fatal by default).
-int carflow_failed(MPI_Comm comm, Coll c, int status);
 
 // The index of a predefined op carflow has a function for
 // (NamedType::func), or -1.
@@ -199,134 +386,39 @@ inline int direct_end(MPI_Comm comm, Coll coll, int status) {
   return MPI_SUCCESS;
 }
 
-// count elements of type as carflow's contiguous bytes. When the layout is
-// one run of bytes in type-map order, data points into the user's buffer;
-// else into a private buffer the layer packs or unpacks (PMPI_Pack), so
-// every rank still takes carflow's path whatever its own layout.
-class Staged {
- public:
-  // For reading: the bytes of buf (packed now when needed). align: data's
-  // alignment, a power of two, copied to a private buffer when the user's is not aligned
-  // (carflow refuses misaligned reduction buffers, and on one rank alone a
-  // refusal would put the ranks out of step).
-  int stage_in(const void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t align = 1);
-  // For writing: data is where the result goes; finish() unpacks it.
-  int stage_out(void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t align = 1);
-  // For both (in place): like stage_out, but data holds buf's bytes first.
-  int stage_inout(void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t align = 1);
-  int finish(MPI_Comm comm);
-  char* data = nullptr;
-  size_t nbytes = 0;
-
- private:
-  int stage(void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t align, bool fill);
-  std::unique_ptr<char[]> tmp_;
-  bool packed_ = false;   // tmp_ holds PMPI_Pack's bytes (else a plain copy)
-  bool writes_ = false;   // finish() copies tmp_ back into the user's buffer
-  void* user_ = nullptr;
-  int count_ = 0;
-  MPI_Datatype type_ = MPI_DATATYPE_NULL;
-};
-
 // Bytes of count elements of type (MPI_Type_size times count).
 size_t type_bytes(int count, MPI_Datatype type);
 // Fills Layer::named_types; after MPI_Init, before the first call served.
 void learn_named_types();
+// Fills Layer::request_status, likewise.
+void learn_request_status();
 
-// An MPI v-form buffer (counts and displacements in elements of type, each
-// rank's own layout: MPI lets displacements differ by rank) as carflow's
-// blocks packed in rank order. Packed displacements are staged as one
-// buffer (no copy when the type is one run of bytes); others go through a
-// private packed copy, filled block by block for reading, spread block by
-// block by finish(). Displacements so never decide carflow or MPI.
-class Blocks {
- public:
-  int stage_in(const void* base, const int counts[], const int displs[], MPI_Datatype type, int n,
-               MPI_Comm comm);
-  int stage_out(void* base, const int counts[], const int displs[], MPI_Datatype type, int n, MPI_Comm comm);
-  int finish(MPI_Comm comm);
-  char* data = nullptr;
-  std::vector<size_t> bytes;  // block i's bytes
-  size_t nbytes = 0;
-
- private:
-  int stage(void* base, const int counts[], const int displs[], MPI_Datatype type, int n, MPI_Comm comm,
-            bool fill);
-  Staged whole_;
-  std::unique_ptr<char[]> packed_;  // blocks at other displacements, packed
-  char* base_ = nullptr;
-  std::vector<int> counts_, displs_;
-  MPI_Datatype type_ = MPI_DATATYPE_NULL;
-  bool writes_ = false;
-};
-
-// One MPI collective served by carflow, from its staging to its end. A
-// blocking call's lives on its MPI function's stack; a nonblocking call's
-// on the heap until the MPI wait or test that sees it done (requests.cc).
-class Call {
- public:
-  Call(Coll coll, MPI_Comm comm, bool nonblocking) : coll(coll), comm(comm), nonblocking_(nonblocking) {}
-  Call(const Call&) = delete;
-  Call& operator=(const Call&) = delete;
-
-  // Runs carflow's collective: its blocking form for a blocking MPI call,
-  // else its _nb form, whose handle the MPI wait and test calls progress.
-  template <typename... A>
-  int run(int (*blocking)(A...), cf_coll_handle_t (*start)(A...), std::type_identity_t<A>... args) {
-    if (!nonblocking_) return end(blocking(args...));
-    handle = start(args...);
-    return handle == CF_COLL_INVALID_HANDLE ? carflow_failed(comm, coll, cf_last_status()) : MPI_SUCCESS;
-  }
-  // carflow's part ended with status: the results go to the user's buffers.
-  int end(int status);
-  // A call that moves nothing on any rank (every count 0): done at once.
-  int nothing_to_do();
-  bool nonblocking() const { return nonblocking_; }
-
-  const Coll coll;
-  const MPI_Comm comm;
-  Staged dst, src;
-  // The v forms' blocks, made at first use: every other call builds and
-  // tears down its Call without them (bench/mpi_layer_cost times that).
-  Blocks& vdst() { return vblocks().dst; }
-  Blocks& vsrc() { return vblocks().src; }
-  std::unique_ptr<char[]> copy;     // a private copy of a source carflow must not overlap
-  std::vector<size_t> counts;       // v forms: bytes per block, as every rank knows them
-  std::vector<size_t> own_counts;   // v forms: this rank's row of counts, being shared
-  // A nonblocking call of two steps: the second, started on second_team
-  // once handle (the first) is done and every older call's second step on
-  // that team has started.
-  std::function<int(Call&)> next;
-  cf_team_t second_team = CF_TEAM_NULL;
-  cf_coll_handle_t handle = CF_COLL_INVALID_HANDLE;
-  MPI_Request request = MPI_REQUEST_NULL;  // the generalized request of a nonblocking call
-  int error = MPI_SUCCESS;                 // its outcome, for the request's status
-
- private:
-  struct VBlocks {
-    Blocks dst, src;
-  };
-  VBlocks& vblocks() {
-    if (vblocks_ == nullptr) vblocks_ = std::make_unique<VBlocks>();
-    return *vblocks_;
-  }
-  std::unique_ptr<VBlocks> vblocks_;
-  const bool nonblocking_;
-};
-
+// A nonblocking call's record, its carflow handle live (or none: nothing
+// to move), behind a new generalized request in *request.
+int start_request(Call* call, MPI_Request* request);
 // Runs body(call) for a blocking MPI call (request == nullptr), or for a
 // nonblocking one whose generalized request goes to *request.
-int start_request(std::unique_ptr<Call> call, int rc, MPI_Request* request);
 template <typename Body>
 int serve(Coll coll, MPI_Comm comm, MPI_Request* request, Body body) {
   if (request == nullptr) {
     Call call(coll, comm, false);
     return body(call);
   }
-  auto call = std::make_unique<Call>(form(coll, request), comm, true);
+  Call* call = layer().calls.take();
+  call->begin(form(coll, request), comm);
   const int rc = body(*call);
-  return start_request(std::move(call), rc, request);
+  if (rc != MPI_SUCCESS) {
+    call->clear();
+    layer().calls.give_back(call);
+    return rc;
+  }
+  return start_request(call, request);
 }
+
+// A nonblocking call carflow runs on the user's own buffers (nothing
+// staged; coll is the nonblocking form): its handle, from carflow's _nb
+// call, in a record behind MPI's request.
+int start_direct(Coll coll, MPI_Comm comm, cf_coll_handle_t handle, MPI_Request* request);
 
 // Every pending nonblocking call whose carflow handle is done ends and
 // completes its generalized request. Only from MPI_Init's thread.

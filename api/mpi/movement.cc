@@ -18,15 +18,6 @@ bool served(MPI_Comm comm, size_t nbytes, Coll coll, cf_team_t* team, bool valid
   return false;
 }
 
-bool valid_root(MPI_Comm comm, int root) {
-  if (!layer().active || comm == MPI_COMM_NULL) return false;
-  int rank = 0, size = 0;
-  comm_rank_size(comm, &rank, &size);
-  return root >= 0 && root < size;
-}
-
-bool valid_buf(int count, MPI_Datatype type) { return count >= 0 && type != MPI_DATATYPE_NULL; }
-
 bool valid_counts(const int counts[], int n, MPI_Datatype type) {
   for (int i = 0; i < n; ++i) {
     if (counts[i] < 0) return false;
@@ -47,8 +38,19 @@ int barrier(MPI_Comm comm, MPI_Request* request) {
     return request != nullptr ? PMPI_Ibarrier(comm, request) : PMPI_Barrier(comm);
   }
   if (request == nullptr) return direct_end(comm, Coll::Barrier, cf_coll_barrier(team, kFlags));
-  return serve(Coll::Barrier, comm, request,
-               [&](Call& c) { return c.run(cf_coll_barrier, cf_coll_barrier_nb, team, kFlags); });
+  return start_direct(form(Coll::Barrier, request), comm, cf_coll_barrier_nb(team, kFlags), request);
+}
+
+// Out of line: the direct path above it does not build its Call or lambda.
+[[gnu::noinline]] int bcast_staged(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
+                                   MPI_Request* request, cf_team_t team) {
+  return serve(Coll::Bcast, comm, request, [&](Call& c) {
+    const bool is_root = cf_team_rank(team) == static_cast<cf_image_t>(root);
+    const int rc = is_root ? c.dst.stage_in(buf, count, type, comm) : c.dst.stage_out(buf, count, type, comm);
+    if (rc != MPI_SUCCESS) return rc;
+    return c.run(cf_coll_broadcast, cf_coll_broadcast_nb, team, c.dst.data, root, c.dst.data, c.dst.nbytes,
+                 kFlags);
+  });
 }
 
 int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* request) {
@@ -61,16 +63,14 @@ int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_
                               : PMPI_Bcast(buf, count, type, root, comm);
   }
   // A predefined type's bytes are the buffer itself: nothing to stage.
-  if (request == nullptr && named != nullptr && named->plain) {
-    return direct_end(comm, Coll::Bcast, cf_coll_broadcast(team, buf, root, buf, nbytes, kFlags));
+  if (named != nullptr && named->plain) {
+    if (request == nullptr) {
+      return direct_end(comm, Coll::Bcast, cf_coll_broadcast(team, buf, root, buf, nbytes, kFlags));
+    }
+    return start_direct(form(Coll::Bcast, request), comm, cf_coll_broadcast_nb(team, buf, root, buf, nbytes, kFlags),
+                        request);
   }
-  return serve(Coll::Bcast, comm, request, [&](Call& c) {
-    const bool is_root = cf_team_rank(team) == static_cast<cf_image_t>(root);
-    const int rc = is_root ? c.dst.stage_in(buf, count, type, comm) : c.dst.stage_out(buf, count, type, comm);
-    if (rc != MPI_SUCCESS) return rc;
-    return c.run(cf_coll_broadcast, cf_coll_broadcast_nb, team, c.dst.data, root, c.dst.data, c.dst.nbytes,
-                 kFlags);
-  });
+  return bcast_staged(buf, count, type, root, comm, request, team);
 }
 
 int gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
@@ -168,9 +168,9 @@ int alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* re
     char* from = c.src.data;
     if (in_place) {
       // exchange allows no overlap at all (carflow.h): send from a copy.
-      c.copy.reset(new char[c.dst.nbytes]);
-      std::memcpy(c.copy.get(), c.dst.data, c.dst.nbytes);
-      from = c.copy.get();
+      c.copy().reset(new char[c.dst.nbytes]);
+      std::memcpy(c.copy().get(), c.dst.data, c.dst.nbytes);
+      from = c.copy().get();
     }
     return c.run(cf_coll_exchange, cf_coll_exchange_nb, team, c.dst.data, from, block, kFlags);
   });

@@ -48,12 +48,12 @@ bool served(MPI_Comm comm, size_t count, MPI_Datatype type, MPI_Op op, Coll coll
 
 bool aligned(const void* p, size_t align) { return (reinterpret_cast<uintptr_t>(p) & (align - 1)) == 0; }
 
-// A blocking call's source and result as carflow may take them, unstaged:
-// a plain datatype and aligned buffers (the common case). *in: the source
-// (the result itself in place).
-bool direct(const Reduction& r, const void* sendbuf, void* recvbuf, MPI_Request* request, const void** in) {
+// A call's source and result as carflow may take them, unstaged: a plain
+// datatype and aligned buffers (the common case). *in: the source (the
+// result itself in place).
+bool direct(const Reduction& r, const void* sendbuf, void* recvbuf, const void** in) {
   *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-  return request == nullptr && r.plain && aligned(recvbuf, r.align) && aligned(*in, r.align);
+  return r.plain && aligned(recvbuf, r.align) && aligned(*in, r.align);
 }
 
 // recvbuf as the result, and the source: recvbuf itself in place (carflow
@@ -69,17 +69,9 @@ const void* stage_pair(const void* sendbuf, void* recvbuf, int count, MPI_Dataty
   return c.src.data;
 }
 
-int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
-              MPI_Request* request) {
-  Reduction r;
-  if (!served(comm, count, type, op, form(Coll::Allreduce, request), &r, count >= 0 && sendbuf != recvbuf)) {
-    return request != nullptr ? PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request)
-                              : PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
-  }
-  if (const void* in; direct(r, sendbuf, recvbuf, request, &in)) {
-    return direct_end(comm, Coll::Allreduce,
-                      cf_coll_allreduce(r.team, recvbuf, in, r.elem_size, count, r.func, 0, kFlags));
-  }
+// Out of line: the direct path above it does not build its Call or lambda.
+[[gnu::noinline]] int allreduce_staged(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
+                                       MPI_Comm comm, MPI_Request* request, const Reduction& r) {
   return serve(Coll::Allreduce, comm, request, [&](Call& c) {
     int rc;
     const void* in = stage_pair(sendbuf, recvbuf, count, type, r, c, &rc);
@@ -87,6 +79,24 @@ int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, 
     return c.run(cf_coll_allreduce, cf_coll_allreduce_nb, r.team, c.dst.data, in, r.elem_size, count, r.func, 0,
                  kFlags);
   });
+}
+
+int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+              MPI_Request* request) {
+  Reduction r;
+  if (!served(comm, count, type, op, form(Coll::Allreduce, request), &r, count >= 0 && sendbuf != recvbuf)) {
+    return request != nullptr ? PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request)
+                              : PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+  }
+  if (const void* in; direct(r, sendbuf, recvbuf, &in)) {
+    if (request == nullptr) {
+      return direct_end(comm, Coll::Allreduce,
+                        cf_coll_allreduce(r.team, recvbuf, in, r.elem_size, count, r.func, 0, kFlags));
+    }
+    return start_direct(form(Coll::Allreduce, request), comm,
+                        cf_coll_allreduce_nb(r.team, recvbuf, in, r.elem_size, count, r.func, 0, kFlags), request);
+  }
+  return allreduce_staged(sendbuf, recvbuf, count, type, comm, request, r);
 }
 
 int reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
@@ -99,10 +109,14 @@ int reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI
   }
   // Only the root has a result.
   const bool is_root = cf_team_rank(r.team) == static_cast<cf_image_t>(root);
-  if (const void* in; (is_root || sendbuf != MPI_IN_PLACE) &&
-                      direct(r, sendbuf, is_root ? recvbuf : nullptr, request, &in)) {
-    return direct_end(comm, Coll::Reduce, cf_coll_reduce_vec(r.team, root, is_root ? recvbuf : nullptr, in,
-                                                             r.elem_size, count, r.func, 0, kFlags));
+  if (const void* in; (is_root || sendbuf != MPI_IN_PLACE) && direct(r, sendbuf, is_root ? recvbuf : nullptr, &in)) {
+    void* out = is_root ? recvbuf : nullptr;
+    if (request == nullptr) {
+      return direct_end(comm, Coll::Reduce,
+                        cf_coll_reduce_vec(r.team, root, out, in, r.elem_size, count, r.func, 0, kFlags));
+    }
+    return start_direct(form(Coll::Reduce, request), comm,
+                        cf_coll_reduce_vec_nb(r.team, root, out, in, r.elem_size, count, r.func, 0, kFlags), request);
   }
   return serve(Coll::Reduce, comm, request, [&](Call& c) {
     int rc;
@@ -193,13 +207,13 @@ int reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], M
                               : PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
   }
   return serve(Coll::ReduceScatter, comm, request, [&](Call& c) {
-    c.counts.assign(recvcounts, recvcounts + size);  // kept: carflow reads them until the call ends
+    c.counts().assign(recvcounts, recvcounts + size);  // kept: carflow reads them until the call ends
     int rc;
     const void* in = stage_scatter_pair(sendbuf, recvbuf, recvcounts[rank], static_cast<int>(total), type, r, c,
                                         &rc);
     if (rc != MPI_SUCCESS) return rc;
     return c.run(cf_coll_reduce_scatterv, cf_coll_reduce_scatterv_nb, r.team, c.dst.data, in, r.elem_size,
-                 c.counts.data(), r.func, 0, kFlags);
+                 c.counts().data(), r.func, 0, kFlags);
   });
 }
 

@@ -17,21 +17,24 @@
 namespace carflow::mpi {
 namespace {
 
-// MPI's status for a collective's request: no source, tag or elements.
+// MPI's status for a collective's request (Layer::request_status) with the
+// call's outcome. MPI asks it at every wait or test that finds the request
+// done, maybe on another thread, after the image thread wrote error and
+// completed the request.
 int query_call(void* state, MPI_Status* status) {
-  const Call* call = static_cast<const Call*>(state);
-  PMPI_Status_set_elements(status, MPI_BYTE, 0);
-  PMPI_Status_set_cancelled(status, 0);
-  status->MPI_SOURCE = MPI_UNDEFINED;
-  status->MPI_TAG = MPI_UNDEFINED;
-  status->MPI_ERROR = call->error;
-  return call->error;
+  const int error = static_cast<const Call*>(state)->error;
+  *status = layer().request_status;
+  status->MPI_ERROR = error;
+  return error;
 }
 
 // The request is freed once MPI saw it complete (the call left the
-// pending list then); the call's buffers go with it.
+// pending list then), on whichever thread freed it; the call's buffers go
+// with its record.
 int free_call(void* state) {
-  delete static_cast<Call*>(state);
+  auto* call = static_cast<Call*>(state);
+  call->clear();
+  layer().calls.give_back(call);
   return MPI_SUCCESS;
 }
 
@@ -39,23 +42,27 @@ int free_call(void* state) {
 // erroneous anyway (MPI-4.0, 6.12).
 int cancel_call(void*, int) { return MPI_SUCCESS; }
 
-bool on_image_thread() {
+[[gnu::always_inline]] inline bool on_image_thread() {
   return pthread_equal(pthread_self(), static_cast<pthread_t>(layer().image_thread));
 }
 
 // Whether a wait must loop over carflow and MPI; else it may block in MPI.
-// Other threads than MPI_Init's cannot progress carflow and leave it to it.
-bool carflow_pending() { return !layer().pending.empty() && on_image_thread(); }
+// Other threads than MPI_Init's cannot progress carflow and leave it to it
+// (nor read the pending list, which that thread changes).
+// Inline: every wait, test and blocking point-to-point call asks it first.
+[[gnu::always_inline]] inline bool carflow_pending() { return on_image_thread() && !layer().pending.empty(); }
 
 // Waits until test says done: carflow's pending calls and MPI's requests
 // progressed in turn (MPI_Test* progress MPI), yielding the core after a
 // few empty rounds, which matters when ranks outnumber cores. Once nothing
-// of carflow's is pending, MPI's own blocking wait takes over.
+// of carflow's is pending, MPI's own blocking wait takes over. Only when
+// carflow_pending() said so: on the image thread.
 template <typename Test, typename Wait>
 int wait_loop(Test test, Wait wait) {
+  const std::vector<Call*>& pending = layer().pending;
   for (unsigned round = 0;; ++round) {
-    if (!carflow_pending()) return wait();
     progress_pending();
+    if (pending.empty()) return wait();
     int flag = 0;
     const int rc = test(&flag);
     if (rc != MPI_SUCCESS || flag) return rc;
@@ -69,11 +76,11 @@ void progress_if_pending() {
 
 }  // namespace
 
-int Call::end(int status) {
+int Call::end_rest(int status) {
   if (status != CF_OK) return carflow_failed(comm, coll, status);
   if (!nonblocking_) count_carflow(coll);  // a nonblocking call counted when it started
   const int rc = dst.finish(comm);
-  return rc != MPI_SUCCESS || vblocks_ == nullptr ? rc : vblocks_->dst.finish(comm);
+  return rc != MPI_SUCCESS || extra_ == nullptr ? rc : extra_->vdst.finish(comm);
 }
 
 int Call::nothing_to_do() {
@@ -82,18 +89,47 @@ int Call::nothing_to_do() {
   return MPI_SUCCESS;
 }
 
-int start_request(std::unique_ptr<Call> call, int rc, MPI_Request* request) {
-  if (rc != MPI_SUCCESS) return rc;
+namespace {
+
+// start_request's body, inline in start_direct too, where the handle is
+// known live.
+[[gnu::always_inline]] inline int start(Call* call, MPI_Request* request) {
+  Layer& l = layer();
   count_carflow(call->coll);
-  rc = PMPI_Grequest_start(query_call, free_call, cancel_call, call.get(), request);
-  if (rc != MPI_SUCCESS) return rc;
-  call->request = *request;
-  if (call->handle == CF_COLL_INVALID_HANDLE) {
-    call.release();  // free_call owns it from here
-    return PMPI_Grequest_complete(*request);
+  const int rc = PMPI_Grequest_start(query_call, free_call, cancel_call, call, request);
+  if (rc != MPI_SUCCESS) {
+    // A live handle may still write the record's buffers: the record stays.
+    if (call->handle == CF_COLL_INVALID_HANDLE) {
+      call->clear();
+      l.calls.give_back(call);
+    }
+    return rc;
   }
-  layer().pending.push_back(call.release());
+  call->request = *request;
+  if (call->handle == CF_COLL_INVALID_HANDLE) return PMPI_Grequest_complete(*request);  // free_call owns it now
+  l.pending.push_back(call);
   return MPI_SUCCESS;
+}
+
+}  // namespace
+
+int start_request(Call* call, MPI_Request* request) { return start(call, request); }
+
+int start_direct(Coll coll, MPI_Comm comm, cf_coll_handle_t handle, MPI_Request* request) {
+  if (handle == CF_COLL_INVALID_HANDLE) return carflow_failed(comm, coll, cf_last_status());
+  Call* call = layer().calls.take();
+  call->begin(coll, comm);
+  call->handle = handle;
+  return start(call, request);
+}
+
+void learn_request_status() {
+  MPI_Status& status = layer().request_status;
+  PMPI_Status_set_elements(&status, MPI_BYTE, 0);
+  PMPI_Status_set_cancelled(&status, 0);
+  status.MPI_SOURCE = MPI_UNDEFINED;
+  status.MPI_TAG = MPI_UNDEFINED;
+  status.MPI_ERROR = MPI_SUCCESS;
 }
 
 namespace {
@@ -115,20 +151,19 @@ bool progress_call(Call* call) {
   if (call->handle != CF_COLL_INVALID_HANDLE) {
     const int status = cf_coll_try_sync(call->handle);
     if (status == CF_NOT_READY) {
-      if (call->next) layer().held.push_back(call->second_team);
+      if (call->has_next()) layer().held.push_back(call->second_team());
       return true;
     }
     call->handle = CF_COLL_INVALID_HANDLE;
-    if (status != CF_OK || !call->next) {
+    if (status != CF_OK || !call->has_next()) {
       complete_call(call, status);
       return false;
     }
   }
   // The first step is done; the second starts in the order the calls did.
-  if (held(call->second_team)) return true;
-  const std::function<int(Call&)> next = std::move(call->next);
-  call->next = nullptr;
-  const int rc = next(*call);
+  if (held(call->second_team())) return true;
+  const std::unique_ptr<Step> next = call->take_next();
+  const int rc = next->run(*call);
   if (rc != MPI_SUCCESS) {
     call->error = rc;
     PMPI_Grequest_complete(call->request);
@@ -144,6 +179,10 @@ bool progress_call(Call* call) {
 void progress_pending() {
   Layer& l = layer();
   l.held.clear();
+  if (l.pending.size() == 1) {  // the common case, without the list's bookkeeping
+    if (!progress_call(l.pending.front())) l.pending.clear();
+    return;
+  }
   size_t kept = 0;
   for (size_t i = 0; i < l.pending.size(); ++i) {
     Call* call = l.pending[i];

@@ -117,8 +117,7 @@ int Staged::stage_inout(void* buf, int count, MPI_Datatype type, MPI_Comm comm, 
   return stage(buf, count, type, comm, align, true);
 }
 
-int Staged::finish(MPI_Comm comm) {
-  if (!writes_ || tmp_ == nullptr) return MPI_SUCCESS;
+int Staged::write_back(MPI_Comm comm) {
   if (!packed_) {
     std::memcpy(user_, tmp_.get(), nbytes);
     return MPI_SUCCESS;
@@ -325,10 +324,11 @@ void learn_named_types() {
 }
 
 int predefined_op(MPI_Op op) {
-  // In the order of kOps; SUM first, the commonest.
-  const MPI_Op ops[kPredefinedOps] = {MPI_SUM,  MPI_PROD, MPI_MIN,    MPI_MAX,   MPI_BAND,
-                                      MPI_BOR,  MPI_BXOR, MPI_MINLOC, MPI_MAXLOC};
-  for (int i = 0; i < kPredefinedOps; ++i) {
+  if (op == MPI_SUM) return 0;  // the commonest, before the table is built
+  // In the order of kOps.
+  static const MPI_Op ops[kPredefinedOps] = {MPI_SUM,  MPI_PROD, MPI_MIN,    MPI_MAX,   MPI_BAND,
+                                             MPI_BOR,  MPI_BXOR, MPI_MINLOC, MPI_MAXLOC};
+  for (int i = 1; i < kPredefinedOps; ++i) {
     if (op == ops[i]) return i;
   }
   return -1;

@@ -27,13 +27,26 @@ char* own_block(Call& c, const void* sendbuf, int sendcount, MPI_Datatype sendty
   MPI_Aint lb = 0, extent = 0;
   PMPI_Type_get_extent(recvtype, &lb, &extent);
   *rc = c.src.stage_in(static_cast<const char*>(recvbuf) + displ * extent, count, recvtype, c.comm);
-  c.copy.reset(new char[c.src.nbytes + 1]);
-  if (*rc == MPI_SUCCESS) std::memcpy(c.copy.get(), c.src.data, c.src.nbytes);
-  return c.copy.get();
+  c.copy().reset(new char[c.src.nbytes + 1]);
+  if (*rc == MPI_SUCCESS) std::memcpy(c.copy().get(), c.src.data, c.src.nbytes);
+  return c.copy().get();
 }
 
+// The second step of a two-step call: move(call, team) on the second team
+// unless the shared counts say nothing moves.
+template <typename Move>
+class MoveStep final : public Step {
+ public:
+  MoveStep(Move move, cf_team_t team) : move_(std::move(move)), team_(team) {}
+  int run(Call& call) override { return total(call.counts()) == 0 ? call.nothing_to_do() : move_(call, team_); }
+
+ private:
+  Move move_;
+  cf_team_t team_;
+};
+
 // A v form whose counts each rank knows only its own row of (mine): they
-// are shared first (row i of c.counts from rank i), then
+// are shared first (row i of c.counts() from rank i), then
 // move_blocks(c, team) moves the blocks. Blocking, the two run one after the other on the
 // communicator's team; nonblocking, the sharing starts now and the move on
 // the second team once a wait sees it done (requests.cc), so it captures
@@ -42,20 +55,17 @@ template <typename Move>
 int two_steps(Coll coll, MPI_Comm comm, MPI_Request* request, cf_team_t team, cf_team_t second,
               std::vector<size_t> mine, Move move_blocks) {
   return serve(coll, comm, request, [&](Call& c) {
-    c.own_counts = std::move(mine);
-    c.counts.resize(c.own_counts.size() * cf_team_size(team));
-    const size_t nbytes = c.own_counts.size() * sizeof(size_t);
+    c.own_counts() = std::move(mine);
+    c.counts().resize(c.own_counts().size() * cf_team_size(team));
+    const size_t nbytes = c.own_counts().size() * sizeof(size_t);
     if (!c.nonblocking()) {
-      const int st = cf_coll_gather_all(team, c.counts.data(), c.own_counts.data(), nbytes, kFlags);
+      const int st = cf_coll_gather_all(team, c.counts().data(), c.own_counts().data(), nbytes, kFlags);
       if (st != CF_OK) return carflow_failed(c.comm, c.coll, st);
-      return total(c.counts) == 0 ? c.nothing_to_do() : move_blocks(c, team);
+      return total(c.counts()) == 0 ? c.nothing_to_do() : move_blocks(c, team);
     }
-    c.second_team = second;
-    c.next = [move_blocks, second](Call& later) {
-      return total(later.counts) == 0 ? later.nothing_to_do() : move_blocks(later, second);
-    };
-    return c.run(cf_coll_gather_all, cf_coll_gather_all_nb, team, c.counts.data(), c.own_counts.data(), nbytes,
-                 kFlags);
+    c.then(second, std::make_unique<MoveStep<Move>>(move_blocks, second));
+    return c.run(cf_coll_gather_all, cf_coll_gather_all_nb, team, c.counts().data(), c.own_counts().data(),
+                 nbytes, kFlags);
   });
 }
 
@@ -107,7 +117,7 @@ int gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* rec
     if (rc == MPI_SUCCESS && rank == root) rc = c.vdst().stage_out(recvbuf, recvcounts, displs, recvtype, size, comm);
     if (rc != MPI_SUCCESS) return rc;
     return c.run(cf_coll_gatherv, cf_coll_gatherv_nb, t, root, rank == root ? c.vdst().data : nullptr, from,
-                 c.counts.data(), nullptr, kFlags);
+                 c.counts().data(), nullptr, kFlags);
   });
 }
 
@@ -131,15 +141,15 @@ int scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MP
     char* to = nullptr;
     if (in_place) {
       // The root's block stays where it is; carflow's copy of it is dropped.
-      c.copy.reset(new char[mine + 1]);
-      to = c.copy.get();
+      c.copy().reset(new char[mine + 1]);
+      to = c.copy().get();
     } else if (rc == MPI_SUCCESS) {
       rc = c.dst.stage_out(recvbuf, recvcount, recvtype, comm);
       to = c.dst.data;
     }
     if (rc != MPI_SUCCESS) return rc;
     return c.run(cf_coll_scatterv, cf_coll_scatterv_nb, t, to, root, rank == root ? c.vsrc().data : nullptr,
-                 c.counts.data(), nullptr, kFlags);
+                 c.counts().data(), nullptr, kFlags);
   });
 }
 
@@ -168,13 +178,13 @@ int alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], 
     char* from = c.vsrc().data;
     if (in_place && rc == MPI_SUCCESS) {
       // exchangev allows no overlap: send from a copy.
-      c.copy.reset(new char[c.vsrc().nbytes + 1]);
-      std::memcpy(c.copy.get(), c.vsrc().data, c.vsrc().nbytes);
-      from = c.copy.get();
+      c.copy().reset(new char[c.vsrc().nbytes + 1]);
+      std::memcpy(c.copy().get(), c.vsrc().data, c.vsrc().nbytes);
+      from = c.copy().get();
     }
     if (rc == MPI_SUCCESS) rc = c.vdst().stage_out(recvbuf, recvcounts, rdispls, recvtype, size, comm);
     if (rc != MPI_SUCCESS) return rc;
-    return c.run(cf_coll_exchangev, cf_coll_exchangev_nb, t, c.vdst().data, from, c.counts.data(), kFlags);
+    return c.run(cf_coll_exchangev, cf_coll_exchangev_nb, t, c.vdst().data, from, c.counts().data(), kFlags);
   });
 }
 
