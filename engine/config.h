@@ -91,7 +91,7 @@ struct Config {
   uint64_t eager_bytes = 16384;             // CF_EAGER_BYTES: eager up to, rendezvous above
   uint32_t ofi_credits = 32;                // CF_OFI_CREDITS: messages in flight per peer node
   uint64_t ofi_unexpected_bytes = 64ull << 20;  // CF_OFI_UNEXPECTED_BYTES: unexpected data held
-  uint64_t host_split_bytes = 1 << 20;  // CF_HOST_SPLIT_BYTES: split copies from this size (0: none)
+  uint64_t host_split_bytes = 32 << 10;  // CF_HOST_SPLIT_BYTES: split copies from this size (0: none)
   bool host_rings = true;                   // CF_HOST_RINGS: shared-memory rings for small messages on one host
   uint64_t peer_timeout_ms = 5000;          // CF_PEER_TIMEOUT (seconds in the environment)
   uint64_t exit_timeout_ms = 5000;          // CF_EXIT_TIMEOUT (seconds in the environment)

@@ -46,6 +46,9 @@
 //          gathers to it, of 200 KiB to 4 MiB, verified to the byte and
 //          past the end, until every sender has written pieces of a split
 //          copy.
+//   midsize  (2 nodes of 1 image) broadcasts from node 0 and gathers to
+//          it of 20 KiB to 1 MiB - 1, 3 rounds, verified to the byte and
+//          past the end: the test reads their paths from the counters.
 //   runahead  (3 nodes of 1 image) node 0 broadcasts 600 times to node 1
 //          on their team, then joins a barrier with node 2; node 2 first
 //          needs that barrier, then one with node 1; node 1 first needs
@@ -241,6 +244,7 @@ constexpr Mode kModes[] = {
     {"flood", run_mode_flood},
     {"pump", run_mode_pump},
     {"split", run_mode_split},
+    {"midsize", run_mode_midsize},
     {"runahead", run_mode_runahead},
     {"check", run_mode_check},
     {"sizes", run_mode_sizes},

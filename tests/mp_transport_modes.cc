@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -94,10 +95,9 @@ void run_mode_pump(Context& c, cf_image_t me) {
 void run_mode_split(Context& c, cf_image_t me) {
   Log& log = c.log;
   // Large messages one way between 2 processes, each copied by both
-  // (split copies, from 1 MiB by default): broadcasts of 4 MiB and
+  // (split copies, from 32 KiB by default): broadcasts of 4 MiB and
   // 3 MiB + 12345 (32 and 25 pieces, the last one short), of 256 KiB
-  // and of a piece and a part (200 KiB + 123; these two stream unless
-  // CF_HOST_SPLIT_BYTES is lower), a gather of 1 MiB + 4099 byte
+  // and of a piece and a part (200 KiB + 123), a gather of 1 MiB + 4099 byte
   // blocks toward node 0 (node 1 sends) and a scatter of such blocks
   // from node 0. Rounds go on, at least 2 and at most 200, until the
   // senders have written part of a message (it depends on the
@@ -157,6 +157,51 @@ void run_mode_split(Context& c, cf_image_t me) {
       break;
     }
     more = round + 1 < 2 || (waiting_sum > 0 && round + 1 < 200) ? 1 : 0;
+  }
+}
+
+void run_mode_midsize(Context& c, cf_image_t me) {
+  Log& log = c.log;
+  // One way at a time between 2 processes of 1 image: node 0 broadcasts,
+  // then gathers blocks of the same size, for each size in kMidSizes, 3
+  // rounds; each node receives one message of each size per round, and
+  // the test reads from its counters which path those took. Every byte
+  // is checked, and the 64 after each message stay untouched.
+  // From just above the host ring's 16 KiB to just below 1 MiB
+  // (multiproc_test counts those from 32 KiB).
+  constexpr size_t kMidSizes[] = {20 << 10, 32 << 10, (96 << 10) + 7, 256 << 10, 512 << 10, (1 << 20) - 1};
+  constexpr uint32_t kRounds = 3;
+  const size_t max_bytes = kMidSizes[std::size(kMidSizes) - 1];
+  std::vector<uint8_t> src(max_bytes), dst(2 * max_bytes + 64);
+  for (uint32_t round = 0; round < kRounds; ++round) {
+    for (size_t bytes : kMidSizes) {
+      const std::string what = std::to_string(bytes) + " bytes in round " + std::to_string(round);
+      for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(me == 0 ? i * 7 + round : 0);
+      std::fill(dst.begin(), dst.end(), 0xee);
+      log.checks++;
+      if (cf_coll_broadcast(CF_TEAM_ALL, dst.data(), 0, src.data(), bytes, kLocal) != CF_OK) {
+        log.fail("midsize: broadcast of " + what + ": " + cf_last_error());
+      }
+      for (size_t i = 0; i < bytes + 64; ++i) {
+        if (dst[i] != (i < bytes ? static_cast<uint8_t>(i * 7 + round) : 0xee)) {
+          log.fail("midsize: broadcast of " + what + ": byte " + std::to_string(i));
+          break;
+        }
+      }
+      for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(i * 3 + me + round);
+      std::fill(dst.begin(), dst.end(), 0xee);
+      log.checks++;
+      if (cf_coll_gather(CF_TEAM_ALL, 0, dst.data(), src.data(), bytes, kLocal) != CF_OK) {
+        log.fail("midsize: gather of " + what + ": " + cf_last_error());
+      }
+      for (size_t i = 0; me == 0 && i < 2 * bytes + 64; ++i) {
+        const uint8_t want = i < 2 * bytes ? static_cast<uint8_t>((i % bytes) * 3 + i / bytes + round) : 0xee;
+        if (dst[i] != want) {
+          log.fail("midsize: gather of " + what + ": byte " + std::to_string(i));
+          break;
+        }
+      }
+    }
   }
 }
 

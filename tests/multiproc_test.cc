@@ -108,14 +108,12 @@ TEST_CASE("every collective over 2, 3 and 4 processes x 1 and 3 images matches t
   }
 }
 
-TEST_CASE("every collective over 2 processes with split copies from 32 KiB matches the reference") {
-  // The 96 KiB messages of the run, and its combines (which stream), one
-  // way (split) and both ways (direct reads).
-  const Run r = run("CF_HOST_SPLIT_BYTES=32768", "-n 2 --images 1 " + g_program);
+TEST_CASE("every collective over 2 processes with split copies off (streams) matches the reference") {
+  // The large plain copies one way stream instead (by default they are
+  // split copies from 32 KiB); both ways they are still direct reads.
+  const Run r = run("CF_HOST_SPLIT_BYTES=0", "-n 2 --images 1 " + g_program);
   expect_all_verified(r, 2, 150);
-  uint64_t split = 0;
-  for (const auto& m : summaries(r.output)) split += std::stoull(m[kSplitCopies].str());
-  CHECK(split > 0);
+  for (const auto& m : summaries(r.output)) CHECK(m[kSplitCopies].str() == "0");
 }
 
 TEST_CASE("the same over tcp;ofi_rxm and over libfabric shm alone, and with CF_PROGRESS=block and thread") {
@@ -315,7 +313,7 @@ TEST_CASE("a sender that runs past its ring while the receiver waits on a third 
 }
 
 TEST_CASE("a root's own large block is copied while its stream goes out") {
-  // Streams: split copies (from 1 MiB by default) would take these.
+  // Streams: split copies (from 32 KiB by default) would take these.
   const Run r = run("CF_HOST_SPLIT_BYTES=0", "-n 2 " + g_program + " pump", 60);
   INFO(r.output);
   for (const auto& m : node_summaries(r, 2)) {
@@ -329,7 +327,7 @@ TEST_CASE("a root's own large block is copied while its stream goes out") {
 }
 
 TEST_CASE("a large message one way is copied by both processes, each its share (split copies)") {
-  const Run r = run("", "-n 2 " + g_program + " split", 120);  // the default: from 1 MiB
+  const Run r = run("", "-n 2 " + g_program + " split", 120);  // the default: from 32 KiB
   INFO(r.output);
   for (const auto& m : node_summaries(r, 2)) {
     CHECK(m[kFailures].str() == "0");  // every byte in place, none past the end
@@ -347,6 +345,27 @@ TEST_CASE("a large message one way is copied by both processes, each its share (
     CHECK(m[kFailures].str() == "0");
     CHECK(m[kSplitCopies].str() == "0");
     CHECK(m[kSplitWritten].str() == "0");
+  }
+}
+
+TEST_CASE("a message from 32 KiB to 1 MiB one way is a split copy; below 32 KiB, or with CF_HOST_SPLIT_BYTES at 1 MiB, it streams") {
+  // The midsize mode: each node receives 3 rounds of one message of each
+  // size (node 1 the broadcasts, node 0 the gathers): 20 KiB, then five
+  // from 32 KiB to 1 MiB - 1 (run_mode_midsize). By default the five take
+  // split copies (up to 128 KiB one piece, which the receiver reads
+  // whole) and the 20 KiB one streams; a lower count means a mid-size
+  // message went back to the stream.
+  const uint64_t rounds = 3, sizes = 6, from_32k = 5;
+  for (const char* env : {"", "CF_HOST_SPLIT_BYTES=1048576"}) {
+    CAPTURE(env);
+    const Run r = run(env, "-n 2 " + g_program + " midsize", 120);
+    INFO(r.output);
+    for (const auto& m : node_summaries(r, 2)) {
+      CHECK(m[kFailures].str() == "0");  // every byte in place, none past the end
+      CHECK(std::stoull(m[kChecks].str()) == 2 * rounds * sizes);
+      CHECK(std::stoull(m[kSplitCopies].str()) == (*env == 0 ? rounds * from_32k : 0));
+      CHECK(m[kDirectReads].str() == "0");  // one way only: no direct reads
+    }
   }
 }
 

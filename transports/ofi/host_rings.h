@@ -20,7 +20,7 @@
 // overlap, instead of a kernel-assisted single copy (process_vm_readv can
 // run at a fraction of memcpy's speed).
 //
-// Split copies (messages of CF_HOST_SPLIT_BYTES, default 1 MiB, and more,
+// Split copies (messages of CF_HOST_SPLIT_BYTES, default 32 KiB, and more,
 // OfiTransport::want_split): both processes copy, each its share,
 // straight between the user buffers. The receiver reads pieces from the
 // front of the sender's buffer (process_vm_readv) while the sender writes

@@ -380,12 +380,16 @@ bool OfiTransport::want_direct(uint32_t node, const MsgOp& op, uint64_t addr) {
 }
 
 // One direction, with a core for each process, a message of at least
-// CF_HOST_SPLIT_BYTES (1 MiB): a split copy, each process copying its
+// CF_HOST_SPLIT_BYTES (32 KiB): a split copy, each process copying its
 // share straight between the user buffers, instead of a stream's two
 // copies (the sender's in, the receiver's out): each byte is copied once,
-// by whichever side has less else to do. Below 1 MiB the grant and the
-// few pieces cost more than they save. When the processes outnumber the
-// cores, want_direct's rule holds.
+// by whichever side has less else to do. A message of one piece (up to
+// 128 KiB) is as a rule read whole by the receiver, which starts on the
+// front as it grants: a direct read.
+// A stream also needs both processes on a core at once to move past its
+// 256 KiB window and to overlap its copies; a split copy goes on with
+// whichever runs. When the processes outnumber the cores, want_direct's
+// rule holds.
 bool OfiTransport::want_split(uint32_t node, const MsgOp& op, uint64_t addr) {
   return options_.split_bytes != 0 && op.nbytes >= options_.split_bytes && !cores_shared_ &&
          can_read(node, op, addr);

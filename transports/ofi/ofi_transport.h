@@ -63,7 +63,7 @@ struct OfiOptions {
   uint64_t eager_bytes = 16384;        // CF_EAGER_BYTES
   uint32_t credits = 32;               // CF_OFI_CREDITS: per peer node
   uint64_t unexpected_bytes = 64 << 20;  // CF_OFI_UNEXPECTED_BYTES
-  uint64_t split_bytes = 1 << 20;        // CF_HOST_SPLIT_BYTES (0: no split copies)
+  uint64_t split_bytes = 32 << 10;       // CF_HOST_SPLIT_BYTES (0: no split copies)
   // CF_FAULT, when it applies to this node (engine/config.h FaultSpec):
   // kind 0 = none, 1 kill_after, 2 close_link, 3 stop, 4 delay.
   uint8_t fault_kind = 0;

@@ -560,7 +560,7 @@ typedef struct {
                              pieces from the front of the sender's buffer
                              while the sender wrote pieces from the back
                              into its own (messages of CF_HOST_SPLIT_BYTES,
-                             default 1 MiB, and more) */
+                             default 32 KiB, and more) */
   uint64_t split_written_bytes; /* bytes this node wrote into receivers'
                              buffers for split copies */
 } cf_net_stats_t;
