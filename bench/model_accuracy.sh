@@ -11,8 +11,8 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ITERS="${1:-200}"
-CLI="$ROOT/bazel-bin/tools/carflow_cli"
-CFRUN="$ROOT/bazel-bin/tools/cfrun_bin"
+CLI="${CLI:-$ROOT/bazel-bin/tools/carflow_cli}"
+CFRUN="${CFRUN:-$ROOT/bazel-bin/tools/cfrun_bin}"
 if [ ! -x "$CLI" ] || [ ! -x "$CFRUN" ]; then
   (cd "$ROOT" && bazel build -c opt //tools:carflow_cli //tools:cfrun_bin >&2)
 fi
