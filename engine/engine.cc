@@ -201,6 +201,19 @@ void Engine::fail_all(int status, const std::string& what) {
     lost_what_ = what;
     lost_status_.store(status, std::memory_order_release);
   }
+  // The hang report of each outstanding collective is made now, while its
+  // CARs still show what they waited for: failing them marks them done.
+  if (hang_dump_ns_ != 0) {
+    const char* why = status == kErrTimeout ? "timed out" : status == kErrNoMem ? "this node ran out of memory"
+                                                                                 : "a peer was lost";
+    const uint64_t now = trace_now();
+    std::lock_guard<std::mutex> lock(live_mutex_);
+    for (auto& [inst, live] : live_instances_) {
+      if (live.reported) continue;
+      report_hang(*inst, trace_clock_.duration_ns(now - live.since), why);
+      live.reported = true;
+    }
+  }
   // Every collective fails from here: what the transports hold completes
   // now, with no more bytes, so each instance finishes and its wait
   // returns only after the last write into its buffers (abandon).

@@ -69,8 +69,10 @@ int Engine::abandon(ImageContext& img, Instance* inst) {
   if (timing_) {  // the hang dump's report of what it waited for, as it is given up
     std::lock_guard<std::mutex> lock(live_mutex_);
     auto it = live_instances_.find(inst);
-    report_hang(*inst, it != live_instances_.end() ? trace_clock_.duration_ns(trace_now() - it->second.since) : 0,
-                lost_status() == kErrTimeout ? "timed out" : "a peer was lost");
+    if (it == live_instances_.end() || !it->second.reported) {  // not yet reported at the loss (fail_all)
+      report_hang(*inst, it != live_instances_.end() ? trace_clock_.duration_ns(trace_now() - it->second.since) : 0,
+                  lost_status() == kErrTimeout ? "timed out" : "a peer was lost");
+    }
     if (it != live_instances_.end()) live_instances_.erase(it);
   }
   const uint32_t slot = inst->handle_slot;
