@@ -18,8 +18,11 @@ m = json.load(open(sys.argv[1]))
 for k in ("L", "o", "g", "G", "S", "gamma", "beta"):
     assert k in m, k
     assert isinstance(m[k], (int, float)) and m[k] >= 0, (k, m[k])
-for k in ("o", "G", "S", "gamma", "beta"):
+for k in ("o", "S", "gamma", "beta"):
     assert m[k] > 0, (k, m[k])
+assert m["G"] + m["O"] > 0, m   # a byte is never free: on the way (G) or at the CPUs (O)
+for b in m.get("bands", []):
+    assert b["G"] >= 0 and b["O"] >= 0, b   # a flat stretch (noise) may leave both 0
 assert m["L"] + 2 * m["o"] < 1e8, m   # an 8-byte round trip under 0.2 s
 PY
 "$CLI" simulate --coll broadcast --images 8 --bytes 8 --model-file "$T/model.json" --json > /dev/null \

@@ -99,6 +99,18 @@ int sends_generator(const cf_gen_spec_t* spec, cf_dag_t* dag, void* arg) {
   return CF_OK;
 }
 
+// Permute on 2 images, both directions at once: each image sends its
+// src and receives its peer's, nothing waiting on anything. Against the
+// round trips it tells what a message costs the CPUs (O) from what it
+// costs on the way (G): see fit().
+int swap_generator(const cf_gen_spec_t* spec, cf_dag_t* dag, void*) {
+  if (spec->images != 2) return CF_ERR_BAD_ARG;
+  const uint32_t peer = 1 - spec->image;
+  cf_dag_send(dag, peer, part(CF_SPACE_SRC, 0, spec->nbytes), nullptr, 0);
+  cf_dag_recv(dag, peer, part(CF_SPACE_DST, 0, spec->nbytes), nullptr, 0);
+  return CF_OK;
+}
+
 struct Generator {
   int kind;
   const char* name;
@@ -111,6 +123,7 @@ constexpr Generator kGenerators[] = {
     {CF_KIND_PERMUTE, "calibrate_train_16", train_generator, &kMany},
     {CF_KIND_BROADCAST, "calibrate_sends_1", sends_generator, &kOne},
     {CF_KIND_BROADCAST, "calibrate_sends_16", sends_generator, &kMany},
+    {CF_KIND_PERMUTE, "calibrate_swap", swap_generator, &kOne},
 };
 
 std::string size_name(uint64_t bytes) {
@@ -138,6 +151,7 @@ struct Run {
   // Image 0's results, ns per call.
   double chain1 = 0, train1 = 0, train16 = 0, sends1 = 0, sends16 = 0;
   double round_trip[kNumPoints] = {};  // at kPoints
+  double swap[kNumPoints] = {};        // both directions at once, at kPoints
 };
 
 // `iters` calls of one generator's collective (after a tenth as warm-up);
@@ -178,6 +192,7 @@ void measure_image(cf_image_t me, void* arg) {
   r.sends16 = time_calls(me, &r, "calibrate_sends_16", CF_KIND_BROADCAST, train_bytes, n / 4 + 1);
   r.round_trip[0] = r.chain1;
   for (size_t i = 1; i < kNumPoints; ++i) r.round_trip[i] = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < kNumPoints; ++i) r.swap[i] = std::numeric_limits<double>::infinity();
   // The sweep in rounds, each point keeping its lowest figure: a stall of
   // the machine (another job, a descheduled image) then spoils one round
   // of one size, not the line between two sizes.
@@ -187,6 +202,8 @@ void measure_image(cf_image_t me, void* arg) {
       const uint32_t calls = kPoints[i] <= (16u << 10) ? n : kPoints[i] <= (256u << 10) ? n / 10 + 1 : n / 40 + 1;
       const double t = time_calls(me, &r, "calibrate_chain_1", CF_KIND_PERMUTE, kPoints[i], calls / kRounds + 1);
       r.round_trip[i] = std::min(r.round_trip[i], t);
+      const double both = time_calls(me, &r, "calibrate_swap", CF_KIND_PERMUTE, kPoints[i], calls / kRounds + 1);
+      r.swap[i] = std::min(r.swap[i], both);
     }
   }
   if (me == 0) {
@@ -273,6 +290,21 @@ void fit_stretch(double S, double o, uint64_t a, double ra, uint64_t b, double r
 // collective pays); a train's messages follow each other at max(o, g);
 // between two measured sizes L and G follow the line through their round
 // trips, a band per stretch above the first.
+// The stretch [a, b]'s per-byte cost k1 (fit_stretch's G: a message
+// alone, G + O in LogGP) split into G and O by the swaps' slope k2 over the
+// same stretch. Under LogGP's rules a message alone costs L + 2o + (s-1)(G
+// + O), and two at once, one each way, about max(G, O) + O per byte: each
+// image's CPU pays O for its own send and then for its receive. So k2 > k1
+// means O > G: O = k2 / 2 (at most k1), G = k1 - O; otherwise both
+// directions go as fast as one, the bytes cost no CPU that matters, O = 0.
+// Where one message is copied by both processes at once (split copies)
+// and two are not, k2 reaches 2 k1 and the model gets O = k1, G = 0.
+void split_cpu(double k1, uint64_t a, double swap_a, uint64_t b, double swap_b, double* G, double* O) {
+  const double k2 = (swap_b - swap_a) / static_cast<double>(b - a);
+  *O = k2 > k1 && k1 > 0 ? std::min(k2 / 2, k1) : 0;
+  *G = k1 - *O;
+}
+
 LogGPModel fit(const Run& r, double S, double gamma, double beta) {
   LogGPModel m;
   LogGPParams& p = m.inter;
@@ -282,10 +314,17 @@ LogGPModel fit(const Run& r, double S, double gamma, double beta) {
   p.G = 0;
   // A byte is never free: where noise leaves 8 B and 1 KiB level, the
   // main line runs from 8 B to the first larger size that rises.
+  uint64_t main_to = kPoints[1];
   for (size_t j = 1; j < kNumPoints && p.G <= 0; ++j) {
     fit_stretch(S, p.o, kPoints[0], r.round_trip[0], kPoints[j], r.round_trip[j], &p.L, &p.G);
+    main_to = kPoints[j];
   }
-  p.O = 0;
+  {
+    // The main line's stretch: 8 B to the size its G came from.
+    size_t j = 1;
+    while (j + 1 < kNumPoints && kPoints[j] < main_to) ++j;
+    split_cpu(p.G, kPoints[0], r.swap[0], kPoints[j], r.swap[j], &p.G, &p.O);
+  }
   p.S = S;
   p.gamma = gamma;
   p.beta = beta;
@@ -296,8 +335,9 @@ LogGPModel fit(const Run& r, double S, double gamma, double beta) {
     band.inter = m.bands.empty() ? p : m.bands.back().inter;
     fit_stretch(S, p.o, kPoints[i], r.round_trip[i], kPoints[i + 1], r.round_trip[i + 1], &band.inter.L,
                 &band.inter.G);
+    split_cpu(band.inter.G, kPoints[i], r.swap[i], kPoints[i + 1], r.swap[i + 1], &band.inter.G, &band.inter.O);
     band.intra = band.inter;
-    band.given = 1u << 0 | 1u << 3;  // L and G (loggp_params.cc's key order)
+    band.given = 1u << 0 | 1u << 3 | 1u << 4;  // L, G and O (loggp_params.cc's key order)
     m.bands.push_back(band);
   }
   return m;
@@ -354,10 +394,16 @@ int cmd_calibrate(const Args& args, int argc, char** argv) {
   std::printf("  L     %10.2f ns     latency (round trip / 2 - 2o)\n", p.L);
   std::printf("  o     %10.2f ns     sender's cost per message (one-sided train of %u)\n", p.o, kTrain);
   std::printf("  g     %10.2f ns     gap between messages of a train\n", p.g);
-  std::printf("  G     %10.4f ns/B   per byte (round trips of %s and %s)\n", p.G, size_name(kPoints[0]).c_str(),
-              size_name(kPoints[1]).c_str());
+  std::printf("  swaps (both ways at once):");
+  for (size_t i = 0; i < kNumPoints; ++i) {
+    std::printf(" %s %.0f ns%s", size_name(kPoints[i]).c_str(), run.swap[i], i + 1 < kNumPoints ? "," : "\n");
+  }
+  std::printf("  G     %10.4f ns/B   per byte on the way (round trips from %s, less O)\n", p.G,
+              size_name(kPoints[0]).c_str());
+  std::printf("  O     %10.4f ns/B   per byte of CPU at each end (swaps against round trips)\n", p.O);
   for (const LogGPBand& band : model.bands) {
-    std::printf("  from %-6s L %10.2f ns, G %.4f ns/B\n", size_name(band.from).c_str(), band.inter.L, band.inter.G);
+    std::printf("  from %-6s L %10.2f ns, G %.4f ns/B, O %.4f ns/B\n", size_name(band.from).c_str(), band.inter.L,
+                band.inter.G, band.inter.O);
   }
   std::printf("  S     %10.0f B      eager limit (the transport's setting)\n", p.S);
   std::printf("  gamma %10.4f ns/B   SUM: float %.4f, double %.4f (the model keeps the larger)\n", p.gamma,
