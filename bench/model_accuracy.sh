@@ -8,10 +8,11 @@
 # on 8 image threads (inproc, more images than this machine has cores).
 # Prints one markdown row per step: predicted, measured, their ratio.
 #
-#   bench/model_accuracy.sh [ITERS=200]
+#   bench/model_accuracy.sh [ITERS=5000]   (fewer calls let the first calls' schedule
+#   builds and page faults into the means)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-ITERS="${1:-200}"
+ITERS="${1:-5000}"
 CLI="${CLI:-$ROOT/bazel-bin/tools/carflow_cli}"
 CFRUN="${CFRUN:-$ROOT/bazel-bin/tools/cfrun_bin}"
 if [ ! -x "$CLI" ] || [ ! -x "$CFRUN" ]; then
