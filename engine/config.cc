@@ -300,7 +300,7 @@ std::vector<Knob> make_knobs() {
       choice_knob<RingsMode>("CF_INPROC_RINGS", {{"auto", RingsMode::Auto}, {"1", RingsMode::On}, {"0", RingsMode::Off}},
                              &C::inproc_rings,
                              "inproc rings for small messages: `auto` = when images <= cores, `1` = always, `0` = never"),
-      uint_knob("CF_INPROC_FASTBOX_BYTES", 0, 1024, &C::inproc_fastbox_bytes,
+      uint_knob("CF_INPROC_FASTBOX_BYTES", 0, 8192, &C::inproc_fastbox_bytes,
                 "inproc: per-VC ring for messages up to this size, when images <= cores (0 = off)"),
       with_rule(uint_knob("CF_SEGMENT_BYTES", 0, k2p40, &C::segment_bytes,
                           "pipelined algorithms cut messages into segments of this size (0 = off)"),

@@ -51,7 +51,7 @@ struct FaultSpec {
 
 struct Config {
   uint64_t inproc_eager_bytes = 8192;       // CF_INPROC_EAGER_BYTES
-  uint64_t inproc_fastbox_bytes = 1024;     // CF_INPROC_FASTBOX_BYTES: largest ring message (0 = rings off)
+  uint64_t inproc_fastbox_bytes = 8192;     // CF_INPROC_FASTBOX_BYTES: largest ring message (0 = rings off)
   uint64_t inproc_eager_credits = 64;       // CF_INPROC_EAGER_CREDITS
   RingsMode inproc_rings = RingsMode::Auto;  // CF_INPROC_RINGS
   uint64_t segment_bytes = 256 * 1024;      // CF_SEGMENT_BYTES (0 = no segmentation)

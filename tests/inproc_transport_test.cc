@@ -136,6 +136,16 @@ TEST_CASE("the rings of every pair of images stay within the memory budget: many
   CHECK(InprocTransport(2, 8192, 1024, &hooks).ring_bytes() == 1024);
   CHECK(InprocTransport(124, 8192, 1024, &hooks).ring_bytes() == 1024);
   CHECK(InprocTransport(2, 512, 1024, &hooks).ring_bytes() == 512);  // never above the eager threshold
+  // Slots above 1 KiB only within the smaller budget: 8 KiB up to 16
+  // images, less from there, never below 1 KiB up to 128 images.
+  CHECK(InprocTransport(2, 8192, 8192, &hooks).ring_bytes() == 8192);
+  CHECK(InprocTransport(16, 8192, 8192, &hooks).ring_bytes() == 8192);
+  const uint64_t at32 = InprocTransport(32, 8192, 8192, &hooks).ring_bytes();
+  CHECK(at32 > 1024);
+  CHECK(at32 < 8192);
+  CHECK(uint64_t{32} * 31 * InprocTransport::kRingSlots * (at32 + 48) <= InprocTransport::kRingLargeBudget);
+  CHECK(InprocTransport(64, 8192, 8192, &hooks).ring_bytes() == 1024);
+  CHECK(InprocTransport(256, 8192, 8192, &hooks).ring_bytes() == 208);
   InprocTransport t(256, 8192, 1024, &hooks);
   // 256 * 255 pairs * 16 slots of 256 bytes (a 48-byte header, 208 of data) = 255 MiB.
   REQUIRE(t.ring_bytes() == 208);
@@ -152,6 +162,31 @@ TEST_CASE("the rings of every pair of images stay within the memory budget: many
   CHECK(got_fits == fits);
   CHECK(got_over == over);
   CHECK(t.stats().fastbox == 1);
+}
+
+TEST_CASE("with 8 KiB slots a message of 1-8 KiB goes through the ring whole, and one byte more does not") {
+  CountingHooks hooks;
+  InprocTransport t(2, 8192, 8192, &hooks);
+  tls_on_app_thread = true;
+  for (uint64_t n : {uint64_t{1025}, uint64_t{4096}, uint64_t{8192}}) {
+    std::vector<uint8_t> data(n), got(n);
+    for (uint64_t i = 0; i < n; ++i) data[i] = static_cast<uint8_t>(i * 7 + n);
+    Op s(0, 1, 3, data.data(), n);
+    t.send(&s.op);
+    CHECK(s.status == 0);  // complete at once: it is in the slot
+    Op r(1, 0, 3, got.data(), n);
+    t.recv(&r.op);
+    CHECK(r.status == 0);
+    CHECK(got == data);
+  }
+  CHECK(t.stats().fastbox == 3);
+  std::vector<uint8_t> over(8193, 9), got_over(8193);
+  Op s(0, 1, 4, over.data(), over.size());
+  t.send(&s.op);
+  Op r(1, 0, 4, got_over.data(), got_over.size());
+  t.recv(&r.op);
+  CHECK(got_over == over);
+  CHECK(t.stats().fastbox == 3);  // the mailbox path
 }
 
 TEST_CASE("a poll leaves a lone unmatched message in its slot and files it once another comes behind") {

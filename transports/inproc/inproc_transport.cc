@@ -18,13 +18,21 @@ constexpr uint64_t kSlotHeader = 48;  // offsetof(Slot, inline_data)
 
 uint64_t stride_for(uint64_t ring_bytes) { return (kSlotHeader + ring_bytes + 63) / 64 * 64; }
 
-// The largest ring message with which the rings of every pair of `images`
-// fit InprocTransport::kRingBudget (at least the header line's 16 bytes).
+// The largest payload a slot may have for the rings of every pair of
+// `images` to fit `budget`.
+uint64_t fitting(uint64_t pairs, uint64_t budget) {
+  const uint64_t stride = budget / (pairs * InprocTransport::kRingSlots) / 64 * 64;
+  return std::max<uint64_t>(stride, 64) - kSlotHeader;
+}
+
+// The largest ring message for `images` (at least the header line's 16
+// bytes): up to kRingSmallBytes within kRingBudget, more within
+// kRingLargeBudget.
 uint64_t budget_bytes(uint32_t images, uint64_t wanted) {
   const uint64_t pairs = uint64_t{images} * (images > 0 ? images - 1 : 0);
   if (pairs == 0 || wanted == 0) return wanted;
-  const uint64_t stride = InprocTransport::kRingBudget / (pairs * InprocTransport::kRingSlots) / 64 * 64;
-  return std::min(wanted, std::max<uint64_t>(stride, 64) - kSlotHeader);
+  const uint64_t small = std::min<uint64_t>(InprocTransport::kRingSmallBytes, fitting(pairs, InprocTransport::kRingBudget));
+  return std::min(wanted, std::max(small, fitting(pairs, InprocTransport::kRingLargeBudget)));
 }
 
 }  // namespace

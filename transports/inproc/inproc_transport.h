@@ -71,10 +71,15 @@ class InprocTransport final : public Transport {
   // cache line, with the first 16 bytes of data, and the lines of the rest
   // (17 lines for 1 KiB); a message touches only the lines it fills.
   static constexpr uint32_t kRingSlots = 16;
-  static constexpr uint32_t kRingBytes = 1024;
-  // The rings of every pair of images together stay within this: with more
-  // than 128 images the slots get smaller (ring_bytes()).
+  static constexpr uint32_t kRingBytes = 8192;
+  // The rings of every pair of images together stay within kRingBudget
+  // with slots of up to kRingSmallBytes (with more than 128 images the
+  // slots get smaller), and slots above that only within kRingLargeBudget
+  // (up to 16 images with 8 KiB): every slot's header line is written, so
+  // a ring costs about a page per slot once used, whatever its messages.
+  static constexpr uint32_t kRingSmallBytes = 1024;
   static constexpr uint64_t kRingBudget = uint64_t{256} << 20;
+  static constexpr uint64_t kRingLargeBudget = uint64_t{32} << 20;
   // The largest message that goes through a ring (0: rings off).
   uint64_t ring_bytes() const { return ring_bytes_; }
   TransportStats stats() const override;
