@@ -52,6 +52,11 @@ InprocTransport::~InprocTransport() {
     for (uint32_t src = 0; src < images_; ++src) {
       if (Ring* r = mb->rings[src].load(std::memory_order_acquire)) free_ring(r);
     }
+    // Messages no receive took (their collectives failed or were abandoned
+    // after a loss) go back to the pool, freed below.
+    std::vector<Unexpected*> left;
+    mb->unexpected.take_if([](const Unexpected*) { return true; }, &left);
+    for (Unexpected* u : left) free_block(*mb, u);
     for (Unexpected* list : {mb->free_eager, mb->free_headers}) {
       while (list != nullptr) {
         Unexpected* next = list->next;
