@@ -90,6 +90,14 @@ int Engine::abandon(ImageContext& img, Instance* inst) {
     }
     if (it != live_instances_.end()) live_instances_.erase(it);
   }
+  // A CAR of it that completes late releases SENDs: they carry the failure
+  // to their peers (MsgOp::status), not bytes of a collective given up.
+  for (Instance* part : inst->represented) {
+    int ok = kOk;
+    part->status.compare_exchange_strong(ok, lost_status(), std::memory_order_acq_rel);
+  }
+  int ok = kOk;
+  inst->status.compare_exchange_strong(ok, lost_status(), std::memory_order_acq_rel);
   const uint32_t slot = inst->handle_slot;
   img.handle_slots[slot] = nullptr;
   ++img.handle_generation[slot];
