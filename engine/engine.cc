@@ -201,6 +201,11 @@ void Engine::fail_all(int status, const std::string& what) {
     lost_what_ = what;
     lost_status_.store(status, std::memory_order_release);
   }
+  // Before the transports fail anything: a collective launched from here
+  // on runs nothing (launch_after_failure). A peer's failure noted first
+  // may have set it to CF_ERR_PEER_LOST; syncs report lost_status anyway.
+  int none = 0;
+  peer_failure_.compare_exchange_strong(none, status, std::memory_order_acq_rel);
   // The hang report of each outstanding collective is made now, while its
   // CARs still show what they waited for: failing them marks them done.
   if (hang_dump_ns_ != 0) {

@@ -383,6 +383,10 @@ class Engine final : public TransportHooks {
   // returns `status` from now on, naming `what` (GASNet LAPI notes: robust exit).
   void fail_all(int status, const std::string& what);
   int lost_status() const { return lost_status_.load(std::memory_order_acquire); }
+  // What every collective launched from now on fails with (0: none):
+  // fail_all's status, or CF_ERR_PEER_LOST once a peer's failure reached a
+  // collective here through a message, before this node is told of the loss.
+  int peer_failure() const { return peer_failure_.load(std::memory_order_acquire); }
   std::string lost_what() const;
   // Called with why ("ran out of memory: ...") after a transport ran out of
   // memory for an unexpected message and fail_all(kErrNoMem) failed this
@@ -581,6 +585,11 @@ class Engine final : public TransportHooks {
   uint64_t launch(ImageContext& img, Instance* inst, Team& team, uint32_t seqs);
   [[gnu::always_inline]] inline void number(ImageContext& img, Instance* inst, Team& team, uint32_t seqs);
   void run_roots(ImageContext& img, Instance* inst);
+  // run_roots of an instance launched after a failure (peer_failure()):
+  // done at once with `status`, nothing posted.
+  void launch_after_failure(Instance& inst, int status);
+  // A CAR completed with a peer's failure: later collectives fail at launch.
+  void note_peer_failure(int status);
   bool poll_image(ImageContext& img);
   void make_ready(CarState* cs);
   // make_ready without running: queues `cs` on `work` (a SEND on its VC,
@@ -639,6 +648,7 @@ class Engine final : public TransportHooks {
     --inst->team_obj->outstanding;
   }
   int abandon(ImageContext& img, Instance* inst);
+  void await_loss_report(ImageContext& img);
   // How long abandon polls for a collective to finish after a loss.
   static constexpr int kSettleAfterLossMs = 500;
   static void on_message_complete(MsgOp* op, int status);
@@ -716,6 +726,7 @@ class Engine final : public TransportHooks {
   std::unique_ptr<InprocTransport> transport_;
   Transport* const remote_;
   std::atomic<int> lost_status_{0};
+  std::atomic<int> peer_failure_{0};  // peer_failure()
   // Instances abandoned after a loss: freed when the engine goes, once no
   // transport can touch them any more.
   std::mutex abandoned_mutex_;

@@ -81,6 +81,7 @@ void Engine::number(ImageContext& img, Instance* inst, Team& team, uint32_t seqs
 }
 
 void Engine::run_roots(ImageContext& img, Instance* inst) {
+  if (const int failed = peer_failure(); failed != 0) [[unlikely]] return launch_after_failure(*inst, failed);
   tls_on_app_thread = true;
   if (timing_) [[unlikely]] trace_launch(*inst);
   // Copies into this image that become ready meanwhile wait for this
@@ -130,6 +131,25 @@ void Engine::run_roots(ImageContext& img, Instance* inst) {
   }
   work.here = was_here;
   if (left_here) leave_wait(img, true);
+}
+
+// After a loss the images are out of step: each numbers its calls as it
+// starts them, but one has given up a collective that another still runs,
+// so a receive posted now could match a message of another collective
+// (another size: CF_ERR_MISMATCH; the same: wrong data), and a send could
+// reach such a receive. A collective launched then posts nothing and
+// changes no buffer: it is done at once, failed.
+void Engine::launch_after_failure(Instance& inst, int status) {
+  inst.status.store(status, std::memory_order_relaxed);
+  if (config_.progress == ProgressMode::Thread) live_.fetch_sub(1, std::memory_order_acq_rel);
+  inst.done.store(true, std::memory_order_release);
+}
+
+void Engine::note_peer_failure(int status) {
+  // A peer that ran out of memory has left the job: to this node it is lost.
+  if (status != kErrPeerLost && status != kErrNoMem) return;
+  int none = 0;
+  peer_failure_.compare_exchange_strong(none, kErrPeerLost, std::memory_order_acq_rel);
 }
 
 int Engine::start_represented(ImageContext& caller, const std::vector<RepresentedCall>& calls,
@@ -512,6 +532,7 @@ void Engine::complete_slow(CarState* cs, int status) {
     if (status != kOk) {
       int expected = kOk;
       inst.status.compare_exchange_strong(expected, status);
+      note_peer_failure(status);
     }
     const CompiledCar& car = *cs->car;
     const uint32_t* succ = inst.schedule->successors(car);

@@ -42,11 +42,26 @@ int Engine::release(ImageContext& img, uint32_t slot) {
     --img.representing;
   }
   inst->schedule->release(inst);
-  // A collective that failed after this node failed or lost a peer reports
-  // that cause, not a consequence (messages of images out of step).
+  // A collective that failed after this node failed or lost a peer (or a
+  // peer's failure reached it) reports that cause, not a consequence
+  // (messages of images out of step).
+  if (first != 0 && lost_status() == 0 && peer_failure() != 0) await_loss_report(img);
   if (first != 0 && lost_status() != 0) return lost_status();
+  if (first != 0 && peer_failure() != 0) return peer_failure();
   if (first == kErrMismatch) img.mismatch_message = describe_mismatch(report, img.image, schedule);
   return first;
+}
+
+// A peer's failure reached this node through a message before the loss was
+// reported here: the sync waits for the report (the liveness links make it
+// within CF_PEER_TIMEOUT), so that its error names the lost node, and a
+// program that ends on it leaves as after a loss, not with a goodbye the
+// nodes still waiting would take for a clean exit.
+void Engine::await_loss_report(ImageContext& img) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.peer_timeout_ms);
+  while (lost_status() == 0 && std::chrono::steady_clock::now() < deadline) {
+    if (!poll(img)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 // A collective not done when a peer node was lost (or this node failed)
@@ -75,6 +90,14 @@ int Engine::abandon(ImageContext& img, Instance* inst) {
     }
     if (it != live_instances_.end()) live_instances_.erase(it);
   }
+  // A CAR of it that completes late releases SENDs: they carry the failure
+  // to their peers (MsgOp::status), not bytes of a collective given up.
+  for (Instance* part : inst->represented) {
+    int ok = kOk;
+    part->status.compare_exchange_strong(ok, lost_status(), std::memory_order_acq_rel);
+  }
+  int ok = kOk;
+  inst->status.compare_exchange_strong(ok, lost_status(), std::memory_order_acq_rel);
   const uint32_t slot = inst->handle_slot;
   img.handle_slots[slot] = nullptr;
   ++img.handle_generation[slot];

@@ -327,6 +327,32 @@ TEST_CASE("a message whose receive is already posted is copied once, without buf
   }
 }
 
+// After a loss the images are out of step: a send could reach a receive of
+// another collective, and a receive match its message. A call started then
+// posts nothing and is failed, done before its start returns.
+TEST_CASE("a collective started after a known loss fails at once with CF_ERR_PEER_LOST, posting nothing") {
+  Engine engine(2, Config{});
+  engine.fail_all(kErrPeerLost, "node 1 was lost (a test)");
+  std::vector<uint8_t> src(64, 7);
+  std::vector<std::vector<uint8_t>> dst(2, std::vector<uint8_t>(64, 0xAB));
+  on_images(engine, [&](ImageContext& img) {
+    for (int call = 0; call < 3; ++call) {  // a retry fails the same way
+      CAPTURE(img.image);
+      CAPTURE(call);
+      std::string error;
+      uint64_t h = 0;
+      REQUIRE(engine.start(img, broadcast_call(0, src.data(), dst[img.image].data(), 64), &h, &error) == kOk);
+      CHECK(engine.is_done(engine.lookup(img, h)));
+      CHECK(engine.wait_sync(img, h, &error) == kErrPeerLost);
+    }
+  });
+  CHECK(dst[0] == std::vector<uint8_t>(64, 0xAB));  // not even the root's own copy
+  CHECK(dst[1] == std::vector<uint8_t>(64, 0xAB));
+  CHECK(engine.transport().stats().messages == 0);
+  CHECK(engine.transport().unexpected_count(0) == 0);
+  CHECK(engine.transport().unexpected_count(1) == 0);
+}
+
 TEST_CASE("repeated calls reuse one schedule and one pooled instance") {
   Engine engine(3, Config{});
   std::vector<std::vector<uint8_t>> dst(3, std::vector<uint8_t>(4096));

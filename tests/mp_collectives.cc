@@ -28,7 +28,9 @@
 //   fault  200 allreduces under the CF_FAULT the caller set: a lost node
 //          fails a pending one and a later barrier with CF_ERR_PEER_LOST
 //          (under nomem:unexpected, CF_ERR_NO_MEM on the node that failed;
-//          "fault R" roots the broadcast sent ahead of node 1 at image R);
+//          "fault R" roots the broadcast sent ahead of node 1 at image R;
+//          "fault retry" retries each failed allreduce and goes on: every
+//          call after the loss must fail with CF_ERR_PEER_LOST);
 //          a slowed one leaves every sum right (the fault writes its
 //          "at_ms=T" line on stderr).
 //   nomem  (CF_FAULT=nomem:cache) each image's first allreduce fails with

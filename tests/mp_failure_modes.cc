@@ -153,27 +153,48 @@ void broadcast_ahead_of_node1(Context& c, cf_image_t me) {
   if (pair != CF_TEAM_NULL) cf_team_free(pair);
 }
 
+// A retried allreduce after a loss: CF_ERR_PEER_LOST, and its destination
+// untouched (a retry that matched a peer's message of another round would
+// change it or fail with CF_ERR_MISMATCH).
+void retry_after_loss(Context& c, cf_image_t me, int round) {
+  int64_t mine = me + round, sum = -1;
+  note_lost(c, cf_coll_allreduce(CF_TEAM_ALL, &sum, &mine, 8, 1, kSumInt64, 0, kLocal), "a retried allreduce");
+  if (sum != -1) c.log.fail("fault: a retried allreduce " + std::to_string(round) + " wrote " + std::to_string(sum));
+}
+
 // fault: every image runs 200 allreduces under the CF_FAULT the test set.
 // A fault that loses a node (kill_after, close_link) must fail a pending
 // allreduce and a later barrier with CF_ERR_PEER_LOST naming a node, on
 // every image still alive; one that only slows (delay, stop) must leave
 // every sum right. nomem:unexpected: broadcast_ahead_of_node1 first.
+// "fault retry": each failed allreduce is tried again, as a runtime that
+// retries a collective would, and the rounds go on: every call after the
+// loss must fail with CF_ERR_PEER_LOST, however far out of step the images
+// are.
 void run_mode_fault(Context& c, cf_image_t me) {
   Log& log = c.log;
   const uint32_t P = cf_images();
+  const bool retry = c.argc > 2 && std::strcmp(c.argv[2], "retry") == 0;
   if (c.nomem_fault) broadcast_ahead_of_node1(c, me);
+  bool failed = false;
   for (int round = 0; round < 200; ++round) {
     int64_t mine = me + round, sum = 0;
     const int rc = cf_coll_allreduce(CF_TEAM_ALL, &sum, &mine, 8, 1, kSumInt64, 0, kLocal);
-    if (rc != CF_OK) {
+    if (rc != CF_OK || failed) {
       note_lost(c, rc, "allreduce");
       if (std::strstr(cf_last_error(), "node ") == nullptr) log.fail(std::string("no node named: ") + cf_last_error());
+      failed = true;
+      if (retry) {
+        retry_after_loss(c, me, round);
+        continue;
+      }
       note_lost(c, cf_coll_barrier(CF_TEAM_ALL, kLocal), "a later barrier");
       return;
     }
     log.checks++;
     if (sum != int64_t{P} * (P - 1) / 2 + int64_t{P} * round) log.fail("fault: allreduce " + std::to_string(round) + " wrong");
   }
+  if (failed) note_lost(c, cf_coll_barrier(CF_TEAM_ALL, kLocal), "a later barrier");
 }
 
 // An aggregate of two broadcasts (roots 0 and P-1) closed by an allreduce,

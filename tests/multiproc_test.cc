@@ -786,6 +786,24 @@ TEST_CASE("CF_FAULT=close_link:20,node=1: a closed liveness connection fails eve
   CHECK(r.output.find("FAIL") == std::string::npos);
 }
 
+// The images fall out of step at the loss (one has failed its allreduce
+// while another, on a node that has not heard yet, waits in the next): a
+// retry must not match a message of another round, in either progress mode.
+TEST_CASE("CF_FAULT=close_link:20,node=1 with each failed allreduce retried: every retry returns CF_ERR_PEER_LOST") {
+  for (const char* progress : {"block", "thread"}) {
+    const Run r = run(std::string(kNoNoticesEnv) + " CF_PROGRESS=" + progress + " CF_FAULT=close_link:20,node=1",
+                      "-n 3 --images 2 " + g_program + " fault retry", 60);
+    INFO(progress, r.output);
+    const std::vector<Detection> found = fault_detections(r.output);
+    CHECK(found.size() == 3);
+    for (const Detection& d : found) {
+      CHECK(d.code == "CF_ERR_PEER_LOST");
+      CHECK(d.delay_s < kPeerTimeoutS + 1);
+    }
+    CHECK(r.output.find("FAIL") == std::string::npos);
+  }
+}
+
 TEST_CASE("CF_FAULT=nomem:unexpected,node=1: node 1's waits return CF_ERR_NO_MEM, the others' CF_ERR_PEER_LOST, each naming node 1") {
   struct Case {
     const char* env;

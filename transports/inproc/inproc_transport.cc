@@ -60,6 +60,11 @@ InprocTransport::~InprocTransport() {
     for (uint32_t src = 0; src < images_; ++src) {
       if (Ring* r = mb->rings[src].load(std::memory_order_acquire)) free_ring(r);
     }
+    // Messages no receive took (their collectives failed or were abandoned
+    // after a loss) go back to the pool, freed below.
+    std::vector<Unexpected*> left;
+    mb->unexpected.take_if([](const Unexpected*) { return true; }, &left);
+    for (Unexpected* u : left) free_block(*mb, u);
     for (Unexpected* list : {mb->free_eager, mb->free_headers}) {
       while (list != nullptr) {
         Unexpected* next = list->next;
@@ -144,7 +149,9 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
     const bool direct = small && (tls_on_app_thread || !posted->deliver.app_thread_only);
     if (posted->nbytes == nbytes) (direct ? mb.stats.direct : mb.stats.single_copy)++;
     mb.lock.unlock();
-    if (posted->nbytes != nbytes) {
+    // A failed sender's message carries no bytes: its failure is the cause,
+    // whatever the sizes (as ring_status and finish_from_block decide).
+    if (status == 0 && posted->nbytes != nbytes) {
       finish_recv(posted, kMismatch, digest);
       send_op->on_complete(send_op, kMismatch);
     } else if (direct || status != 0) {
@@ -454,7 +461,7 @@ void InprocTransport::recv(MsgOp* op) {
   if (sender != nullptr) {  // single copy straight from the sender's buffer
     free_block(mb, u);
     mb.lock.unlock();
-    if (sender->nbytes != op->nbytes) {
+    if (sender->status == 0 && sender->nbytes != op->nbytes) {
       finish_recv(op, kMismatch, sender->digest);
       sender->on_complete(sender, kMismatch);
       return;

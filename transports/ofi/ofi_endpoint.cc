@@ -135,6 +135,7 @@ OfiTransport::~OfiTransport() {
   if (domain_ != nullptr) fi_close(&domain_->fid);
   if (fabric_ != nullptr) fi_close(&fabric_->fid);
   if (info_ != nullptr) fi_freeinfo(info_);
+  free_queued_messages();
   for (Unexpected* u : free_large_blocks_) free_blocks_.push_back(u);
   for (Unexpected* u : free_blocks_) {
     u->~Unexpected();
@@ -185,6 +186,7 @@ void OfiTransport::set_node_map(const NodeMap& map) {
   const bool same = map_.first == map.first && map_.node == map.node && images_.size() == map.local();
   map_ = map;
   if (same) return;
+  free_queued_messages();
   images_.clear();
   for (uint32_t i = 0; i < map.local(); ++i) images_.push_back(std::make_unique<ImageQueues>());
 }
@@ -199,11 +201,34 @@ void OfiTransport::set_hooks(TransportHooks* hooks) {
   for (auto& q : images_) {
     q->posted.clear();
     q->posted_changed();
+    for (const Actions::Delivery& d : q->app_only) {
+      if (d.block != nullptr) free_block(d.block);
+    }
     q->app_only.clear();
     q->app_only_pending.store(false, std::memory_order_relaxed);
   }
   for (uint32_t n = 0; n < nodes_; ++n) posted_from_[n].store(0, std::memory_order_relaxed);
   for (auto& p : peers_) p.waiting.clear();
+}
+
+// Messages no receive will take: the engine is gone (their collectives
+// failed or were abandoned after a loss), or the images changed.
+void OfiTransport::free_queued_messages() {
+  std::vector<Unexpected*> left;
+  for (auto& q : images_) {
+    q->unexpected.take_if([](const Unexpected*) { return true; }, &left);
+    for (const Actions::Delivery& d : q->app_only) {
+      if (d.block != nullptr) left.push_back(d.block);
+    }
+    q->app_only.clear();
+  }
+  for (Unexpected* u : left) free_block(u);
+}
+
+void OfiTransport::free_block(Unexpected* u) {
+  unexpected_held_ -= sizeof(Unexpected) + u->capacity;
+  u->~Unexpected();
+  std::free(u);
 }
 
 OfiTransport::ImageQueues& OfiTransport::queues(uint32_t image) {
