@@ -5,8 +5,9 @@
    it and checks the stderr line and the file. No sleeps as
    synchronization: image 1 polls for the file, with a deadline.
    `hang_report DIR lost`, under cfrun -n 2: node 1 kills itself instead of
-   entering, and node 0's broadcast must return CF_ERR_PEER_LOST, which
-   writes the same report ("a peer was lost"). */
+   entering, once node 0's broadcast has started (node 0 writes DIR/posted),
+   and node 0's broadcast must return CF_ERR_PEER_LOST, which writes the
+   same report ("a peer was lost"). */
 #include <carflow/carflow.h>
 
 #include <dirent.h>
@@ -44,8 +45,23 @@ static void body(cf_image_t me, void *arg) {
     fflush(stdout);
   }
   if (g_lost_mode) {
-    if (cf_mynode() == 1) raise(SIGKILL);
-    const int rc = cf_coll_broadcast(CF_TEAM_ALL, dst, 1, src, sizeof src, kFlags);
+    /* Node 1 dies only once node 0's broadcast waits for its message (the
+       file `posted` says so): a loss seen before node 0 starts would fail
+       that broadcast at once, with nothing waiting to report. */
+    char posted[4096];
+    snprintf(posted, sizeof posted, "%s/posted", g_dir);
+    if (cf_mynode() == 1) {
+      const double deadline = now_s() + 60;
+      FILE *f = NULL;
+      while ((f = fopen(posted, "r")) == NULL && now_s() < deadline) {
+      }
+      if (f != NULL) fclose(f);
+      raise(SIGKILL);
+    }
+    const cf_coll_handle_t h = cf_coll_broadcast_nb(CF_TEAM_ALL, dst, 1, src, sizeof src, kFlags);
+    FILE *f = fopen(posted, "w");
+    if (f != NULL) fclose(f);
+    const int rc = cf_coll_wait_sync(h);
     printf("lost: status %d (%s)\n", rc, rc == CF_ERR_PEER_LOST ? "CF_ERR_PEER_LOST" : "unexpected");
     if (rc != CF_ERR_PEER_LOST) __atomic_add_fetch(&g_failures, 1, __ATOMIC_RELAXED);
     return;
