@@ -194,6 +194,10 @@ Engine::~Engine() {
   for (Instance* inst : abandoned_) delete inst;  // their schedules still exist (images_ctx_)
 }
 
+const char* Engine::loss_reason(int status) {
+  return status == kErrTimeout ? "timed out" : status == kErrNoMem ? "this node ran out of memory" : "a peer was lost";
+}
+
 void Engine::fail_all(int status, const std::string& what) {
   {
     std::lock_guard<std::mutex> lock(lost_mutex_);
@@ -209,8 +213,7 @@ void Engine::fail_all(int status, const std::string& what) {
   // The hang report of each outstanding collective is made now, while its
   // CARs still show what they waited for: failing them marks them done.
   if (hang_dump_ns_ != 0) {
-    const char* why = status == kErrTimeout ? "timed out" : status == kErrNoMem ? "this node ran out of memory"
-                                                                                 : "a peer was lost";
+    const char* why = loss_reason(status);
     const uint64_t now = trace_now();
     std::lock_guard<std::mutex> lock(live_mutex_);
     for (auto& [inst, live] : live_instances_) {

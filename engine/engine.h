@@ -383,6 +383,8 @@ class Engine final : public TransportHooks {
   // returns `status` from now on, naming `what` (GASNet LAPI notes: robust exit).
   void fail_all(int status, const std::string& what);
   int lost_status() const { return lost_status_.load(std::memory_order_acquire); }
+  // The hang report's words for why a collective was given up (`status`: fail_all's).
+  static const char* loss_reason(int status);
   // What every collective launched from now on fails with (0: none):
   // fail_all's status, or CF_ERR_PEER_LOST once a peer's failure reached a
   // collective here through a message, before this node is told of the loss.

@@ -86,7 +86,7 @@ int Engine::abandon(ImageContext& img, Instance* inst) {
     auto it = live_instances_.find(inst);
     if (it == live_instances_.end() || !it->second.reported) {  // not yet reported at the loss (fail_all)
       report_hang(*inst, it != live_instances_.end() ? trace_clock_.duration_ns(trace_now() - it->second.since) : 0,
-                  lost_status() == kErrTimeout ? "timed out" : "a peer was lost");
+                  loss_reason(lost_status()));
     }
     if (it != live_instances_.end()) live_instances_.erase(it);
   }

@@ -190,9 +190,10 @@ void measure_image(cf_image_t me, void* arg) {
   r.train16 = time_calls(me, &r, "calibrate_train_16", CF_KIND_PERMUTE, train_bytes, n / 4 + 1);
   r.sends1 = time_calls(me, &r, "calibrate_sends_1", CF_KIND_BROADCAST, train_bytes, n);
   r.sends16 = time_calls(me, &r, "calibrate_sends_16", CF_KIND_BROADCAST, train_bytes, n / 4 + 1);
-  r.round_trip[0] = r.chain1;
-  for (size_t i = 1; i < kNumPoints; ++i) r.round_trip[i] = std::numeric_limits<double>::infinity();
-  for (size_t i = 0; i < kNumPoints; ++i) r.swap[i] = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < kNumPoints; ++i) {
+    r.round_trip[i] = i == 0 ? r.chain1 : std::numeric_limits<double>::infinity();
+    r.swap[i] = std::numeric_limits<double>::infinity();
+  }
   // The sweep in rounds, each point keeping its lowest figure: a stall of
   // the machine (another job, a descheduled image) then spoils one round
   // of one size, not the line between two sizes.
@@ -285,11 +286,6 @@ void fit_stretch(double S, double o, uint64_t a, double ra, uint64_t b, double r
   *L = std::max(0.0, l), *G = std::max(0.0, g);
 }
 
-// The fit (graph/README.md, "Calibration"): in LogGP an 8-byte round trip
-// is 2(L + 2o) (one call: L also carries the call's own cost, which every
-// collective pays); a train's messages follow each other at max(o, g);
-// between two measured sizes L and G follow the line through their round
-// trips, a band per stretch above the first.
 // The stretch [a, b]'s per-byte cost k1 (fit_stretch's G: a message
 // alone, G + O in LogGP) split into G and O by the swaps' slope k2 over the
 // same stretch. Under LogGP's rules a message alone costs L + 2o + (s-1)(G
@@ -305,6 +301,11 @@ void split_cpu(double k1, uint64_t a, double swap_a, uint64_t b, double swap_b, 
   *G = k1 - *O;
 }
 
+// The fit (graph/README.md, "Calibration"): in LogGP an 8-byte round trip
+// is 2(L + 2o) (one call: L also carries the call's own cost, which every
+// collective pays); a train's messages follow each other at max(o, g);
+// between two measured sizes L and G follow the line through their round
+// trips, a band per stretch above the first.
 LogGPModel fit(const Run& r, double S, double gamma, double beta) {
   LogGPModel m;
   LogGPParams& p = m.inter;
@@ -314,17 +315,12 @@ LogGPModel fit(const Run& r, double S, double gamma, double beta) {
   p.G = 0;
   // A byte is never free: where noise leaves 8 B and 1 KiB level, the
   // main line runs from 8 B to the first larger size that rises.
-  uint64_t main_to = kPoints[1];
-  for (size_t j = 1; j < kNumPoints && p.G <= 0; ++j) {
-    fit_stretch(S, p.o, kPoints[0], r.round_trip[0], kPoints[j], r.round_trip[j], &p.L, &p.G);
-    main_to = kPoints[j];
+  size_t main_to = 0;  // the main line runs from 8 B to kPoints[main_to]
+  while (p.G <= 0 && main_to + 1 < kNumPoints) {
+    ++main_to;
+    fit_stretch(S, p.o, kPoints[0], r.round_trip[0], kPoints[main_to], r.round_trip[main_to], &p.L, &p.G);
   }
-  {
-    // The main line's stretch: 8 B to the size its G came from.
-    size_t j = 1;
-    while (j + 1 < kNumPoints && kPoints[j] < main_to) ++j;
-    split_cpu(p.G, kPoints[0], r.swap[0], kPoints[j], r.swap[j], &p.G, &p.O);
-  }
+  split_cpu(p.G, kPoints[0], r.swap[0], kPoints[main_to], r.swap[main_to], &p.G, &p.O);
   p.S = S;
   p.gamma = gamma;
   p.beta = beta;
