@@ -4,7 +4,8 @@
 // before it answers; later calls with the same key are a hash lookup.
 // Target: under 1 ms for P <= 64.
 //
-//   bazel run -c opt //bench:model_select_cost -- [model.json] [samples=5]
+//   bazel run -c opt //bench:model_select_cost -- [model.json] [samples=5] [kind [P]]
+// With kind (and P), only those keys run: what a profile of one key wants.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -38,7 +39,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "model_select_cost: %s\n", error.c_str());
     return 1;
   }
-  const uint64_t samples = carflow_bench::arg_uint(argc, argv, 2, "samples", 5, 1, 1000);
+  const uint64_t samples = carflow_bench::arg_uint(argc, argv, 2, "samples", 5, 1, 100000);
+  const std::string only_kind = argc > 3 ? argv[3] : "";
+  const uint64_t only_p = carflow_bench::arg_uint(argc, argv, 4, "P", 0, 2, 64);
   Config config;
   config.model = model;
   const CollKind kinds[] = {CollKind::Broadcast, CollKind::Barrier,  CollKind::Allreduce,
@@ -46,8 +49,12 @@ int main(int argc, char** argv) {
   std::printf("%-15s %4s %9s %12s %12s %12s %s\n", "kind", "P", "bytes", "median_us", "max_us", "cpu_us",
               "choice");
   double worst = 0;
+  bool any = false;
   for (CollKind kind : kinds) {
+    if (!only_kind.empty() && only_kind != coll_kind_name(kind)) continue;
     for (uint32_t P : {2u, 4u, 8u, 16u, 32u, 64u}) {
+      if (only_p != 0 && only_p != P) continue;
+      any = true;
       for (uint64_t bytes : {uint64_t{8}, uint64_t{4096}, uint64_t{256} << 10, uint64_t{4} << 20}) {
         if (kind == CollKind::Barrier && bytes != 8) continue;
         const uint64_t nbytes = kind == CollKind::Barrier ? 0 : bytes;
@@ -74,6 +81,12 @@ int main(int argc, char** argv) {
                      cpu_us, choice.c_str());
       }
     }
+  }
+  if (!any) {
+    std::fprintf(stderr, "model_select_cost: no key matches kind '%s' and P %llu (kinds: broadcast, barrier, "
+                 "allreduce, gather_all, exchange, reduce_scatter; P a power of two from 2 to 64)\n",
+                 only_kind.c_str(), static_cast<unsigned long long>(only_p));
+    return 2;
   }
   std::printf("largest median CPU time: %.1f us (target < 1000 us for P <= 64)\n", worst);
   return 0;

@@ -19,10 +19,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 declare -A TARGETS=(
   [tsan]="//tests:engine_test //tests:inproc_transport_test //tests:host_rings_test
           //tests:api_sync_test_thread //tests:api_handles_test_thread //tests:api_aggregate_test_rings
-          //tests:record_pool_test"
+          //tests:record_pool_test //tests:ofi_credit_test"
   [asan]="//tests:api_bad_args_test //tests:api_errors_test //tests:api_init_test //tests:api_teams_test
           //tests:api_handles_test //tests:api_aggregate_test //tests:api_generator_test //tests:engine_test
-          //tests:refused_test"
+          //tests:refused_test //tests:ofi_credit_test"
 )
 declare -A FAULT_CASES=(
   [asan]="CF_FAULT=kill_after*,CF_FAULT=close_link*,CF_FAULT=nomem*"

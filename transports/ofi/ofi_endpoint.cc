@@ -135,7 +135,7 @@ OfiTransport::~OfiTransport() {
   if (domain_ != nullptr) fi_close(&domain_->fid);
   if (fabric_ != nullptr) fi_close(&fabric_->fid);
   if (info_ != nullptr) fi_freeinfo(info_);
-  free_queued_messages();
+  free_queued_messages(nullptr);
   for (Unexpected* u : free_large_blocks_) free_blocks_.push_back(u);
   for (Unexpected* u : free_blocks_) {
     u->~Unexpected();
@@ -179,16 +179,20 @@ bool OfiTransport::connect(const std::vector<std::string>& addresses, std::strin
 }
 
 void OfiTransport::set_node_map(const NodeMap& map) {
-  std::lock_guard<SpinLock> guard(lock_);
-  // The queues outlive one run of images (cf_run_images after
-  // cf_run_images): a faster node may already have sent messages of the
-  // next run, waiting here as unexpected. They stay unless the images change.
-  const bool same = map_.first == map.first && map_.node == map.node && images_.size() == map.local();
-  map_ = map;
-  if (same) return;
-  free_queued_messages();
-  images_.clear();
-  for (uint32_t i = 0; i < map.local(); ++i) images_.push_back(std::make_unique<ImageQueues>());
+  ScopedActions scoped;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    // The queues outlive one run of images (cf_run_images after
+    // cf_run_images): a faster node may already have sent messages of the
+    // next run, waiting here as unexpected. They stay unless the images change.
+    const bool same = map_.first == map.first && map_.node == map.node && images_.size() == map.local();
+    map_ = map;
+    if (same) return;
+    free_queued_messages(&*scoped);
+    images_.clear();
+    for (uint32_t i = 0; i < map.local(); ++i) images_.push_back(std::make_unique<ImageQueues>());
+  }
+  run(*scoped);  // the credits given back may have let waiting sends go
 }
 
 void OfiTransport::set_hooks(TransportHooks* hooks) {
@@ -212,8 +216,11 @@ void OfiTransport::set_hooks(TransportHooks* hooks) {
 }
 
 // Messages no receive will take: the engine is gone (their collectives
-// failed or were abandoned after a loss), or the images changed.
-void OfiTransport::free_queued_messages() {
+// failed or were abandoned after a loss), or the images changed. A block
+// that kept its sender's credit gives it back (with `actions`; the
+// endpoint's last moments pass none), or that sender would be a credit
+// short for good.
+void OfiTransport::free_queued_messages(Actions* actions) {
   std::vector<Unexpected*> left;
   for (auto& q : images_) {
     q->unexpected.take_if([](const Unexpected*) { return true; }, &left);
@@ -222,7 +229,10 @@ void OfiTransport::free_queued_messages() {
     }
     q->app_only.clear();
   }
-  for (Unexpected* u : left) free_block(u);
+  for (Unexpected* u : left) {
+    if (u->credit_held && actions != nullptr) returned_credit(u->h.src_node, actions);
+    free_block(u);
+  }
 }
 
 void OfiTransport::free_block(Unexpected* u) {

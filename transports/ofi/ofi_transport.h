@@ -214,7 +214,8 @@ class OfiTransport final : public Transport {
   Unexpected* take_block(uint64_t data_bytes, bool* injected);
   void report_dropped(Actions::Dropped& dropped);  // to the hooks, outside lock_
   void free_block(Unexpected* u);  // an unexpected message's block, not pooled (under lock_)
-  void free_queued_messages();     // every image's unexpected messages (under lock_)
+  // Every image's unexpected messages (under lock_); held credits go back through `actions` (may be null).
+  void free_queued_messages(Actions* actions);
   void handle_arrival(RxBuf* rx, Actions* actions);  // under lock_
   void start_send(MsgOp* op, PeerNode& node, Actions* actions);  // under lock_, spends a credit
   void match(MsgOp* op, const Header& h, const void* data, Unexpected* block, RxBuf* rx,
