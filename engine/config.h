@@ -85,7 +85,7 @@ struct Config {
   std::string plugins;                      // CF_PLUGINS: shared libraries cf_init loads, ':'-separated
   std::string trace_dir;                    // CF_TRACE: write a trace of every CAR there ("" = off)
   uint64_t trace_events = 100000;           // CF_TRACE_EVENTS: CARs recorded per image
-  uint64_t schedule_cache_bytes = 16ull << 20;  // CF_SCHEDULE_CACHE_BYTES: per image (0 = no bound)
+  uint64_t schedule_cache_bytes = 4ull << 20;  // CF_SCHEDULE_CACHE_BYTES: per image (0 = no bound)
   uint64_t hang_dump_ms = 0;                // CF_HANG_DUMP_S: report collectives outstanding this long (0 = off)
   std::string ofi_provider;                 // CF_OFI_PROVIDER: "" = shm on one host, tcp;ofi_rxm across
   uint64_t eager_bytes = 16384;             // CF_EAGER_BYTES: eager up to, rendezvous above
