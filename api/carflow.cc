@@ -4,6 +4,8 @@
 // happens before anything starts, so a rejected call changes nothing.
 #include "carflow/carflow.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -366,9 +368,12 @@ int cf_run_images(cf_image_t n, const cf_coll_fn_entry_t fn_tbl[], size_t fn_cou
   const cf_image_t base = cf_mynode() * n;
   std::vector<std::thread> threads;
   const int mode = rt.error_mode.load();
+  const std::vector<cpu_set_t> cpus = rt.image_cpu_shares(n);
   try {
     for (cf_image_t i = 0; i < n; ++i) {
       threads.emplace_back([&, i] {
+        // Failing leaves the thread unbound: slower at worst.
+        if (!cpus.empty()) (void)pthread_setaffinity_np(pthread_self(), sizeof cpus[i], &cpus[i]);
         cf_set_error_mode(mode);
         statuses[i] = cf_coll_init(counts.data(), base + i, fn_tbl, fn_count, 0);
         if (statuses[i] == CF_OK) {

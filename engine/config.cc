@@ -300,6 +300,10 @@ std::vector<Knob> make_knobs() {
       choice_knob<RingsMode>("CF_INPROC_RINGS", {{"auto", RingsMode::Auto}, {"1", RingsMode::On}, {"0", RingsMode::Off}},
                              &C::inproc_rings,
                              "inproc rings for small messages: `auto` = when images <= cores, `1` = always, `0` = never"),
+      choice_knob<BindMode>("CF_BIND_IMAGES", {{"auto", BindMode::Auto}, {"none", BindMode::None}}, &C::bind_images,
+                            "`auto`: `cf_run_images` binds each image thread to its own share of the process's "
+                            "CPUs when the images are no more than those CPUs (as cfrun binds processes); "
+                            "`none`: the scheduler places them"),
       uint_knob("CF_INPROC_FASTBOX_BYTES", 0, 8192, &C::inproc_fastbox_bytes,
                 "inproc: per-VC ring for messages up to this size, when images <= cores (0 = off)"),
       with_rule(uint_knob("CF_SEGMENT_BYTES", 0, k2p40, &C::segment_bytes,

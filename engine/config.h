@@ -37,6 +37,11 @@ enum class ProgressMode : uint8_t { Poll, Thread, Block };
 // host do not outnumber its cores, 1 = always, 0 = never.
 enum class RingsMode : uint8_t { Auto, On, Off };
 
+// CF_BIND_IMAGES: cf_run_images binds each image thread to a CPU share of
+// its own (auto) when the images are no more than the process's CPUs, as
+// cfrun binds processes; none leaves them to the scheduler.
+enum class BindMode : uint8_t { Auto, None };
+
 // CF_FAULT: one fault injected on purpose, for testing a program's (and
 // carflow's) handling of failures. Off unless set; its hooks sit on the
 // between-process send path (transports/ofi), a schedule-cache miss
@@ -54,6 +59,7 @@ struct Config {
   uint64_t inproc_fastbox_bytes = 8192;     // CF_INPROC_FASTBOX_BYTES: largest ring message (0 = rings off)
   uint64_t inproc_eager_credits = 64;       // CF_INPROC_EAGER_CREDITS
   RingsMode inproc_rings = RingsMode::Auto;  // CF_INPROC_RINGS
+  BindMode bind_images = BindMode::Auto;     // CF_BIND_IMAGES
   uint64_t segment_bytes = 256 * 1024;      // CF_SEGMENT_BYTES (0 = no segmentation)
   uint64_t allreduce_ring_bytes = 64 * 1024;  // CF_ALLREDUCE_RING_BYTES: bandwidth algorithm at or above
   uint64_t allreduce_split_bytes = 256 * 1024;  // CF_ALLREDUCE_SPLIT_BYTES: rabenseifner at or above (images <= cores)

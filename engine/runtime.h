@@ -3,6 +3,8 @@
 // everything else hangs off the Engine, so two runs never share state.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -65,6 +67,9 @@ class Runtime {
   int begin_run(uint32_t n, std::string* error);
   // Frees the Engine after the run's threads have returned.
   void end_run();
+  // The CPUs of each of cf_run_images' n image threads (transports/bootstrap/
+  // cpu_shares.h); empty, so left unbound, with CF_BIND_IMAGES=none.
+  std::vector<cpu_set_t> image_cpu_shares(uint32_t n) const;
   Engine* engine() { return engine_.get(); }
   uint32_t images() const { return images_.load(std::memory_order_acquire); }
   // Loads plug-in libraries (a ':' list) not loaded yet, as CF_PLUGINS does

@@ -74,6 +74,7 @@
 
 #include "tools/store_server.h"
 #include "transports/bootstrap/bootstrap.h"
+#include "transports/bootstrap/cpu_shares.h"
 #include "transports/bootstrap/hmac.h"
 #include "transports/bootstrap/job_auth.h"
 
@@ -397,27 +398,6 @@ bool Launcher::open_signals(std::string* error) {
     return false;
   }
   return true;
-}
-
-// --bind auto: each of `nodes` processes' CPU set, when they are no more
-// than the CPUs cfrun may use (its own affinity); else empty (unbound).
-// Process r gets the r-th of `nodes` contiguous runs of those CPUs.
-std::vector<cpu_set_t> cpu_shares(uint32_t nodes) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (nodes < 2 || ::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return {};
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-  }
-  if (cpus.size() < nodes) return {};
-  std::vector<cpu_set_t> shares(nodes);
-  for (uint32_t r = 0; r < nodes; ++r) {
-    CPU_ZERO(&shares[r]);
-    const size_t begin = cpus.size() * r / nodes, end = cpus.size() * (r + 1) / nodes;
-    for (size_t i = begin; i < end; ++i) CPU_SET(cpus[i], &shares[r]);
-  }
-  return shares;
 }
 
 // What one child executes, built before fork.
