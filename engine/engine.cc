@@ -4,6 +4,8 @@
 // schedule), aggregates.cc, run.cc (the DAG), progress.cc and sync.cc.
 #include "engine/engine.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -67,13 +69,24 @@ ImageContext::ImageContext(Engine* engine_in, uint32_t image_in, uint32_t images
   all.images_per_node = engine_in->all_images_per_node();
 }
 
+uint32_t Engine::host_cores(uint32_t local, uint32_t on_host) {
+  const uint32_t host = std::max(1u, std::thread::hardware_concurrency());
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  // The main thread's CPUs stand for the process's (an image thread may be bound to its own).
+  if (::sched_getaffinity(::getpid(), sizeof mine, &mine) != 0) return host;
+  const uint64_t cpus = static_cast<uint64_t>(std::max(1, CPU_COUNT(&mine)));
+  const uint64_t processes = (uint64_t{on_host} + std::max(1u, local) - 1) / std::max(1u, local);
+  return static_cast<uint32_t>(std::min<uint64_t>(host, cpus * processes));
+}
+
 Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint32_t host_images)
     : map_(map),
       images_(map.total()),
       local_(map.local()),
       base_(map.base()),
       config_(config),
-      selection_(config, std::max(1u, std::thread::hardware_concurrency()), map.local(),
+      selection_(config, host_cores(map.local(), std::max(host_images, map.local())), map.local(),
                  host_images != 0 ? host_images : map.local()),
       remote_(remote) {
   {
@@ -90,13 +103,13 @@ Engine::Engine(const NodeMap& map, const Config& config, Transport* remote, uint
     trace_run_ = next_trace_run();
     for (uint32_t i = 0; i < local_; ++i) trace_buffers_.push_back(std::make_unique<TraceBuffer>(config_.trace_events));
   }
-  const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
   const uint32_t on_host = std::max(host_images, local_);
+  const uint32_t cores = host_cores(local_, on_host);
   // Image threads outnumber cores: poll briefly, then yield. Across
   // processes not at all: a peer process moves its data only while it
   // runs (in one process a sender matches for a descheduled receiver), so
   // spinning only keeps that peer off the core.
-  spin_count_ = !shares_cores(on_host) ? config.spin_count : remote_ != nullptr ? 0 : config.spin_count / 64;
+  spin_count_ = on_host <= cores ? config.spin_count : remote_ != nullptr ? 0 : config.spin_count / 64;
   copy_routing_ = on_host > cores    ? CopyRouting::FlowGraph
                   : on_host == cores ? CopyRouting::ImageThread
                                      : CopyRouting::WaiterOrFlowGraph;

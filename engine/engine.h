@@ -363,10 +363,13 @@ class Engine final : public TransportHooks {
   ~Engine() override;
 
   uint32_t images() const { return images_; }  // all images, every node
-  // `on_host` images (every process's on this host) outnumber its cores.
-  static bool shares_cores(uint32_t on_host) {
-    return on_host > std::max(1u, std::thread::hardware_concurrency());
-  }
+  // The cores that `on_host` images (every process's on this host), `local`
+  // of them in this process, have: the host's, unless this process may use
+  // fewer CPUs (taskset, a cgroup's cpuset, a launcher's binding) than its
+  // share of them. Each process is taken to have as many as this one.
+  static uint32_t host_cores(uint32_t local, uint32_t on_host);
+  // `on_host` images outnumber their cores (host_cores).
+  static bool shares_cores(uint32_t local, uint32_t on_host) { return on_host > host_cores(local, on_host); }
   uint32_t local_images() const { return local_; }
   const NodeMap& nodes() const { return map_; }
   uint32_t all_images_per_node() const { return all_images_per_node_; }  // CF_TEAM_ALL's

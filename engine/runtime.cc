@@ -411,7 +411,7 @@ std::unique_ptr<Engine> Runtime::make_engine(const std::vector<uint32_t>& counts
     if (n == node_ || (n < same_host_.size() && same_host_[n])) host_images += counts[n];
   }
   // Before the engine, whose progress thread may already poll the transport.
-  if (ofi_ != nullptr) ofi_->set_cores_shared(Engine::shares_cores(std::max(host_images, map.local())));
+  if (ofi_ != nullptr) ofi_->set_cores_shared(Engine::shares_cores(map.local(), std::max(host_images, map.local())));
   auto engine = std::make_unique<Engine>(map, config_, ofi_.get(), host_images);
   engine->set_clock_source(liveness_.get());  // freed after the engines
   if (liveness_ != nullptr) engine->on_node_failure([this](const std::string& why) { leave_job(why); });

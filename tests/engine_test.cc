@@ -1,6 +1,7 @@
 // White-box tests of the engine: dependency handling, matching paths of the
 // inproc transport, the schedule cache and instance pool.
 #include <doctest/doctest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -351,6 +352,30 @@ TEST_CASE("a collective started after a known loss fails at once with CF_ERR_PEE
   CHECK(engine.transport().stats().messages == 0);
   CHECK(engine.transport().unexpected_count(0) == 0);
   CHECK(engine.transport().unexpected_count(1) == 0);
+}
+
+// A process held to fewer CPUs than its images (taskset, a cpuset, a
+// launcher's binding) shares cores, whatever the host has: its image
+// threads must yield rather than spin through each other's time slices.
+TEST_CASE("host_cores counts the CPUs the process may use, one share per process on the host") {
+  cpu_set_t saved;
+  REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+  const uint32_t host = std::max(1u, std::thread::hardware_concurrency());
+  const uint32_t cpus = static_cast<uint32_t>(CPU_COUNT(&saved));
+  CHECK(Engine::host_cores(1, 1) == std::min(host, cpus));
+  CHECK(Engine::host_cores(1, 2) == std::min(host, 2 * cpus));  // two processes of one image
+  CHECK(Engine::host_cores(2, 4) == std::min(host, 2 * cpus));  // two of two images
+  int first = 0;
+  while (!CPU_ISSET(first, &saved)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  CHECK(Engine::host_cores(2, 2) == 1);
+  CHECK(Engine::shares_cores(2, 2));
+  CHECK_FALSE(Engine::shares_cores(1, 1));
+  CHECK(Engine::host_cores(1, 2) == std::min(host, 2u));
+  REQUIRE(sched_setaffinity(0, sizeof saved, &saved) == 0);
 }
 
 TEST_CASE("repeated calls reuse one schedule and one pooled instance") {
