@@ -6,7 +6,12 @@
 #       [--sizes 8:4M] [--iters 1000] [--rounds 3]
 #       [--out DIR] [--bin-dir DIR] [--no-install] [--no-malloc-env]
 #       [--mpi openmpi,mpich] [--fast-floor-ns 300]
-#       [--mixed-ops 200] [--mixed-iters 5] [--seed 1]
+#       [--mixed-ops 200] [--mixed-iters 5] [--seed 1] [--threads]
+#
+# --threads adds carflow's NP images as threads of one process (`carflow
+# bench --images NP`, no cfrun) to every round's rotation; the table adds
+# its time, its paired ratio over carflow's NP processes, and over the
+# faster MPI.
 #
 # Besides the ten collectives, "mixed" (in the default list, or named in
 # --colls) runs the seeded sequence of bench/mixed_sequence.h, the same ops
@@ -44,7 +49,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ALL_COLLS=broadcast,barrier,allreduce,scatter,gather,gather_all,exchange,reduce_vec,scan,reduce_scatter
 NP=2 COLLS=$ALL_COLLS SIZES=8:4M ITERS=1000 ROUNDS=3 OUT="$ROOT/bench/results"
 INSTALL=1 BIN_DIR='' MALLOC_ENV=1 MPI_LIST=openmpi,mpich FAST_FLOOR_NS=300
-MIXED_OPS=200 MIXED_ITERS=5 MIXED_SEED=1 COLLS_GIVEN=0
+MIXED_OPS=200 MIXED_ITERS=5 MIXED_SEED=1 COLLS_GIVEN=0 THREADS=0
 # glibc's allocator knobs, set for every implementation alike (--no-malloc-env
 # drops them). An MPI that mallocs and frees a large temporary per call gives
 # the pages back on free (munmap, heap trim) and faults in fresh ones on the
@@ -83,6 +88,7 @@ parse_args() {
       --no-malloc-env) MALLOC_ENV=0; shift ;;
       --mpi) MPI_LIST="${2:?--mpi: missing value}"; shift 2 ;;
       --fast-floor-ns) FAST_FLOOR_NS="${2:?--fast-floor-ns: missing value}"; shift 2 ;;
+      --threads) THREADS=1; shift ;;
       -h|--help) usage ;;
       *) echo "compare_mpi: unknown argument '$1'" >&2; usage ;;
     esac
@@ -278,6 +284,34 @@ run_carflow() {
   done
 }
 
+# carflow's NP images as threads of one process (--threads), one run per
+# iteration count as run_carflow; one line per step.
+run_threads() {
+  local round=$1 coll=$2 b i
+  local -A groups=()
+  if [ "$coll" = barrier ]; then
+    groups[$(iters_for 0)]=8
+  elif [ "$coll" = mixed ]; then
+    groups[$MIXED_ITERS]=mixed
+  else
+    for b in "${BYTES[@]}"; do i=$(iters_for "$b"); groups[$i]+="${groups[$i]:+,}$b"; done
+  fi
+  for i in "${!groups[@]}"; do
+    local what="carflow threads $coll (round $round, sizes ${groups[$i]})"
+    echo "== $what" >>"$LOG"
+    local rc=0 select=(--sizes "${groups[$i]}" --copy-floor)
+    [ "$coll" != mixed ] || select=(--ops "$MIXED_OPS" --seed "$MIXED_SEED")
+    timeout "$RUN_TIMEOUT_S" "$CLI" bench --coll "$coll" --images "$NP" \
+      "${select[@]}" --iters "$i" --json >"$WORK/run.out" 2>&1 || rc=$?
+    probe_floor
+    cat "$WORK/run.out" >>"$LOG"
+    [ "$rc" = 0 ] || run_failed "$what" "$rc"
+    local steps=1
+    [ "$coll" = barrier ] || [ "$coll" = mixed ] || steps=$(tr , '\n' <<<"${groups[$i]}" | wc -l)
+    collect "$what" "$steps" '^{\(.*\)}$' "{\"round\":$round,\"impl\":\"threads\",\"floor_ns\":$FLOOR,\1}"
+  done
+}
+
 # One MPI (impl mpi-NAME): every size in one launch; rank 0 reports.
 run_mpi() {
   local round=$1 impl=$2 coll=$3 m=${2#mpi-} launcher
@@ -311,7 +345,7 @@ run_mpi() {
 summarize() {
   mkdir -p "$WORK/plot"
   awk -v impls="${IMPLS[*]}" -v colls="${COLL_LIST[*]}" -v sizes="${BYTES[*]}" \
-      -v plotdir="$WORK/plot" -v fast="$FAST_FLOOR_NS" "$JSON_AWK"'
+      -v plotdir="$WORK/plot" -v fast="$FAST_FLOOR_NS" -v threads="$THREADS" "$JSON_AWK"'
     # Median over the rounds of impl, coll, bytes; "" when it never ran.
     function median(key,   n, i, j, t, v) {
       n = 0
@@ -345,8 +379,8 @@ summarize() {
     }
     # Paired against the faster MPI: the median over rounds of the carflow
     # time over the fastest MPI of that round.
-    function faster_ratio(c, b,   n, i, k, r, best, t, v, mine) {
-      mine = "carflow" SUBSEP c SUBSEP b; n = 0
+    function faster_ratio(c, b, who,   n, i, k, r, best, t, v, mine) {
+      mine = who SUBSEP c SUBSEP b; n = 0
       for (i = 1; i <= nround[mine]; ++i) {
         r = roundof[mine, i]; best = ""
         for (k = 2; k <= ni; ++k) {
@@ -397,6 +431,10 @@ summarize() {
         rule = rule "|---:|---:|---:|---:"
       }
       if (ni > 2) { head = head " | carflow/faster MPI, paired"; rule = rule "|---:" }
+      if (threads) {
+        head = head " | threads us | threads/processes, paired | threads/faster MPI, paired"
+        rule = rule "|---:|---:|---:"
+      }
       print head " |"; print rule "|"
       for (ci = 1; ci <= nc; ++ci) {
         c = coll_list[ci]; dat = plotdir "/" c ".dat"
@@ -423,12 +461,23 @@ summarize() {
           }
           if (!(c == "barrier" || c == "mixed")) print "" > dat
           if (ni > 2) {
-            fr2 = faster_ratio(c, b)
+            fr2 = faster_ratio(c, b, "carflow")
             line = line " | " (fr2 == "" ? "-" : sprintf("%.2f", fr2))
             if (fr2 != "") {
               bsteps++; blogsum += log(fr2)
               if (fr2 <= 1) bwins++; else above = above (above == "" ? "" : ", ") c " " human(b) " " sprintf("%.2f", fr2)
             }
+          }
+          if (threads) {
+            tk = "threads" SUBSEP c SUBSEP b; tm = median(tk)
+            tp = round_ratio(tk, "carflow" SUBSEP c SUBSEP b, 0)
+            tf = ni > 1 ? faster_ratio(c, b, "threads") : ""
+            line = line " | " us(tm) " | " (tp == "" ? "-" : sprintf("%.2f", tp)) " | " (tf == "" ? "-" : sprintf("%.2f", tf))
+            if (tp != "") {
+              tsteps++; tlogsum += log(tp)
+              if (tp <= 1) twins++; else tabove = tabove (tabove == "" ? "" : ", ") c " " human(b) " " sprintf("%.2f", tp)
+            }
+            if (tf != "") { tfsteps++; tflogsum += log(tf); if (tf <= 1) tfwins++ }
           }
           print line " |"
         }
@@ -439,6 +488,11 @@ summarize() {
         printf "carflow/the faster MPI, paired (each round against the faster of that round): <= 1.0 in %d of %d steps; geometric mean %.2f\n", bwins, bsteps, exp(blogsum / bsteps)
         if (above != "") printf "above 1.0: %s\n", above
       }
+      if (tsteps > 0) {
+        printf "threads/processes, paired: <= 1.0 in %d of %d steps; geometric mean %.2f\n", twins, tsteps, exp(tlogsum / tsteps)
+        if (tabove != "") printf "threads above processes: %s\n", tabove
+      }
+      if (tfsteps > 0) printf "threads/the faster MPI, paired: <= 1.0 in %d of %d steps; geometric mean %.2f\n", tfwins, tfsteps, exp(tflogsum / tfsteps)
       if (maxfl != "") printf "largest time over the floor: %.2f (%s)\n", maxfl, maxfl_step
       for (i = 2; i <= ni; ++i) if (steps[i] > 0) {
         printf "carflow/%s: <= 1.0 in %d of %d steps; geometric mean %.2f\n", impl_list[i], wins[i], steps[i], exp(logsum[i] / steps[i])
@@ -498,11 +552,12 @@ describe() {
   local m
   echo "# carflow vs MPI"
   echo
-  echo "\`bench/compare_mpi.sh --np $NP --colls $COLLS --sizes $SIZES --iters $ITERS --rounds $ROUNDS\`"
+  echo "\`bench/compare_mpi.sh --np $NP --colls $COLLS --sizes $SIZES --iters $ITERS --rounds $ROUNDS$([ "$THREADS" = 0 ] || echo " --threads")\`"
   [[ ",$COLLS," != *,mixed,* ]] || echo "(mixed: $MIXED_OPS ops of bench/mixed_sequence.h, seed $MIXED_SEED, $MIXED_ITERS timed passes a run)"
   echo
   echo "- $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores ($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)), load average at start $START_LOAD"
   echo "- carflow $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?') (binaries of $(date -u -r "$CARFLOW_FROM/carflow_cli" +%Y-%m-%dT%H:%MZ)): cfrun -n $NP, one image per process"
+  [ "$THREADS" = 0 ] || echo "- threads: carflow bench --images $NP, the $NP images as threads of one process (no cfrun)"
   for m in "${IMPLS[@]:1}"; do
     echo "- $m: $("${MPIRUN[${m#mpi-}]}" --version 2>&1 | grep -m1 -iE 'version|open' | tr -s ' ' | sed 's/^ //')"
   done
@@ -526,17 +581,23 @@ main() {
   find_carflow
   cd "$WORK"  # what the runs leave behind (a crash's backtrace files) goes with WORK
   [ "$MALLOC_ENV" = 0 ] || export "${MALLOC_VARS[@]}"
-  local round ci k impl n=${#IMPLS[@]}
+  local runs=("${IMPLS[@]}")
+  [ "$THREADS" = 0 ] || runs+=(threads)
+  local round ci k impl n=${#runs[@]}
   for ((round = 1; round <= ROUNDS; ++round)); do
     for ci in "${!COLL_LIST[@]}"; do
       local order=()
       # The order rotates with round and collective: no implementation
       # always runs first, right after another one's load.
-      for ((k = 0; k < n; ++k)); do order+=("${IMPLS[(round + ci + k) % n]}"); done
+      for ((k = 0; k < n; ++k)); do order+=("${runs[(round + ci + k) % n]}"); done
       local coll=${COLL_LIST[$ci]}
       note "round $round/$ROUNDS: $coll: ${order[*]}"
       for impl in "${order[@]}"; do
-        if [ "$impl" = carflow ]; then run_carflow "$round" "$coll"; else run_mpi "$round" "$impl" "$coll"; fi
+        case "$impl" in
+          carflow) run_carflow "$round" "$coll" ;;
+          threads) run_threads "$round" "$coll" ;;
+          *) run_mpi "$round" "$impl" "$coll" ;;
+        esac
       done
     done
   done
