@@ -553,9 +553,13 @@ void Engine::complete_slow(CarState* cs, int status) {
     // A JOIN does nothing but release its successors: one this CAR
     // releases is completed right here, not queued and executed (most
     // exits are JOINs), after the loop. Until then the exit cannot
-    // complete (the JOIN precedes it), so `inst` stays ours.
+    // complete (the JOIN precedes it), so `inst` stays ours. Without one,
+    // the last successor's release may let another thread finish the
+    // instance and its schedule be evicted: nothing of either is read after
+    // it (the count is read first).
     CarState* join = nullptr;
-    for (uint32_t i = 0; i < car.succ_count; ++i) {
+    const uint32_t count = car.succ_count;
+    for (uint32_t i = 0; i < count; ++i) {
       CarState* next = &inst.cars[succ[i]];
       // This CAR is a sole predecessor's: nothing else can release `next`.
       if (cars[succ[i]].deps == 1 || next->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
