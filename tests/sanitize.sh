@@ -13,7 +13,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # are in tests/README.md). TSan: the engine's threads, the inproc rings and
 # the sync family under each progress mode that adds threads. ASan + UBSan:
 # every refused call, teams, handles, aggregates, the generator builder,
-# the engine, refused calls across processes, and the multi-process
+# the engine, the cost model's flat DAGs and simulator, refused calls
+# across processes, and the multi-process
 # suite's CF_FAULT cases that lose or fail a node (a doctest filter: the
 # whole suite would take most of CI's budget under ASan).
 declare -A TARGETS=(
@@ -22,7 +23,7 @@ declare -A TARGETS=(
           //tests:record_pool_test //tests:ofi_credit_test"
   [asan]="//tests:api_bad_args_test //tests:api_errors_test //tests:api_init_test //tests:api_teams_test
           //tests:api_handles_test //tests:api_aggregate_test //tests:api_generator_test //tests:engine_test
-          //tests:refused_test //tests:ofi_credit_test"
+          //tests:refused_test //tests:ofi_credit_test //tests:loggp_test //tests:model_symmetry_test"
 )
 declare -A FAULT_CASES=(
   [asan]="CF_FAULT=kill_after*,CF_FAULT=close_link*,CF_FAULT=nomem*"

@@ -27,8 +27,13 @@ uint64_t cost_bytes(const Car& car) {
 }  // namespace
 
 std::string FlatDag::label(uint32_t c) const {
-  return "image " + std::to_string(car[c].image) + " CAR " + std::to_string(local(c)) + " (" +
-         car_kind_name(car[c].kind) + ")";
+  return "image " + std::to_string(car[c].image()) + " CAR " + std::to_string(local(c)) + " (" +
+         car_kind_name(car[c].kind()) + ")";
+}
+
+uint64_t FlatDag::big(uint32_t c) const {
+  auto it = std::lower_bound(big_bytes.begin(), big_bytes.end(), std::pair<uint32_t, uint64_t>{c, 0});
+  return it != big_bytes.end() && it->first == c ? it->second : kBigFlatBytes;
 }
 
 namespace {
@@ -44,6 +49,8 @@ void FlatImages::restart(uint32_t first) {
   first_image = first;
   ends.clear();
   car.clear();
+  deps.clear();
+  big_bytes.clear();
   succ.clear();
   peer.clear();
   tag.clear();
@@ -56,6 +63,8 @@ bool FlatImages::pack(const LocalDag& local, uint32_t team, uint64_t max_cars, s
   if (pack_one(local, team, max_cars, error)) return true;
   // Nothing of a refused image stays, so the images before it can be used.
   car.resize(base);
+  deps.resize(base);
+  while (!big_bytes.empty() && big_bytes.back().first >= base) big_bytes.pop_back();
   succ.resize(edges);
   peer.resize(base);
   tag.resize(base);
@@ -70,6 +79,9 @@ bool FlatImages::pack_one(const LocalDag& local, uint32_t team, uint64_t max_car
   if (!local.error.empty()) return fail(error, local.error);
   if (local.image != image) {
     return fail(error, where() + ": expected DAGs in rank order, got image " + std::to_string(local.image));
+  }
+  if (image >= kMaxFlatImages) {
+    return fail(error, "--images: over " + std::to_string(kMaxFlatImages) + " images (the simulator's limit)");
   }
   const uint64_t base = car.size(), n = local.cars.size();
   if (base + n > max_cars) return fail(error, too_many_cars(max_cars, image));
@@ -90,12 +102,12 @@ bool FlatImages::pack_one(const LocalDag& local, uint32_t team, uint64_t max_car
     const uint64_t k = count_[c];
     count_[c] = static_cast<uint32_t>(at - edges);
     FlatCar flat;
-    flat.bytes = cost_bytes(local.cars[c]);
-    flat.image = image;
-    flat.deps = static_cast<uint32_t>(local.cars[c].deps.size());
+    const uint64_t bytes = cost_bytes(local.cars[c]);
+    flat.set(bytes, local.cars[c].kind, image);
+    if (bytes >= kBigFlatBytes) big_bytes.push_back({static_cast<uint32_t>(base + c), bytes});
     flat.succ_begin = static_cast<uint32_t>(at);
-    flat.kind = local.cars[c].kind;
     car.push_back(flat);
+    deps.push_back(static_cast<uint32_t>(local.cars[c].deps.size()));
     at += k;
   }
   if (at >= UINT32_MAX) return fail(error, where() + ": over 2^32 dependencies in all");
@@ -130,6 +142,7 @@ FlatDagBuilder::FlatDagBuilder(uint32_t images, uint64_t max_cars)
 void FlatDagBuilder::reserve(uint64_t cars) {
   cars = std::min(cars, max_cars_);
   packed_.car.reserve(cars + 1);
+  packed_.deps.reserve(cars);
   packed_.succ.reserve(cars + cars / 2);
   packed_.peer.reserve(cars);
   packed_.tag.reserve(cars);
@@ -172,6 +185,8 @@ bool FlatDagBuilder::append(const FlatImages& more, std::string* error) {
     car.succ_begin += static_cast<uint32_t>(edges);
     packed_.car.push_back(car);
   }
+  packed_.deps.insert(packed_.deps.end(), more.deps.begin(), more.deps.end());
+  for (auto [c, bytes] : more.big_bytes) packed_.big_bytes.push_back({static_cast<uint32_t>(base + c), bytes});
   for (uint32_t x : more.succ) packed_.succ.push_back(static_cast<uint32_t>(base + x));
   packed_.peer.insert(packed_.peer.end(), more.peer.begin(), more.peer.end());
   packed_.tag.insert(packed_.tag.end(), more.tag.begin(), more.tag.end());
@@ -241,6 +256,8 @@ bool FlatDagBuilder::finish(FlatDag* out, std::string* error) {
   dag.image_base.push_back(0);
   dag.image_base.insert(dag.image_base.end(), packed_.ends.begin(), packed_.ends.end());
   dag.car = std::move(packed_.car);
+  dag.deps = std::move(packed_.deps);
+  dag.big_bytes = std::move(packed_.big_bytes);
   dag.succ = std::move(packed_.succ);
   const HugeVector<uint32_t> peer = std::move(packed_.peer), tag = std::move(packed_.tag);
   const HugeVector<uint32_t> members = std::move(packed_.member);
@@ -256,21 +273,21 @@ bool FlatDagBuilder::finish(FlatDag* out, std::string* error) {
   const bool mirrored = mirror_ != RankSymmetry::None;
   auto receiver = [&](uint64_t c) { return mirrored ? 0u : peer[c]; };
   auto sender = [&](uint32_t c) {
-    if (!mirrored) return dag.car[c].image;
+    if (!mirrored) return dag.car[c].image();
     return mirror_ == RankSymmetry::Xor ? peer[c] : (team_ - peer[c]) % team_;
   };
   // SENDs bucketed by receiver (a counting sort), so each receiver's
   // messages pair up in a small sort of their own.
   std::vector<uint32_t> start(uint64_t{P} + 1, 0);
   for (uint64_t c = 0; c < n; ++c) {
-    if (dag.car[c].kind == CarKind::Send) ++start[receiver(c) + 1];
+    if (dag.car[c].kind() == CarKind::Send) ++start[receiver(c) + 1];
   }
   for (uint32_t j = 0; j < P; ++j) start[j + 1] += start[j];
   std::vector<uint32_t> by_receiver(start[P]);
   {
     std::vector<uint32_t> at(start.begin(), start.end() - 1);
     for (uint64_t c = 0; c < n; ++c) {
-      if (dag.car[c].kind == CarKind::Send) by_receiver[at[receiver(c)]++] = static_cast<uint32_t>(c);
+      if (dag.car[c].kind() == CarKind::Send) by_receiver[at[receiver(c)]++] = static_cast<uint32_t>(c);
     }
   }
   auto member = [&](uint32_t c) { return any_member ? members[c] : 0u; };
@@ -283,7 +300,7 @@ bool FlatDagBuilder::finish(FlatDag* out, std::string* error) {
       sends.push_back({sender(s), member(s), tag[s], s});
     }
     for (uint32_t c = dag.image_base[j]; c < dag.image_base[j + 1]; ++c) {
-      if (dag.car[c].kind == CarKind::Recv || dag.car[c].kind == CarKind::RecvReduce) {
+      if (dag.car[c].kind() == CarKind::Recv || dag.car[c].kind() == CarKind::RecvReduce) {
         recvs.push_back({peer[c], member(c), tag[c], c});
       }
     }
@@ -293,7 +310,7 @@ bool FlatDagBuilder::finish(FlatDag* out, std::string* error) {
       if (r < recvs.size() && recvs[r].key() < s.key()) return unmatched(dag, j, recvs[r], false, error);
       if (r == recvs.size() || recvs[r].key() != s.key()) return unmatched(dag, j, s, true, error);
       const MessageEnd& m = recvs[r++];
-      const uint64_t sent = dag.car[s.car].bytes, received = dag.car[m.car].bytes;
+      const uint64_t sent = dag.bytes(s.car), received = dag.bytes(m.car);
       if (sent != received) {
         return fail(error, dag.label(m.car) + ": receives " + std::to_string(received) +
                                " bytes but its SEND " + dag.label(s.car) + " sends " + std::to_string(sent));

@@ -3,9 +3,10 @@
 // (image i's CAR c is image_base[i] + c), one field per array, successors
 // in one array, and each message's two ends linked by number. Built image
 // by image from a generator, so no GlobalDag of all images is ever held;
-// 48 bytes per CAR plus 4 per dependency.
+// 36 bytes per CAR plus 4 per dependency.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -22,31 +23,54 @@ namespace carflow {
 inline constexpr uint64_t kMaxFlatCars = uint64_t{1} << 27;
 inline constexpr uint32_t kNoFlatCar = UINT32_MAX;
 
-// One CAR: what the simulator reads and writes, in one place, so a CAR
-// costs one cache miss rather than one per array (48 bytes).
-struct FlatCar {
-  uint64_t bytes = 0;        // message bytes; REDUCE: src; COPY: dst
-  uint32_t image = 0;
-  uint32_t deps = 0;         // how many dependencies
-  uint32_t succ_begin = 0;   // its successors: succ[succ_begin, next CAR's succ_begin)
+// The most images a FlatDag holds (21 bits of FlatCar's first word).
+inline constexpr uint64_t kMaxFlatImages = uint64_t{1} << 21;
+// Byte counts from this one up are kept beside the CARs (FlatDag::big_bytes).
+inline constexpr uint64_t kBigFlatBytes = (uint64_t{1} << 40) - 1;
+
+// One CAR: what the simulator reads and writes, in one place, 32 bytes
+// aligned to 32, so a CAR costs one cache line and a million-image DAG
+// fewer pages to fault in. The dependency counts, read once a run, are
+// kept apart (FlatDag::deps).
+struct alignas(32) FlatCar {
+  // Bytes (40 bits: message bytes; REDUCE: src; COPY: dst; kBigFlatBytes:
+  // see FlatDag::big_bytes), kind (3 bits), image (21 bits).
+  uint64_t word = 0;
+  uint32_t succ_begin = 0;      // its successors: succ[succ_begin, next CAR's succ_begin)
   uint32_t match = kNoFlatCar;  // the other end of a message
-  CarKind kind = CarKind::Join;
-  // The simulator's state (graph/model/loggp_sim.cc), reset by each run.
-  uint32_t pending = 0;
+  // The simulator's state (graph/model/loggp_sim.cc), reset by each run:
+  // `link` counts what the CAR still waits for until it is ready, then
+  // links it into its image's CPU queue.
+  uint32_t link = 0;
   uint32_t cause = 0;
-  uint32_t next = 0;
   double t = 0;
+
+  uint64_t stored_bytes() const { return word & kBigFlatBytes; }
+  CarKind kind() const { return static_cast<CarKind>((word >> 40) & 7); }
+  uint32_t image() const { return static_cast<uint32_t>(word >> 43); }
+  void set(uint64_t bytes, CarKind kind, uint32_t image) {
+    word = std::min(bytes, kBigFlatBytes) | uint64_t{static_cast<uint8_t>(kind)} << 40 | uint64_t{image} << 43;
+  }
 };
+static_assert(sizeof(FlatCar) == 32);
 
 struct FlatDag {
   uint32_t images = 0;
   std::vector<uint32_t> image_base;  // images + 1 entries
   HugeVector<FlatCar> car;          // cars() + 1 entries: the last holds only succ_begin
+  HugeVector<uint32_t> deps;         // each CAR's dependency count
   HugeVector<uint32_t> succ;         // successors, by number
+  // The byte counts of CARs whose word holds kBigFlatBytes, sorted by CAR.
+  std::vector<std::pair<uint32_t, uint64_t>> big_bytes;
   uint64_t messages = 0, message_bytes = 0;
 
   uint64_t cars() const { return car.empty() ? 0 : car.size() - 1; }
-  CarId local(uint32_t c) const { return c - image_base[car[c].image]; }
+  CarId local(uint32_t c) const { return c - image_base[car[c].image()]; }
+  uint64_t bytes(uint32_t c) const {
+    const uint64_t b = car[c].stored_bytes();
+    return b == kBigFlatBytes ? big(c) : b;
+  }
+  uint64_t big(uint32_t c) const;
   // "image 3 CAR 5 (SEND)"
   std::string label(uint32_t c) const;
 };
@@ -59,7 +83,8 @@ struct FlatImages {
   uint32_t first_image = 0;
   std::vector<uint32_t> ends;  // one past each image's last CAR
   HugeVector<FlatCar> car;
-  HugeVector<uint32_t> succ, peer, tag, member;  // member: empty until a CAR has one
+  HugeVector<uint32_t> deps, succ, peer, tag, member;  // member: empty until a CAR has one
+  std::vector<std::pair<uint32_t, uint64_t>> big_bytes;  // as FlatDag's, numbered from this pack's first CAR
   std::string error;  // why the image after the last packed one was refused
 
   uint32_t images() const { return static_cast<uint32_t>(ends.size()); }

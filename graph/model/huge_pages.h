@@ -2,7 +2,7 @@
 // are 2 MiB aligned and advised for transparent huge pages, because the
 // simulator reads them at random (one CAR, then another image's) and with
 // 4 KiB pages nearly every such read also misses the TLB. Smaller blocks
-// are plain malloc.
+// are cache-line aligned.
 #pragma once
 
 #include <sys/mman.h>
@@ -30,7 +30,9 @@ struct HugePageAllocator {
       p = std::aligned_alloc(kHuge, rounded);
       if (p != nullptr) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: failure is harmless
     } else {
-      p = std::malloc(bytes == 0 ? 1 : bytes);
+      // Cache-line aligned, so a 32-byte element never straddles two lines.
+      constexpr size_t kLine = 64;
+      p = std::aligned_alloc(kLine, (bytes + kLine) / kLine * kLine);
     }
     if (p == nullptr) throw std::bad_alloc();
     return static_cast<T*>(p);

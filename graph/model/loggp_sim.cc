@@ -25,7 +25,7 @@ enum Why : uint32_t { kByDep = 0, kByMessage = 1, kByCpu = 2, kByNic = 3 };
 constexpr uint32_t kWhyShift = 30;
 constexpr uint32_t kCarMask = (1u << kWhyShift) - 1;
 constexpr uint32_t kNoCause = UINT32_MAX;
-constexpr uint32_t kRan = UINT32_MAX;  // pending[c] once c has run
+constexpr uint32_t kRan = UINT32_MAX;  // a CAR's link once it has run
 constexpr uint64_t kDispatch = uint64_t{1} << 32;
 // DAGs below this many CARs take the EventQueue's small form.
 constexpr uint64_t kSmallQueueCars = uint64_t{1} << 16;
@@ -183,9 +183,10 @@ struct ImageState {
 
 // A CAR's state while the simulation runs, in its FlatCar:
 //   t        before it runs, the latest time it waits for; then its start
-//   pending  dependencies (and the message) not yet done; kRan once run
+//   link     until it is ready, its dependencies (and the message) not yet
+//            done; while it waits for the CPU, the next CAR in its image's
+//            queue; kRan once run (no CAR is queued when the events end)
 //   cause    what set its start (Why) and the CAR that did
-//   next     the next CAR in its image's CPU queue
 using CarState = FlatCar;
 
 bool is_receive(CarKind k) { return k == CarKind::Recv || k == CarKind::RecvReduce; }
@@ -202,11 +203,16 @@ class LogGPSim {
   // Without nodes, no need to read the other end (a cache miss); without
   // bands, no look at the size.
   const LogGPParams& pair_params(const FlatCar& car) const {
-    if (model_.images_per_node == 0) return model_.bands.empty() ? model_.inter : model_.for_message(0, 0, car.bytes);
-    return model_.for_message(car.image, dag_.car[car.match].image, car.bytes);
+    if (model_.images_per_node == 0) return model_.bands.empty() ? model_.inter : model_.for_message(0, 0, bytes(car));
+    return model_.for_message(car.image(), dag_.car[car.match].image(), bytes(car));
   }
   const LogGPParams& local_params(const FlatCar& car) const {
-    return model_.bands.empty() ? model_.inter : model_.for_local(car.bytes);
+    return model_.bands.empty() ? model_.inter : model_.for_local(bytes(car));
+  }
+  // A CAR's bytes, read from the CAR itself (a reference into dag_.car).
+  uint64_t bytes(const FlatCar& car) const {
+    const uint64_t b = car.stored_bytes();
+    return b == kBigFlatBytes ? dag_.big(static_cast<uint32_t>(&car - dag_.car.data())) : b;
   }
   double duration(const FlatCar& car) const;
   void on_ready(uint32_t c, double now);
@@ -218,7 +224,7 @@ class LogGPSim {
       st.t = time;
       st.cause = cause;
     }
-    if (--st.pending == 0) became_ready(x);
+    if (--st.link == 0) became_ready(x);
   }
   void deliver(uint32_t r, uint32_t send, const LogGPParams& p);
   void became_ready(uint32_t x);
@@ -246,7 +252,7 @@ class LogGPSim {
       if (head != kNoFlatCar) prefetch(state_.data() + head);
     } else if (near != EventQueue::kNoKey) {
       const FlatCar& car = state_[near];
-      prefetch(images_.data() + car.image);
+      prefetch(images_.data() + car.image());
       if (car.match != kNoFlatCar) prefetch(state_.data() + car.match);
       prefetch(dag_.succ.data() + car.succ_begin);
     }
@@ -280,35 +286,36 @@ class LogGPSim {
 };
 
 double LogGPSim::duration(const FlatCar& car) const {
-  const double bytes = static_cast<double>(car.bytes);
-  switch (car.kind) {
+  const uint64_t s = bytes(car);
+  const double b = static_cast<double>(s);
+  switch (car.kind()) {
     case CarKind::Send:
     case CarKind::Recv: {
       const LogGPParams& p = pair_params(car);
-      return p.o + bytes_less_one(car.bytes) * p.O;
+      return p.o + bytes_less_one(s) * p.O;
     }
     case CarKind::RecvReduce: {
       const LogGPParams& p = pair_params(car);
-      return p.o + bytes_less_one(car.bytes) * p.O + bytes * local_params(car).gamma;
+      return p.o + bytes_less_one(s) * p.O + b * local_params(car).gamma;
     }
-    case CarKind::Reduce: return bytes * local_params(car).gamma;
-    case CarKind::Copy: return bytes * local_params(car).beta;
+    case CarKind::Reduce: return b * local_params(car).gamma;
+    case CarKind::Copy: return b * local_params(car).beta;
     case CarKind::Join: return 0;
   }
   return 0;
 }
 
 void LogGPSim::on_ready(uint32_t c, double now) {
-  const uint32_t image = dag_.car[c].image;
+  const uint32_t image = dag_.car[c].image();
   ImageState& s = images_[image];
   if (s.head == kNoFlatCar && s.cpu_free <= now) return execute(c, now);
   // Wait behind the running CAR and the earlier ready ones.
-  state_[c].next = kNoFlatCar;
+  state_[c].link = kNoFlatCar;
   if (s.head == kNoFlatCar) {
     s.head = s.tail = c;
     queue_.push(s.cpu_free, kDispatch | image);
   } else {
-    state_[s.tail].next = c;
+    state_[s.tail].link = c;
     s.tail = c;
   }
 }
@@ -316,7 +323,7 @@ void LogGPSim::on_ready(uint32_t c, double now) {
 void LogGPSim::on_dispatch(uint32_t image, double now) {
   ImageState& s = images_[image];
   const uint32_t c = s.head;
-  s.head = state_[c].next;
+  s.head = state_[c].link;
   if (s.head == kNoFlatCar) s.tail = kNoFlatCar;
   execute(c, now);
   if (s.head != kNoFlatCar) queue_.push(s.cpu_free, kDispatch | image);
@@ -325,34 +332,34 @@ void LogGPSim::on_dispatch(uint32_t image, double now) {
 void LogGPSim::execute(uint32_t c, double now) {
   const FlatCar& car = dag_.car[c];
   CarState& st = state_[c];
-  ImageState& s = images_[car.image];
+  ImageState& s = images_[car.image()];
   double start = now;
   if (start > st.t) st.cause = (kByCpu << kWhyShift) | s.last_cpu;
-  if (car.kind == CarKind::Send) {
+  if (car.kind() == CarKind::Send) {
     if (s.nic_free > start) {
       start = s.nic_free;
       st.cause = (kByNic << kWhyShift) | s.last_send;
     }
     const LogGPParams& p = pair_params(car);
-    s.nic_free = start + p.g + bytes_less_one(car.bytes) * p.G;
+    s.nic_free = start + p.g + bytes_less_one(bytes(car)) * p.G;
     s.last_send = c;
   }
   const double done = start + duration(car);
   if (last_ == kNoFlatCar || done > last_done_) last_ = c, last_done_ = done;
   st.t = start;
-  st.pending = kRan;
+  st.link = kRan;
   s.cpu_free = done;
   s.last_cpu = c;
   ++ran_;
   const uint32_t end = dag_.car[c + 1].succ_begin;
   for (uint32_t k = car.succ_begin; k < end; ++k) relax(dag_.succ[k], done, (kByDep << kWhyShift) | c);
-  if (car.kind == CarKind::Send) deliver(car.match, c, pair_params(car));
+  if (car.kind() == CarKind::Send) deliver(car.match, c, pair_params(car));
 }
 
 // An eager message's arrival is known at its SEND's start; a rendezvous one
 // needs the receive posted too, so became_ready() works it out.
 void LogGPSim::deliver(uint32_t r, uint32_t send, const LogGPParams& p) {
-  const uint64_t s = dag_.car[send].bytes;
+  const uint64_t s = bytes(dag_.car[send]);
   CarState& st = state_[r];
   if (static_cast<double>(s) <= p.S) {
     const double arrival = state_[send].t + p.o + bytes_less_one(s) * p.G + p.L;
@@ -361,17 +368,18 @@ void LogGPSim::deliver(uint32_t r, uint32_t send, const LogGPParams& p) {
       st.cause = (kByMessage << kWhyShift) | send;
     }
   }
-  if (--st.pending == 0) became_ready(r);
+  if (--st.link == 0) became_ready(r);
 }
 
 void LogGPSim::became_ready(uint32_t x) {
   const FlatCar& car = dag_.car[x];
   CarState& st = state_[x];
-  if (is_receive(car.kind)) {
+  if (is_receive(car.kind())) {
     const LogGPParams& p = pair_params(car);
-    if (static_cast<double>(car.bytes) > p.S) {
+    const uint64_t s = bytes(car);
+    if (static_cast<double>(s) > p.S) {
       const double posted = st.t;
-      st.t = std::max(state_[car.match].t, posted) + p.o + bytes_less_one(car.bytes) * p.G + p.L +
+      st.t = std::max(state_[car.match].t, posted) + p.o + bytes_less_one(s) * p.G + p.L +
              (p.L + 2 * p.o);
       st.cause = (kByMessage << kWhyShift) | car.match;
     }
@@ -386,9 +394,8 @@ bool LogGPSim::run(LogGPResult* result, std::string* error) {
     FlatCar& st = state_[c];
     st.t = 0;
     st.cause = kNoCause;
-    st.next = kNoFlatCar;
-    st.pending = st.deps + (is_receive(st.kind) ? 1 : 0);
-    if (st.pending == 0) queue_.push(0.0, c);
+    st.link = dag_.deps[c] + (is_receive(st.kind()) ? 1 : 0);
+    if (st.link == 0) queue_.push(0.0, c);
   }
   while (!queue_.empty() && !(last_done_ > limit_)) {
     double t;
@@ -421,7 +428,7 @@ bool LogGPSim::run(LogGPResult* result, std::string* error) {
   r.message_bytes = dag_.message_bytes;
   if (last_ != kNoFlatCar) {
     r.time_ns = last_done_;
-    r.last_image = dag_.car[last_].image;
+    r.last_image = dag_.car[last_].image();
     critical_path(last_, &r);
   }
   *result = std::move(r);
@@ -434,9 +441,9 @@ void LogGPSim::critical_path(uint32_t last, LogGPResult* result) const {
   for (uint32_t c = last; c != kNoFlatCar;) {
     const FlatCar& car = dag_.car[c];
     PathStep step;
-    step.image = car.image;
+    step.image = car.image();
     step.car = dag_.local(c);
-    step.kind = car.kind;
+    step.kind = car.kind();
     step.start_ns = state_[c].t;
     step.done_ns = state_[c].t + duration(car);
     const uint32_t cause = state_[c].cause;
@@ -454,7 +461,7 @@ std::string LogGPSim::deadlock() const {
   const uint64_t n = dag_.cars();
   uint64_t stuck = 0;
   std::vector<uint32_t> images;
-  auto ran = [&](uint32_t c) { return state_[c].pending == kRan; };
+  auto ran = [&](uint32_t c) { return state_[c].link == kRan; };
   for (uint32_t i = 0; i < dag_.images; ++i) {
     bool any = false;
     for (uint32_t c = dag_.image_base[i]; c < dag_.image_base[i + 1]; ++c) {
@@ -479,7 +486,7 @@ std::string LogGPSim::deadlock() const {
         if (dag_.succ[e] == c) waits += (waits.empty() ? "" : ", ") + dag_.label(d);
       }
     }
-    if (is_receive(dag_.car[c].kind) && !ran(dag_.car[c].match)) {
+    if (is_receive(dag_.car[c].kind()) && !ran(dag_.car[c].match)) {
       waits += (waits.empty() ? "its message from " : ", and its message from ") +
                dag_.label(dag_.car[c].match) + ", which never ran";
     }
