@@ -10,7 +10,8 @@
 #
 # --threads adds carflow's NP images as threads of one process (`carflow
 # bench --images NP`, no cfrun) to every round's rotation; the table adds
-# its time, its paired ratio over carflow's NP processes, and over the
+# its time, its paired ratio over carflow's NP processes (over all rounds,
+# and over the rounds where both ended in a fast phase), and over the
 # faster MPI.
 #
 # Besides the ten collectives, "mixed" (in the default list, or named in
@@ -432,8 +433,8 @@ summarize() {
       }
       if (ni > 2) { head = head " | carflow/faster MPI, paired"; rule = rule "|---:" }
       if (threads) {
-        head = head " | threads us | threads/processes, paired | threads/faster MPI, paired"
-        rule = rule "|---:|---:|---:"
+        head = head " | threads us | threads/processes, paired | same fast phase (rounds) | threads/faster MPI, paired"
+        rule = rule "|---:|---:|---:|---:"
       }
       print head " |"; print rule "|"
       for (ci = 1; ci <= nc; ++ci) {
@@ -471,8 +472,13 @@ summarize() {
           if (threads) {
             tk = "threads" SUBSEP c SUBSEP b; tm = median(tk)
             tp = round_ratio(tk, "carflow" SUBSEP c SUBSEP b, 0)
+            tq = round_ratio(tk, "carflow" SUBSEP c SUBSEP b, 1)
             tf = ni > 1 ? faster_ratio(c, b, "threads") : ""
-            line = line " | " us(tm) " | " (tp == "" ? "-" : sprintf("%.2f", tp)) " | " (tf == "" ? "-" : sprintf("%.2f", tf))
+            line = line " | " us(tm) " | " (tp == "" ? "-" : sprintf("%.2f", tp)) " | " (tq == "" ? "-" : sprintf("%.2f (%d)", tq, nfast)) " | " (tf == "" ? "-" : sprintf("%.2f", tf))
+            if (tq != "") {
+              tqsteps++; tqlogsum += log(tq)
+              if (tq <= 1) tqwins++; else tqabove = tqabove (tqabove == "" ? "" : ", ") c " " human(b) " " sprintf("%.2f", tq)
+            }
             if (tp != "") {
               tsteps++; tlogsum += log(tp)
               if (tp <= 1) twins++; else tabove = tabove (tabove == "" ? "" : ", ") c " " human(b) " " sprintf("%.2f", tp)
@@ -491,6 +497,10 @@ summarize() {
       if (tsteps > 0) {
         printf "threads/processes, paired: <= 1.0 in %d of %d steps; geometric mean %.2f\n", twins, tsteps, exp(tlogsum / tsteps)
         if (tabove != "") printf "threads above processes: %s\n", tabove
+      }
+      if (tqsteps > 0) {
+        printf "threads/processes in the same fast phase (rounds where both ended with the round trip below %d ns): <= 1.0 in %d of %d steps; geometric mean %.2f\n", fast, tqwins, tqsteps, exp(tqlogsum / tqsteps)
+        if (tqabove != "") printf "threads above processes in the same fast phase: %s\n", tqabove
       }
       if (tfsteps > 0) printf "threads/the faster MPI, paired: <= 1.0 in %d of %d steps; geometric mean %.2f\n", tfwins, tfsteps, exp(tflogsum / tfsteps)
       if (maxfl != "") printf "largest time over the floor: %.2f (%s)\n", maxfl, maxfl_step
