@@ -63,6 +63,7 @@ struct Config {
   uint64_t segment_bytes = 256 * 1024;      // CF_SEGMENT_BYTES (0 = no segmentation)
   uint64_t allreduce_ring_bytes = 64 * 1024;  // CF_ALLREDUCE_RING_BYTES: bandwidth algorithm at or above
   uint64_t allreduce_split_bytes = 256 * 1024;  // CF_ALLREDUCE_SPLIT_BYTES: rabenseifner at or above (images <= cores)
+  uint64_t allreduce_pair_bytes = 2 * 1024 * 1024;  // CF_ALLREDUCE_PAIR_BYTES: two images: recursive doubling below
   uint64_t reduce_large_bytes = 64 * 1024;  // CF_REDUCE_LARGE_BYTES: reduce_vec / scan /
                                             // reduce_scatter switch to bandwidth algorithms
   uint64_t data_alignment = 8;              // CF_DATA_ALIGNMENT: computational data alignment

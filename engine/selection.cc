@@ -145,6 +145,18 @@ const GeneratorInfo* SelectionTable::by_table(CollKind kind, uint32_t images, ui
       // rounds take small vectors. With a core per image, Rabenseifner's
       // split of the reduction puts every core to work on large vectors.
       // All three keep operand order.
+      //
+      // Two images: recursive doubling's one exchange of the whole vector,
+      // reduced on both sides, beats sending halves twice (Rabenseifner,
+      // reduce_bcast) up to a few MiB: the second transfer pulls each
+      // image's freshly reduced half out of the other core's cache, and the
+      // next call's combine must take those lines back (two image threads,
+      // 256 KiB: 10-13 us against Rabenseifner's 28-33; two processes, 64
+      // KiB: 11.9 against reduce_bcast's 18.3). From there Rabenseifner's
+      // halved reduction pays.
+      if (images == 2 && !oversubscribed) {
+        return nbytes < config_.allreduce_pair_bytes ? get(kind, "recursive_doubling") : get(kind, "rabenseifner");
+      }
       if (!oversubscribed && nbytes >= config_.allreduce_split_bytes) return get(kind, "rabenseifner");
       if (processes_oversubscribed && nbytes < config_.allreduce_direct_bytes) return get(kind, "direct");
       return nbytes >= config_.allreduce_ring_bytes || threads_oversubscribed

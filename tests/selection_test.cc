@@ -75,6 +75,27 @@ TEST_CASE("a core per image keeps the latency choices") {
                  {CollKind::Exchange, 2, 8, "pairwise"}});
 }
 
+TEST_CASE("two images take recursive doubling's one exchange for allreduce up to the pair size") {
+  const uint64_t split = Config{}.allreduce_split_bytes, ring = Config{}.allreduce_ring_bytes;
+  const uint64_t pair = Config{}.allreduce_pair_bytes;
+  REQUIRE(pair > split);
+  // Two image threads of one process, and two processes.
+  for (uint32_t local : {2u, 1u}) {
+    check_choices(local, 2,
+                  {{CollKind::Allreduce, 2, 8, "recursive_doubling"},
+                   {CollKind::Allreduce, 2, ring, "recursive_doubling"},
+                   {CollKind::Allreduce, 2, split, "recursive_doubling"},
+                   {CollKind::Allreduce, 2, pair - 8, "recursive_doubling"},
+                   {CollKind::Allreduce, 2, pair - 8, "recursive_doubling", /*commutative=*/false},
+                   {CollKind::Allreduce, 2, pair, "rabenseifner"}});
+  }
+  // More images (4 over two hosts of 2) keep the bandwidth choices.
+  check_choices(1, 2,
+                {{CollKind::Allreduce, 4, ring, "reduce_bcast"},
+                 {CollKind::Allreduce, 4, split, "rabenseifner"}});
+  check_choices(2, 2, {{CollKind::Allreduce, 4, split, "rabenseifner"}});
+}
+
 TEST_CASE("only the team's images on this host count against its cores") {
   // 2 images per host, 8 hosts: a team of 8 does not oversubscribe any host.
   check_choices(1, 2,

@@ -30,6 +30,8 @@ int cmd_info() {
               "  allreduce  recursive_doubling below CF_ALLREDUCE_RING_BYTES (%llu), reduce_bcast at\n"
               "             or above, and at every size for threads; rabenseifner from\n"
               "             CF_ALLREDUCE_SPLIT_BYTES (%llu) when the images fit the cores;\n"
+              "             two images: recursive_doubling below CF_ALLREDUCE_PAIR_BYTES (%llu),\n"
+              "             rabenseifner at or above;\n"
               "             processes: direct below CF_ALLREDUCE_DIRECT_BYTES (%llu)\n"
               "  scatter, gather  binomial below CF_ROOTED_TREE_BYTES (%llu) per block, flat at or\n"
               "             above; processes: scatter flat\n"
@@ -49,6 +51,7 @@ int cmd_info() {
               "  prefix_reduce  dissemination\n"
               "  A CF_COLL_NONCOMM function always gets an order-preserving algorithm.\n",
               u(config.broadcast_large_bytes), u(config.allreduce_ring_bytes), u(config.allreduce_split_bytes),
+              u(config.allreduce_pair_bytes),
               u(config.allreduce_direct_bytes), u(config.rooted_tree_bytes), u(config.gather_all_small_bytes),
               u(config.exchange_small_bytes), u(config.reduce_large_bytes), u(config.reduce_scatter_direct_bytes));
   return 0;
