@@ -320,7 +320,7 @@ std::vector<Knob> make_knobs() {
       uint_knob("CF_ALLREDUCE_SPLIT_BYTES", 0, k2p40, &C::allreduce_split_bytes,
                 "default allreduce when images <= cores: rabenseifner at or above"),
       uint_knob("CF_ALLREDUCE_PAIR_BYTES", 0, k2p40, &C::allreduce_pair_bytes,
-                "default allreduce of two images: recursive doubling below, rabenseifner at or above"),
+                "default allreduce of two images that fit the cores: recursive doubling below, rabenseifner at or above"),
       uint_knob("CF_REDUCE_LARGE_BYTES", 0, k2p40, &C::reduce_large_bytes,
                 "scan, reduce_scatter: latency algorithms below, bandwidth algorithms at or above"),
       with_rule(uint_knob("CF_DATA_ALIGNMENT", 1, 4096, &C::data_alignment,
