@@ -51,6 +51,10 @@
 //   midsize  (2 nodes of 1 image) broadcasts from node 0 and gathers to
 //          it of 20 KiB to 1 MiB - 1, 3 rounds, verified to the byte and
 //          past the end: the test reads their paths from the counters.
+//   combines  (2 nodes of 1 image) recursive-doubling allreduces of 20
+//          KiB to 3 MiB (both nodes combine the other's vector at once),
+//          3 rounds, and a 256 KiB reduce_vec to node 0, every element
+//          checked: the test reads from the counters which were read whole.
 //   runahead  (3 nodes of 1 image) node 0 broadcasts 600 times to node 1
 //          on their team, then joins a barrier with node 2; node 2 first
 //          needs that barrier, then one with node 1; node 1 first needs
@@ -247,6 +251,7 @@ constexpr Mode kModes[] = {
     {"pump", run_mode_pump},
     {"split", run_mode_split},
     {"midsize", run_mode_midsize},
+    {"combines", run_mode_combines},
     {"runahead", run_mode_runahead},
     {"check", run_mode_check},
     {"sizes", run_mode_sizes},

@@ -79,6 +79,7 @@ void run_mode_flood(Context& c, cf_image_t me);
 void run_mode_pump(Context& c, cf_image_t me);
 void run_mode_split(Context& c, cf_image_t me);
 void run_mode_midsize(Context& c, cf_image_t me);
+void run_mode_combines(Context& c, cf_image_t me);
 void run_mode_runahead(Context& c, cf_image_t me);
 void run_mode_late(Context& c, cf_image_t me);
 void run_mode_reruns(Context& c, cf_image_t me);

@@ -205,6 +205,55 @@ void run_mode_midsize(Context& c, cf_image_t me) {
   }
 }
 
+void run_mode_combines(Context& c, cf_image_t me) {
+  Log& log = c.log;
+  // Two processes of 1 image combine each other's vectors at once
+  // (recursive-doubling allreduce: each sends its vector and combines the
+  // other's), 3 rounds of each size in kSizes, then one way (reduce_vec to
+  // node 0) at 256 KiB. Every element is checked, and the 64 bytes after
+  // each result stay untouched; the test reads from the counters which
+  // exchanges the receivers read whole (CF_HOST_SPLIT_BYTES to 2 MiB).
+  constexpr size_t kSizes[] = {20 << 10, 32 << 10, (96 << 10) + 8, 1 << 20, 2 << 20, 3 << 20};
+  constexpr uint32_t kRounds = 3;
+  if (cf_coll_set_algorithm(CF_KIND_ALLREDUCE, "recursive_doubling") != CF_OK) {
+    log.fail(std::string("combines: ") + cf_last_error());
+    return;
+  }
+  const size_t max_n = kSizes[std::size(kSizes) - 1] / 8;
+  std::vector<int64_t> src(max_n), dst(max_n + 8);
+  auto check = [&](const char* what, size_t n, uint32_t round, bool has_result) {
+    for (size_t i = 0; i < n + 8 && has_result; ++i) {
+      // Node k's element i is i * (k + 3) + round: the sum of both is i * 7 + 2 * round.
+      const int64_t want = i < n ? static_cast<int64_t>(i * 7 + 2 * round) : int64_t{-1};
+      if (dst[i] != want) {
+        log.fail(std::string("combines: ") + what + " of " + std::to_string(n * 8) + " bytes in round " +
+                 std::to_string(round) + ": element " + std::to_string(i));
+        return;
+      }
+    }
+  };
+  for (uint32_t round = 0; round < kRounds; ++round) {
+    for (size_t bytes : kSizes) {
+      const size_t n = bytes / 8;
+      for (size_t i = 0; i < n; ++i) src[i] = static_cast<int64_t>(i * (me + 3) + round);
+      std::fill(dst.begin(), dst.end(), -1);
+      log.checks++;
+      if (cf_coll_allreduce(CF_TEAM_ALL, dst.data(), src.data(), 8, n, kSumInt64, 0, kLocal) != CF_OK) {
+        log.fail(std::string("combines: allreduce: ") + cf_last_error());
+      }
+      check("allreduce", n, round, true);
+    }
+    const size_t n = (256 << 10) / 8;
+    for (size_t i = 0; i < n; ++i) src[i] = static_cast<int64_t>(i * (me + 3) + round);
+    std::fill(dst.begin(), dst.end(), -1);
+    log.checks++;
+    if (cf_coll_reduce_vec(CF_TEAM_ALL, 0, dst.data(), src.data(), 8, n, kSumInt64, 0, kLocal) != CF_OK) {
+      log.fail(std::string("combines: reduce_vec: ") + cf_last_error());
+    }
+    check("reduce_vec", n, round, me == 0);
+  }
+}
+
 void run_mode_runahead(Context& c, cf_image_t me) {
   Log& log = c.log;
   cf_team_t t01 = CF_TEAM_NULL, t02 = CF_TEAM_NULL, t12 = CF_TEAM_NULL;

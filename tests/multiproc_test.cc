@@ -373,6 +373,32 @@ TEST_CASE("a message from 32 KiB to 1 MiB one way is a split copy; below 32 KiB,
   }
 }
 
+TEST_CASE("an exchange of combines from 32 KiB to 2 MiB is read whole by a receiver; one way, or larger, it streams") {
+  // The combines mode: 3 rounds of recursive-doubling allreduces of 20
+  // KiB, 32 KiB, 96 KiB + 8, 1 MiB, 2 MiB and 3 MiB, then a reduce_vec.
+  // Of each exchange of 32 KiB to 2 MiB, whichever receiver takes the
+  // other's message first still has its own out: it reads (a direct read),
+  // so the nodes read at least 4 x 3 between them; 20 KiB, 3 MiB and the
+  // one-way reduce_vec stream. With CF_HOST_SPLIT_BYTES=0 all stream.
+  for (const char* env : {"", "CF_HOST_SPLIT_BYTES=0"}) {
+    CAPTURE(env);
+    const Run r = run(env, "-n 2 " + g_program + " combines", 120);
+    INFO(r.output);
+    uint64_t reads = 0;
+    for (const auto& m : node_summaries(r, 2)) {
+      CHECK(m[kFailures].str() == "0");  // every element right, none past the end
+      CHECK(std::stoull(m[kChecks].str()) == 3 * 7);
+      reads += std::stoull(m[kDirectReads].str());
+    }
+    if (*env == 0) {
+      CHECK(reads >= 12);
+      CHECK(reads <= 24);
+    } else {
+      CHECK(reads == 0);
+    }
+  }
+}
+
 TEST_CASE("CF_PROGRESS=block keeps processes waiting on a late peer off the CPU") {
   const Run r = run("CF_PROGRESS=block", "-n 2 " + g_program + " late");
   INFO(r.output);

@@ -343,9 +343,15 @@ class OfiTransport final : public Transport {
   // sender's buffer itself (process_vm_readv, one copy) instead of the
   // stream's two (the sender's in, its own out); false when it cannot.
   bool want_direct(uint32_t node, const MsgOp& op, uint64_t addr);
-  // This receive may read the sender's buffer (a plain copy, an address,
-  // reads from `node` allowed and not failed before).
+  // This node has a stream to `node` announced, granted or being copied.
+  bool sending_to(uint32_t node);
+  // This receive may read the sender's buffer (a plain copy, and readable).
   bool can_read(uint32_t node, const MsgOp& op, uint64_t addr);
+  // An address, reads from `node` allowed and not failed before.
+  bool readable(uint32_t node, uint64_t addr);
+  // A mid-size combine with a core for each process: read whole, then
+  // combined, instead of streamed.
+  bool want_combine_read(uint32_t node, const MsgOp& op, uint64_t addr);
   // A large receive with the sender's core free to help: a split copy
   // (host_rings.h) instead of a stream.
   bool want_split(uint32_t node, const MsgOp& op, uint64_t addr);
@@ -388,6 +394,9 @@ class OfiTransport final : public Transport {
   // Some node other than `node` has stream receives queued or being copied here.
   bool streams_from_others(uint32_t node) const;
   bool read_direct(uint32_t node, MsgOp& op, uint64_t addr);
+  // nbytes of the sender's buffer at addr into `into`.
+  bool read_into(uint32_t node, char* into, uint64_t nbytes, uint64_t addr);
+  void deliver_temp(StreamIn& in, MsgOp* op, Actions* actions);
   bool advance_streams();  // without lock_
   bool advance_out(uint32_t node);
   bool advance_in(uint32_t node);
