@@ -405,9 +405,9 @@ bool OfiTransport::want_split(uint32_t node, const MsgOp& op, uint64_t addr) {
 
 // A combine (RECV_REDUCE) from CF_HOST_SPLIT_BYTES up to kCombineReadBytes
 // while this node is sending to the same node (an exchange of combines:
-// recursive doubling's rounds), with a core for each process: the receiver
-// reads the whole message into a temp (one copy, out of the other's
-// buffer) and combines from there, as want_direct has plain copies do,
+// recursive doubling's rounds), with a core for each process: a direct
+// read of the whole message into a temp (one copy, out of the other's
+// buffer), combined from there, as want_direct has plain copies do,
 // rather than two streams each with a copy in and a combine out of shared
 // memory (two processes, recursive-doubling allreduce: 128 KiB 19.5-23.3
 // us against 29-36, 1 MiB 141-153 against 172-184). One direction alone
@@ -477,14 +477,10 @@ bool OfiTransport::advance_split(uint32_t node, StreamIn& in, MsgOp& op, bool* d
   return true;
 }
 
-// The whole message from the sender's buffer into op.buf, in pieces of
-// 1 MiB; false on any failure (not permitted, the sender gone, a bad
-// address from another process), after which the caller streams it.
-bool OfiTransport::read_direct(uint32_t node, MsgOp& op, uint64_t addr) {
-  return read_into(node, static_cast<char*>(op.buf), op.nbytes, addr);
-}
-
-bool OfiTransport::read_into(uint32_t node, char* into, uint64_t nbytes, uint64_t addr) {
+// The whole message (nbytes) from the sender's buffer into `into`, in
+// pieces of 1 MiB; false on any failure (not permitted, the sender gone, a
+// bad address from another process), after which the caller streams it.
+bool OfiTransport::read_direct(uint32_t node, char* into, uint64_t nbytes, uint64_t addr) {
   const pid_t pid = rings_->pid_of(node);
   constexpr uint64_t kPiece = uint64_t{1} << 20;
   for (uint64_t done = 0; done < nbytes;) {
@@ -496,17 +492,6 @@ bool OfiTransport::read_into(uint32_t node, char* into, uint64_t nbytes, uint64_
     done += static_cast<uint64_t>(got);
   }
   return true;
-}
-
-// Through run(): the combine of a message whole in in.temp, on the image's
-// own thread if it must be; the Read frees the temp afterwards.
-void OfiTransport::deliver_temp(StreamIn& in, MsgOp* op, Actions* actions) {
-  auto* rd = new Read();
-  rd->op = op;
-  rd->temp = in.temp;
-  rd->h.nbytes = op->nbytes;
-  actions->deliveries.push_back({op, in.temp, nullptr, nullptr, 0, rd});
-  in.temp = nullptr;
 }
 
 // A combine that must run on its image's own thread is delivered through
@@ -532,19 +517,18 @@ bool OfiTransport::advance_in(uint32_t node) {
       in.done = 0;
       in.temp = nullptr;
       MsgOp* op = in.now.op;
-      in.direct = op != nullptr && want_direct(node, *op, in.now.addr);
+      in.direct = op != nullptr && (want_direct(node, *op, in.now.addr) || want_combine_read(node, *op, in.now.addr));
       in.split = op != nullptr && !in.direct && want_split(node, *op, in.now.addr);
-      in.combine_read = op != nullptr && want_combine_read(node, *op, in.now.addr);
       in.chunk = HostRings::kStreamChunk;
       if (op != nullptr && op->deliver.fn != nullptr) {
         // A combine runs on whole elements as chunks come in; one that must
         // run on the image's own thread, or whose elements do not fit a
-        // chunk, gets the whole message first, and so does one read whole.
+        // chunk, gets the whole message first, and so does one read directly.
         const uint32_t unit = std::max<uint32_t>(1, op->deliver.unit);
         in.chunk = HostRings::kStreamChunk / unit * unit;
         const bool whole = op->deliver.app_thread_only || in.chunk == 0;
         if (whole) in.chunk = HostRings::kStreamChunk;
-        if (whole || in.combine_read) {
+        if (whole || in.direct) {
           in.temp = static_cast<char*>(std::malloc(op->nbytes));
           if (in.temp == nullptr) throw std::bad_alloc();
         }
@@ -570,38 +554,13 @@ bool OfiTransport::advance_in(uint32_t node) {
       ++count;
       continue;
     }
-    if (in.combine_read && !in.answered) {
-      // Read whole (in.done marks it read, so a full ring back only
-      // retries the FIN), then FIN and the combine from the temp, through
-      // run() as a stream's temp. A failed read combined nothing yet: this
-      // receive (and later ones from the node) streams.
-      if (in.done < op->nbytes && !read_into(node, in.temp, op->nbytes, in.now.addr)) {
-        in.direct_failed.store(true, std::memory_order_relaxed);
-        in.combine_read = false;
-        const uint32_t unit = std::max<uint32_t>(1, op->deliver.unit);
-        if (!op->deliver.app_thread_only && HostRings::kStreamChunk / unit != 0) {
-          std::free(in.temp);  // the stream combines chunk by chunk
-          in.temp = nullptr;
-        }
-      } else {
-        in.done = op->nbytes;
-        if (!rings_->push_control(node, HostRings::kFin, op->self, op->peer, op->key, 0, 0, in.now.cookie, 0)) {
-          break;  // the ring back is full: FIN at the next progress
-        }
-        in.answered = true;
-        did = true;
-        direct_reads_.fetch_add(1, std::memory_order_relaxed);
-        deliver_temp(in, op, &actions);
-        in.active = false;
-        ++count;
-        continue;
-      }
-    }
     if (in.direct && !in.answered) {
-      // The whole message with one copy, then FIN (status 0) completes the
-      // send. A failed read turns this receive (and later ones from the
-      // node) into a stream: the CTS path below rewrites every byte.
-      if (in.done < op->nbytes && !read_direct(node, *op, in.now.addr)) {
+      // The whole message with one copy (a combine's into its temp,
+      // combined below), then FIN (status 0) completes the send. A failed
+      // read turns this receive (and later ones from the node) into a
+      // stream: the CTS path below rewrites every byte.
+      char* into = in.temp != nullptr ? in.temp : static_cast<char*>(op->buf);
+      if (in.done < op->nbytes && !read_direct(node, into, op->nbytes, in.now.addr)) {
         in.direct_failed.store(true, std::memory_order_relaxed);
         in.direct = false;
       } else {
@@ -651,7 +610,14 @@ bool OfiTransport::advance_in(uint32_t node) {
     }
     if (in.done < op->nbytes) break;  // the sender is still copying in
     if (in.temp != nullptr) {
-      deliver_temp(in, op, &actions);
+      // Through run(): the combine, on the image's own thread if it must be;
+      // the Read frees the temp afterwards.
+      auto* rd = new Read();
+      rd->op = op;
+      rd->temp = in.temp;
+      rd->h.nbytes = op->nbytes;
+      actions.deliveries.push_back({op, in.temp, nullptr, nullptr, 0, rd});
+      in.temp = nullptr;
     } else {
       actions.complete.emplace_back(op, 0);
     }

@@ -184,7 +184,6 @@ struct alignas(64) OfiTransport::StreamIn {
   bool answered = false;  // the CTS / FIN is in the ring
   bool direct = false;    // this receive reads the sender's buffer itself (read_direct)
   bool split = false;     // this receive is a split copy (advance_split)
-  bool combine_read = false;  // a combine read whole into temp first (want_combine_read)
   bool settled = false;   // ... whose pieces are all in (its FIN is next)
   int split_status = 0;   // ... and how it ended (a failed read)
   uint32_t gen = 0;       // the last split copy's generation from this node
@@ -195,7 +194,7 @@ struct alignas(64) OfiTransport::StreamIn {
   std::atomic<uint32_t> accepted{0};  // receives queued or being copied (streams_from_others)
   uint32_t chunk = 0;
   uint64_t done = 0;
-  char* temp = nullptr;  // a combine that must run on the image's own thread, or read whole: bytes land here first
+  char* temp = nullptr;  // a combine that must run on the image's own thread, or read directly: bytes land here first
 };
 
 // A receive's status once its message is taken from a ring: the sender's

@@ -349,8 +349,8 @@ class OfiTransport final : public Transport {
   bool can_read(uint32_t node, const MsgOp& op, uint64_t addr);
   // An address, reads from `node` allowed and not failed before.
   bool readable(uint32_t node, uint64_t addr);
-  // A mid-size combine with a core for each process: read whole, then
-  // combined, instead of streamed.
+  // A mid-size combine in an exchange, a core for each process: a direct
+  // read into a temp, then combined, instead of a stream.
   bool want_combine_read(uint32_t node, const MsgOp& op, uint64_t addr);
   // A large receive with the sender's core free to help: a split copy
   // (host_rings.h) instead of a stream.
@@ -393,10 +393,7 @@ class OfiTransport final : public Transport {
   bool take_posted();
   // Some node other than `node` has stream receives queued or being copied here.
   bool streams_from_others(uint32_t node) const;
-  bool read_direct(uint32_t node, MsgOp& op, uint64_t addr);
-  // nbytes of the sender's buffer at addr into `into`.
-  bool read_into(uint32_t node, char* into, uint64_t nbytes, uint64_t addr);
-  void deliver_temp(StreamIn& in, MsgOp* op, Actions* actions);
+  bool read_direct(uint32_t node, char* into, uint64_t nbytes, uint64_t addr);
   bool advance_streams();  // without lock_
   bool advance_out(uint32_t node);
   bool advance_in(uint32_t node);
