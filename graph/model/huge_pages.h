@@ -7,6 +7,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <new>
@@ -32,7 +33,7 @@ struct HugePageAllocator {
     } else {
       // Cache-line aligned, so a 32-byte element never straddles two lines.
       constexpr size_t kLine = 64;
-      p = std::aligned_alloc(kLine, (bytes + kLine) / kLine * kLine);
+      p = std::aligned_alloc(kLine, (std::max<size_t>(bytes, 1) + kLine - 1) / kLine * kLine);
     }
     if (p == nullptr) throw std::bad_alloc();
     return static_cast<T*>(p);
