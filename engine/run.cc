@@ -625,7 +625,7 @@ void Engine::trace_launch(Instance& inst) {
 void Engine::trace_done(CarState* cs) {
   Instance& inst = *cs->instance;
   CarTimes& t = inst.times[cs->index];
-  const uint64_t now = trace_now();
+  const uint64_t now = trace_now_ordered();
   if (t.done.exchange(now, std::memory_order_relaxed) != 0 || !tracing_) return;  // the exit, seen twice
   const CompiledCar& car = *cs->car;
   TraceRecord r;
