@@ -14,7 +14,8 @@ set -euo pipefail
 cli=${1:-bazel-bin/tools/carflow_cli}
 rounds=${2:-3}
 base=${3:-}
-default_cases="broadcast binomial 8 1048576;broadcast knomial 8 1048576;barrier dissemination 0 1048576;\
+default_cases="broadcast binomial 8 1048576;broadcast knomial 8 1048576;broadcast logp 8 1048576;\
+barrier dissemination 0 1048576;\
 reduce_vec binomial 8 1048576;gather binomial 8 1048576;allreduce recursive_doubling 8 1048576;\
 allreduce recursive_doubling 8 65536"
 IFS=';' read -r -a cases <<< "${CASES:-$default_cases}"

@@ -13,11 +13,28 @@ namespace {
 
 constexpr uint64_t kDefaultL = 1000, kDefaultO = 300, kDefaultG = 400;
 
+// The tree of the last (P, L, o, g) this thread asked for: a team's images
+// are generated one after another with the same parameters, and building
+// the whole tree for each of P images cost O(P^2 log P).
+const LogpTree& tree_for(uint32_t P, uint64_t L, uint64_t o, uint64_t g) {
+  struct Memo {
+    bool valid = false;
+    uint32_t P = 0;
+    uint64_t L = 0, o = 0, g = 0;
+    LogpTree tree;
+  };
+  thread_local Memo memo;
+  if (!memo.valid || memo.P != P || memo.L != L || memo.o != o || memo.g != g) {
+    memo.tree = build_logp_tree(P, L, o, g);
+    memo.valid = true, memo.P = P, memo.L = L, memo.o = o, memo.g = g;
+  }
+  return memo.tree;
+}
+
 LocalDag logp_broadcast(const CollectiveSpec& spec, uint32_t image) {
   const bool defaults = spec.logp_L == 0 && spec.logp_o == 0 && spec.logp_g == 0;
-  const LogpTree tree = build_logp_tree(spec.images, defaults ? kDefaultL : spec.logp_L,
-                                        defaults ? kDefaultO : spec.logp_o,
-                                        defaults ? kDefaultG : spec.logp_g);
+  const LogpTree& tree = tree_for(spec.images, defaults ? kDefaultL : spec.logp_L,
+                                  defaults ? kDefaultO : spec.logp_o, defaults ? kDefaultG : spec.logp_g);
   const uint32_t vr = patterns::virtual_rank(image, spec.root, spec.images);
   patterns::TreeNode node;
   node.has_parent = tree.parent[vr] != kLogpNoParent;

@@ -208,28 +208,35 @@ namespace carflow {
 namespace {
 
 // One end of a message as its receiver's bucket sees it.
+// Packed so that (sender, member, tag, car) order is two integer compares.
 struct MessageEnd {
-  uint32_t sender, member, tag, car;
-  auto key() const { return std::tie(sender, member, tag); }
-  auto order() const { return std::tie(sender, member, tag, car); }
+  uint64_t hi, lo;  // sender << 32 | member, tag << 32 | car
+  MessageEnd(uint32_t sender, uint32_t member, uint32_t tag, uint32_t car)
+      : hi(uint64_t{sender} << 32 | member), lo(uint64_t{tag} << 32 | car) {}
+  uint32_t sender() const { return static_cast<uint32_t>(hi >> 32); }
+  uint32_t member() const { return static_cast<uint32_t>(hi); }
+  uint32_t tag() const { return static_cast<uint32_t>(lo >> 32); }
+  uint32_t car() const { return static_cast<uint32_t>(lo); }
+  bool same_key(const MessageEnd& o) const { return hi == o.hi && (lo >> 32) == (o.lo >> 32); }
+  bool key_less(const MessageEnd& o) const { return hi != o.hi ? hi < o.hi : (lo >> 32) < (o.lo >> 32); }
+  bool operator<(const MessageEnd& o) const { return hi != o.hi ? hi < o.hi : lo < o.lo; }
 };
 
 std::string key_text(uint32_t sender, uint32_t receiver, const MessageEnd& e) {
   return "(sender " + std::to_string(sender) + ", receiver " + std::to_string(receiver) +
-         (e.member != 0 ? ", member " + std::to_string(e.member) : "") + ", tag " +
-         std::to_string(e.tag) + ")";
+         (e.member() != 0 ? ", member " + std::to_string(e.member()) : "") + ", tag " +
+         std::to_string(e.tag()) + ")";
 }
 
 bool sort_unique(const FlatDag& dag, uint32_t receiver, std::vector<MessageEnd>* ends,
                  std::string* error) {
   // Ends come in CAR order, which most generators give in tag order too.
-  auto before = [](const MessageEnd& a, const MessageEnd& b) { return a.order() < b.order(); };
-  if (!std::is_sorted(ends->begin(), ends->end(), before)) std::sort(ends->begin(), ends->end(), before);
+  if (!std::is_sorted(ends->begin(), ends->end())) std::sort(ends->begin(), ends->end());
   for (size_t i = 1; i < ends->size(); ++i) {
-    if ((*ends)[i - 1].key() == (*ends)[i].key()) {
+    if ((*ends)[i - 1].same_key((*ends)[i])) {
       const MessageEnd& e = (*ends)[i];
-      return fail(error, dag.label(e.car) + ": duplicate message " + key_text(e.sender, receiver, e) +
-                             "; " + dag.label((*ends)[i - 1].car) + " uses the same tag");
+      return fail(error, dag.label(e.car()) + ": duplicate message " + key_text(e.sender(), receiver, e) +
+                             "; " + dag.label((*ends)[i - 1].car()) + " uses the same tag");
     }
   }
   return true;
@@ -238,8 +245,8 @@ bool sort_unique(const FlatDag& dag, uint32_t receiver, std::vector<MessageEnd>*
 bool unmatched(const FlatDag& dag, uint32_t receiver, const MessageEnd& e, bool is_send,
                std::string* error) {
   const std::string other = is_send ? "receive on image " + std::to_string(receiver)
-                                    : "SEND on image " + std::to_string(e.sender);
-  return fail(error, dag.label(e.car) + ": no " + other + " matches " + key_text(e.sender, receiver, e));
+                                    : "SEND on image " + std::to_string(e.sender());
+  return fail(error, dag.label(e.car()) + ": no " + other + " matches " + key_text(e.sender(), receiver, e));
 }
 
 }  // namespace
@@ -297,26 +304,26 @@ bool FlatDagBuilder::finish(FlatDag* out, std::string* error) {
     recvs.clear();
     for (uint32_t k = start[j]; k < start[j + 1]; ++k) {
       const uint32_t s = by_receiver[k];
-      sends.push_back({sender(s), member(s), tag[s], s});
+      sends.emplace_back(sender(s), member(s), tag[s], s);
     }
     for (uint32_t c = dag.image_base[j]; c < dag.image_base[j + 1]; ++c) {
       if (dag.car[c].kind() == CarKind::Recv || dag.car[c].kind() == CarKind::RecvReduce) {
-        recvs.push_back({peer[c], member(c), tag[c], c});
+        recvs.emplace_back(peer[c], member(c), tag[c], static_cast<uint32_t>(c));
       }
     }
     if (!sort_unique(dag, j, &sends, error) || !sort_unique(dag, j, &recvs, error)) return false;
     size_t r = 0;
     for (const MessageEnd& s : sends) {
-      if (r < recvs.size() && recvs[r].key() < s.key()) return unmatched(dag, j, recvs[r], false, error);
-      if (r == recvs.size() || recvs[r].key() != s.key()) return unmatched(dag, j, s, true, error);
+      if (r < recvs.size() && recvs[r].key_less(s)) return unmatched(dag, j, recvs[r], false, error);
+      if (r == recvs.size() || !recvs[r].same_key(s)) return unmatched(dag, j, s, true, error);
       const MessageEnd& m = recvs[r++];
-      const uint64_t sent = dag.bytes(s.car), received = dag.bytes(m.car);
+      const uint64_t sent = dag.bytes(s.car()), received = dag.bytes(m.car());
       if (sent != received) {
-        return fail(error, dag.label(m.car) + ": receives " + std::to_string(received) +
-                               " bytes but its SEND " + dag.label(s.car) + " sends " + std::to_string(sent));
+        return fail(error, dag.label(m.car()) + ": receives " + std::to_string(received) +
+                               " bytes but its SEND " + dag.label(s.car()) + " sends " + std::to_string(sent));
       }
-      dag.car[s.car].match = m.car;
-      dag.car[m.car].match = s.car;
+      dag.car[s.car()].match = m.car();
+      dag.car[m.car()].match = s.car();
       ++dag.messages;
       dag.message_bytes += sent;
     }

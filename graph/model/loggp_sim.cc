@@ -27,55 +27,21 @@ constexpr uint32_t kCarMask = (1u << kWhyShift) - 1;
 constexpr uint32_t kNoCause = UINT32_MAX;
 constexpr uint32_t kRan = UINT32_MAX;  // a CAR's link once it has run
 constexpr uint64_t kDispatch = uint64_t{1} << 32;
-// DAGs below this many CARs take the EventQueue's small form.
+// DAGs below this many CARs take the RadixQueue, larger ones the SweepQueue.
 constexpr uint64_t kSmallQueueCars = uint64_t{1} << 16;
 
-// The event queue: pending times in a binary heap, each time's keys in a
-// vector that is sorted (if it is not already) when that time comes up.
-// Symmetric algorithms put a whole sweep over the images (a million events)
-// at one time; taking them as one sorted run keeps the (time, key) order,
-// costs one heap operation per distinct time rather than per event, and
-// shows the simulator which CARs come next so it can prefetch them. Keys
-// pushed at the current time are merged in through a small heap, so the
-// order is exactly (time, key) even for a zero-cost CAR's successors.
-// `small` (a DAG that fits in cache): no map from a time to its slot; the
-// slots of the last few times pushed are remembered, a push to any other
-// time opens a slot of its own, and the slots of one time are merged when
-// it comes up. Hashing each new time (and allocating its map node) cost
-// more than the heap entries a small DAG's interleaved times add.
-class EventQueue {
+// Both event queues give (time, key) pairs in that order, all keys of the
+// least time as one run, sorted (if they are not already): the run shows
+// the simulator which CARs come next so it can prefetch them. Keys pushed at
+// the current time are merged in through a small heap, so the order is
+// exactly (time, key) even for a zero-cost CAR's successors. The run and
+// that heap are kept here; Queue::next_time() makes the next run.
+template <typename Queue>
+class TimeOrder {
  public:
-  explicit EventQueue(bool small) : small_(small) {}
-  bool empty() const {
-    return pos_ == run_.size() && now_heap_.empty() && times_.empty() && small_times_.empty();
-  }
-  void push(double t, uint64_t key) {
-    if (started_ && t == now_) {
-      now_heap_.push_back(key);
-      std::push_heap(now_heap_.begin(), now_heap_.end(), std::greater<uint64_t>());
-      return;
-    }
-    uint64_t bits;
-    std::memcpy(&bits, &t, sizeof bits);
-    if (small_) {
-      slots_[small_slot(t, bits)].push_back(key);
-      return;
-    }
-    if (bits != cached_bits_ || cached_slot_ == kNone) {
-      auto [it, added] = slot_of_.try_emplace(bits, 0u);
-      if (added) {
-        it->second = take_slot();
-        times_.push_back(t);
-        std::push_heap(times_.begin(), times_.end(), std::greater<double>());
-      }
-      cached_bits_ = bits;
-      cached_slot_ = it->second;
-    }
-    slots_[cached_slot_].push_back(key);
-  }
   // The least (time, key); the queue must not be empty.
   void pop(double* t, uint64_t* key) {
-    if (pos_ == run_.size() && now_heap_.empty()) next_time();
+    if (pos_ == run_.size() && now_heap_.empty()) static_cast<Queue*>(this)->next_time();
     *t = now_;
     if (!now_heap_.empty() && (pos_ == run_.size() || now_heap_.front() < run_[pos_])) {
       std::pop_heap(now_heap_.begin(), now_heap_.end(), std::greater<uint64_t>());
@@ -89,7 +55,56 @@ class EventQueue {
   static constexpr uint64_t kNoKey = UINT64_MAX;
   uint64_t ahead(size_t i) const { return pos_ + i < run_.size() ? run_[pos_ + i] : kNoKey; }
 
+ protected:
+  bool run_empty() const { return pos_ == run_.size() && now_heap_.empty(); }
+  void push_now(uint64_t key) {
+    now_heap_.push_back(key);
+    std::push_heap(now_heap_.begin(), now_heap_.end(), std::greater<uint64_t>());
+  }
+  // next_time(): the run's keys go into run_ between these two.
+  void start_run() {
+    run_.clear();
+    pos_ = 0;
+  }
+  void end_run() {
+    started_ = true;
+    if (!std::is_sorted(run_.begin(), run_.end())) std::sort(run_.begin(), run_.end());
+  }
+
+  bool started_ = false;
+  double now_ = 0;
+  std::vector<uint64_t> run_;  // the current time's keys, sorted
+  size_t pos_ = 0;
+  std::vector<uint64_t> now_heap_;  // keys pushed at the current time
+};
+
+// SweepQueue, for large DAGs: pending times in a binary heap, each time's
+// keys in a vector (a slot) found through a hash map. Symmetric algorithms
+// put a whole sweep over the images (a million events) at one time; taking
+// them as one sorted run costs one heap operation per distinct time rather
+// than per event.
+class SweepQueue : public TimeOrder<SweepQueue> {
+ public:
+  bool empty() const { return run_empty() && times_.empty(); }
+  void push(double t, uint64_t key) {
+    if (started_ && t == now_) return push_now(key);
+    uint64_t bits;
+    std::memcpy(&bits, &t, sizeof bits);
+    if (bits != cached_bits_ || cached_slot_ == kNone) {
+      auto [it, added] = slot_of_.try_emplace(bits, 0u);
+      if (added) {
+        it->second = take_slot();
+        times_.push_back(t);
+        std::push_heap(times_.begin(), times_.end(), std::greater<double>());
+      }
+      cached_bits_ = bits;
+      cached_slot_ = it->second;
+    }
+    slots_[cached_slot_].push_back(key);
+  }
+
  private:
+  friend class TimeOrder<SweepQueue>;
   static constexpr uint32_t kNone = UINT32_MAX;
   uint32_t take_slot() {
     if (!free_.empty()) {
@@ -101,78 +116,95 @@ class EventQueue {
     return static_cast<uint32_t>(slots_.size() - 1);
   }
   void next_time() {
-    if (small_) return next_small_time();
     std::pop_heap(times_.begin(), times_.end(), std::greater<double>());
     now_ = times_.back();
     times_.pop_back();
-    started_ = true;
     uint64_t bits;
     std::memcpy(&bits, &now_, sizeof bits);
     auto it = slot_of_.find(bits);
     const uint32_t slot = it->second;
     slot_of_.erase(it);
     if (cached_slot_ == slot) cached_slot_ = kNone;
-    run_.clear();
+    start_run();
     run_.swap(slots_[slot]);  // the slot keeps run_'s old capacity for reuse
     free_.push_back(slot);
-    pos_ = 0;
-    if (!std::is_sorted(run_.begin(), run_.end())) std::sort(run_.begin(), run_.end());
+    end_run();
   }
 
-  // small_: the slot that collects keys at time t (bits: t's bits).
-  uint32_t small_slot(double t, uint64_t bits) {
-    for (int i = 0; i < kRecent; ++i) {
-      if (recent_slot_[i] != kNone && recent_bits_[i] == bits) return recent_slot_[i];
-    }
-    const uint32_t slot = take_slot();
-    small_times_.push_back({t, slot});
-    std::push_heap(small_times_.begin(), small_times_.end(), std::greater<>());
-    recent_bits_[recent_next_] = bits;
-    recent_slot_[recent_next_] = slot;
-    recent_next_ = (recent_next_ + 1) % kRecent;
-    return slot;
-  }
-  // Takes the least time's slots, all of them, as the run.
-  void next_small_time() {
-    run_.clear();
-    pos_ = 0;
-    started_ = true;
-    now_ = small_times_.front().first;
-    while (!small_times_.empty() && small_times_.front().first == now_) {
-      std::pop_heap(small_times_.begin(), small_times_.end(), std::greater<>());
-      const uint32_t slot = small_times_.back().second;
-      small_times_.pop_back();
-      for (int i = 0; i < kRecent; ++i) {
-        if (recent_slot_[i] == slot) recent_slot_[i] = kNone;
-      }
-      if (run_.empty()) {
-        run_.swap(slots_[slot]);
-      } else {
-        run_.insert(run_.end(), slots_[slot].begin(), slots_[slot].end());
-        slots_[slot].clear();
-      }
-      free_.push_back(slot);
-    }
-    if (!std::is_sorted(run_.begin(), run_.end())) std::sort(run_.begin(), run_.end());
-  }
-
-  const bool small_;
-  std::vector<std::pair<double, uint32_t>> small_times_;  // small_: a min-heap of (time, slot)
-  static constexpr int kRecent = 4;
-  uint64_t recent_bits_[kRecent] = {};
-  uint32_t recent_slot_[kRecent] = {kNone, kNone, kNone, kNone};
-  int recent_next_ = 0;
   std::vector<double> times_;  // a min-heap of the times that have keys
   std::unordered_map<uint64_t, uint32_t> slot_of_;  // a time's bits -> its slot
   std::vector<std::vector<uint64_t>> slots_;
   std::vector<uint32_t> free_;
   uint64_t cached_bits_ = 0;  // pushes come in runs to one time
   uint32_t cached_slot_ = kNone;
-  bool started_ = false;
-  double now_ = 0;
-  std::vector<uint64_t> run_;  // the current time's keys, sorted
-  size_t pos_ = 0;
-  std::vector<uint64_t> now_heap_;  // keys pushed at the current time
+};
+
+// RadixQueue, for small DAGs (they fit in cache, and most of their times
+// are met by one or two events): a radix heap of (time, key) entries over
+// the time's bits (a non-negative double's bits order as the double does).
+// Times never go back (every push is at or after the time last taken: a
+// CAR starts no earlier than the event that made it ready), so an entry
+// waits in the bucket of the highest bit where its time differs from the
+// time last taken, and the next time empties the lowest nonempty bucket
+// into lower ones: a push costs no comparison, and an entry moves down at
+// most once per bit. The binary heap of times spent most of a small DAG's
+// simulation in its sifts, and grouping keys into slots cost more than it
+// saved where times rarely repeat.
+class RadixQueue : public TimeOrder<RadixQueue> {
+ public:
+  bool empty() const { return run_empty() && first_.empty() && mask_ == 0; }
+  void push(double t, uint64_t key) {
+    uint64_t bits;
+    std::memcpy(&bits, &t, sizeof bits);
+    if (bits <= last_) {
+      // The current time (an earlier one cannot come: see above).
+      if (started_) return push_now(key);
+      first_.push_back(key);
+      return;
+    }
+    const int b = 63 - __builtin_clzll(bits ^ last_);
+    buckets_[b].push_back({bits, key});
+    mask_ |= uint64_t{1} << b;
+  }
+
+ private:
+  friend class TimeOrder<RadixQueue>;
+  struct Entry {
+    uint64_t bits, key;
+  };
+  void next_time() {
+    start_run();
+    if (!started_ && !first_.empty()) {
+      run_.swap(first_);  // time 0's keys, pushed before the first pop
+    } else {
+      const int i = __builtin_ctzll(mask_);
+      std::vector<Entry>& from = buckets_[i];
+      uint64_t least = from.front().bits;
+      for (const Entry& e : from) least = std::min(least, e.bits);
+      last_ = least;
+      // Every other entry of bucket i differs from the new time below bit i.
+      for (const Entry& e : from) {
+        if (e.bits == least) {
+          run_.push_back(e.key);
+        } else {
+          const int b = 63 - __builtin_clzll(e.bits ^ least);
+          buckets_[b].push_back(e);
+          mask_ |= uint64_t{1} << b;
+        }
+      }
+      from.clear();
+      mask_ &= ~(uint64_t{1} << i);
+    }
+    std::memcpy(&now_, &last_, sizeof now_);
+    end_run();
+  }
+
+  // buckets_[b]: entries whose time first differs from last_ at bit b
+  // (mask_ bit b: not empty).
+  std::array<std::vector<Entry>, 64> buckets_;
+  uint64_t mask_ = 0;
+  uint64_t last_ = 0;  // the bits of the current time (0.0 before the first pop)
+  std::vector<uint64_t> first_;  // keys pushed at time 0 before the first pop
 };
 
 struct ImageState {
@@ -192,10 +224,11 @@ using CarState = FlatCar;
 bool is_receive(CarKind k) { return k == CarKind::Recv || k == CarKind::RecvReduce; }
 double bytes_less_one(uint64_t s) { return s == 0 ? 0.0 : static_cast<double>(s - 1); }
 
+template <typename Queue>
 class LogGPSim {
  public:
   LogGPSim(FlatDag& dag, const LogGPModel& model, double time_limit_ns)
-      : dag_(dag), state_(dag.car), model_(model), limit_(time_limit_ns), queue_(dag.cars() < kSmallQueueCars) {}
+      : dag_(dag), state_(dag.car), model_(model), limit_(time_limit_ns) {}
 
   bool run(LogGPResult* result, std::string* error);
 
@@ -239,7 +272,7 @@ class LogGPSim {
   void prefetch_ahead() const {
     constexpr size_t kFar = 16, kNear = 8, kNearest = 4;
     const uint64_t far = queue_.ahead(kFar), near = queue_.ahead(kNear), nearest = queue_.ahead(kNearest);
-    if (far != EventQueue::kNoKey) {
+    if (far != Queue::kNoKey) {
       if (far & kDispatch) {
         prefetch(images_.data() + (far & 0xffffffffu));
       } else {
@@ -247,16 +280,16 @@ class LogGPSim {
         prefetch(&state_[far + 1].succ_begin);
       }
     }
-    if (near != EventQueue::kNoKey && (near & kDispatch)) {
+    if (near != Queue::kNoKey && (near & kDispatch)) {
       const uint32_t head = images_[near & 0xffffffffu].head;
       if (head != kNoFlatCar) prefetch(state_.data() + head);
-    } else if (near != EventQueue::kNoKey) {
+    } else if (near != Queue::kNoKey) {
       const FlatCar& car = state_[near];
       prefetch(images_.data() + car.image());
       if (car.match != kNoFlatCar) prefetch(state_.data() + car.match);
       prefetch(dag_.succ.data() + car.succ_begin);
     }
-    if (nearest != EventQueue::kNoKey && !(nearest & kDispatch)) {
+    if (nearest != Queue::kNoKey && !(nearest & kDispatch)) {
       const uint32_t begin = state_[nearest].succ_begin, end = state_[nearest + 1].succ_begin;
       if (begin != end) {
         prefetch(state_.data() + dag_.succ[begin]);
@@ -279,13 +312,14 @@ class LogGPSim {
   const LogGPModel& model_;
   const double limit_;
   HugeVector<ImageState> images_;
-  EventQueue queue_;
+  Queue queue_;
   uint64_t ran_ = 0;
   uint32_t last_ = kNoFlatCar;  // the CAR that ended last so far, and when
   double last_done_ = 0;
 };
 
-double LogGPSim::duration(const FlatCar& car) const {
+template <typename Queue>
+double LogGPSim<Queue>::duration(const FlatCar& car) const {
   const uint64_t s = bytes(car);
   const double b = static_cast<double>(s);
   switch (car.kind()) {
@@ -305,7 +339,8 @@ double LogGPSim::duration(const FlatCar& car) const {
   return 0;
 }
 
-void LogGPSim::on_ready(uint32_t c, double now) {
+template <typename Queue>
+void LogGPSim<Queue>::on_ready(uint32_t c, double now) {
   const uint32_t image = dag_.car[c].image();
   ImageState& s = images_[image];
   if (s.head == kNoFlatCar && s.cpu_free <= now) return execute(c, now);
@@ -320,7 +355,8 @@ void LogGPSim::on_ready(uint32_t c, double now) {
   }
 }
 
-void LogGPSim::on_dispatch(uint32_t image, double now) {
+template <typename Queue>
+void LogGPSim<Queue>::on_dispatch(uint32_t image, double now) {
   ImageState& s = images_[image];
   const uint32_t c = s.head;
   s.head = state_[c].link;
@@ -329,7 +365,8 @@ void LogGPSim::on_dispatch(uint32_t image, double now) {
   if (s.head != kNoFlatCar) queue_.push(s.cpu_free, kDispatch | image);
 }
 
-void LogGPSim::execute(uint32_t c, double now) {
+template <typename Queue>
+void LogGPSim<Queue>::execute(uint32_t c, double now) {
   const FlatCar& car = dag_.car[c];
   CarState& st = state_[c];
   ImageState& s = images_[car.image()];
@@ -358,7 +395,8 @@ void LogGPSim::execute(uint32_t c, double now) {
 
 // An eager message's arrival is known at its SEND's start; a rendezvous one
 // needs the receive posted too, so became_ready() works it out.
-void LogGPSim::deliver(uint32_t r, uint32_t send, const LogGPParams& p) {
+template <typename Queue>
+void LogGPSim<Queue>::deliver(uint32_t r, uint32_t send, const LogGPParams& p) {
   const uint64_t s = bytes(dag_.car[send]);
   CarState& st = state_[r];
   if (static_cast<double>(s) <= p.S) {
@@ -371,7 +409,8 @@ void LogGPSim::deliver(uint32_t r, uint32_t send, const LogGPParams& p) {
   if (--st.link == 0) became_ready(r);
 }
 
-void LogGPSim::became_ready(uint32_t x) {
+template <typename Queue>
+void LogGPSim<Queue>::became_ready(uint32_t x) {
   const FlatCar& car = dag_.car[x];
   CarState& st = state_[x];
   if (is_receive(car.kind())) {
@@ -387,7 +426,8 @@ void LogGPSim::became_ready(uint32_t x) {
   queue_.push(st.t, x);
 }
 
-bool LogGPSim::run(LogGPResult* result, std::string* error) {
+template <typename Queue>
+bool LogGPSim<Queue>::run(LogGPResult* result, std::string* error) {
   const uint64_t n = dag_.cars();
   images_.assign(dag_.images, ImageState{});
   for (uint64_t c = 0; c < n; ++c) {
@@ -435,7 +475,8 @@ bool LogGPSim::run(LogGPResult* result, std::string* error) {
   return true;
 }
 
-void LogGPSim::critical_path(uint32_t last, LogGPResult* result) const {
+template <typename Queue>
+void LogGPSim<Queue>::critical_path(uint32_t last, LogGPResult* result) const {
   static const char* const kWhyNames[] = {"dependency", "message", "cpu", "nic"};
   std::vector<PathStep>& path = result->critical_path;
   for (uint32_t c = last; c != kNoFlatCar;) {
@@ -457,7 +498,8 @@ void LogGPSim::critical_path(uint32_t last, LogGPResult* result) const {
 // Names the images that did not finish and, for the first few, the first
 // CAR that never ran and what it still waits on (dependencies are local to
 // the image, so its own CARs are all that need scanning).
-std::string LogGPSim::deadlock() const {
+template <typename Queue>
+std::string LogGPSim<Queue>::deadlock() const {
   const uint64_t n = dag_.cars();
   uint64_t stuck = 0;
   std::vector<uint32_t> images;
@@ -499,8 +541,8 @@ std::string LogGPSim::deadlock() const {
 
 bool simulate_loggp(FlatDag& dag, const LogGPModel& model, LogGPResult* result, std::string* error,
                     double time_limit_ns) {
-  LogGPSim sim(dag, model, time_limit_ns);
-  return sim.run(result, error);
+  if (dag.cars() < kSmallQueueCars) return LogGPSim<RadixQueue>(dag, model, time_limit_ns).run(result, error);
+  return LogGPSim<SweepQueue>(dag, model, time_limit_ns).run(result, error);
 }
 
 }  // namespace carflow
