@@ -13,52 +13,46 @@ DagBuilder::DagBuilder(uint32_t image, uint64_t src_bytes, uint64_t dst_bytes) {
   dag_.cars.reserve(16);
 }
 
-CarId DagBuilder::add(Car car) {
-  dag_.cars.push_back(std::move(car));
-  return static_cast<CarId>(dag_.cars.size() - 1);
+Car& DagBuilder::add(CarKind kind, Deps&& deps) {
+  Car& car = dag_.cars.emplace_back();
+  car.kind = kind;
+  car.deps = std::move(deps);
+  return car;
 }
 
 CarId DagBuilder::send(uint32_t peer, uint32_t tag, BufferRef src, Deps deps) {
-  Car car;
-  car.kind = CarKind::Send;
+  Car& car = add(CarKind::Send, std::move(deps));
   car.peer = peer;
   car.tag = tag;
   car.src = src;
-  car.deps = std::move(deps);
-  return add(std::move(car));
+  return last();
 }
 
 CarId DagBuilder::recv(uint32_t peer, uint32_t tag, BufferRef dst, Deps deps) {
-  Car car;
-  car.kind = CarKind::Recv;
+  Car& car = add(CarKind::Recv, std::move(deps));
   car.peer = peer;
   car.tag = tag;
   car.dst = dst;
-  car.deps = std::move(deps);
-  return add(std::move(car));
+  return last();
 }
 
 CarId DagBuilder::recv_reduce(uint32_t peer, uint32_t tag, BufferRef dst, bool incoming_left,
                               Deps deps, BufferRef local) {
-  Car car;
-  car.kind = CarKind::RecvReduce;
+  Car& car = add(CarKind::RecvReduce, std::move(deps));
   car.src = local;
   car.peer = peer;
   car.tag = tag;
   car.dst = dst;
   car.incoming_left = incoming_left;
-  car.deps = std::move(deps);
-  return add(std::move(car));
+  return last();
 }
 
 CarId DagBuilder::reduce(BufferRef dst, BufferRef left, BufferRef right, Deps deps) {
-  Car car;
-  car.kind = CarKind::Reduce;
+  Car& car = add(CarKind::Reduce, std::move(deps));
   car.dst = dst;
   car.src = left;
   car.src2 = right;
-  car.deps = std::move(deps);
-  return add(std::move(car));
+  return last();
 }
 
 CarId DagBuilder::fold(BufferRef dst, BufferRef src, BufferRef carry, uint64_t first_elems,
@@ -79,19 +73,15 @@ CarId DagBuilder::prefix(BufferRef dst, BufferRef src, BufferRef carry, uint64_t
 }
 
 CarId DagBuilder::copy(BufferRef dst, BufferRef src, Deps deps) {
-  Car car;
-  car.kind = CarKind::Copy;
+  Car& car = add(CarKind::Copy, std::move(deps));
   car.dst = dst;
   car.src = src;
-  car.deps = std::move(deps);
-  return add(std::move(car));
+  return last();
 }
 
 CarId DagBuilder::join(Deps deps) {
-  Car car;
-  car.kind = CarKind::Join;
-  car.deps = std::move(deps);
-  return add(std::move(car));
+  add(CarKind::Join, std::move(deps));
+  return last();
 }
 
 uint32_t DagBuilder::temp_slot(uint64_t bytes) {
@@ -100,10 +90,10 @@ uint32_t DagBuilder::temp_slot(uint64_t bytes) {
 }
 
 LocalDag DagBuilder::finish() {
-  std::vector<bool> has_successor(dag_.cars.size(), false);
+  std::vector<uint8_t> has_successor(dag_.cars.size(), 0);
   for (const Car& car : dag_.cars) {
     for (const Dep& dep : car.deps) {
-      if (dep.car < has_successor.size()) has_successor[dep.car] = true;
+      if (dep.car < has_successor.size()) has_successor[dep.car] = 1;
     }
   }
   Deps sinks;

@@ -98,29 +98,37 @@ bool FlatImages::pack_one(const LocalDag& local, uint32_t team, uint64_t max_car
   }
   const uint64_t edges = succ.size();
   uint64_t at = edges;
+  // Sized once and written by index: a push_back per array per CAR (its
+  // capacity check, not inlined for these allocators) cost more than the
+  // writes themselves.
+  car.resize(base + n);
+  deps.resize(base + n);
+  FlatCar* const flat = car.data() + base;
+  uint32_t* const dep_count = deps.data() + base;
   for (uint64_t c = 0; c < n; ++c) {
     const uint64_t k = count_[c];
     count_[c] = static_cast<uint32_t>(at - edges);
-    FlatCar flat;
     const uint64_t bytes = cost_bytes(local.cars[c]);
-    flat.set(bytes, local.cars[c].kind, image);
+    flat[c].set(bytes, local.cars[c].kind, image);
     if (bytes >= kBigFlatBytes) big_bytes.push_back({static_cast<uint32_t>(base + c), bytes});
-    flat.succ_begin = static_cast<uint32_t>(at);
-    car.push_back(flat);
-    deps.push_back(static_cast<uint32_t>(local.cars[c].deps.size()));
+    flat[c].succ_begin = static_cast<uint32_t>(at);
+    dep_count[c] = static_cast<uint32_t>(local.cars[c].deps.size());
     at += k;
   }
   if (at >= UINT32_MAX) return fail(error, where() + ": over 2^32 dependencies in all");
   succ.resize(at);
+  peer.resize(base + n);
+  tag.resize(base + n);
+  uint32_t* const to = succ.data() + edges;
   for (uint64_t c = 0; c < n; ++c) {
     const Car& one = local.cars[c];
-    for (const Dep& d : one.deps) succ[edges + count_[d.car]++] = static_cast<uint32_t>(base + c);
+    for (const Dep& d : one.deps) to[count_[d.car]++] = static_cast<uint32_t>(base + c);
     if (one.is_message() && (one.peer >= team || one.peer == image)) {
       return fail(error, where() + " CAR " + std::to_string(c) + ": peer " + std::to_string(one.peer) +
                              " is not another team rank (P = " + std::to_string(team) + ")");
     }
-    peer.push_back(one.peer);
-    tag.push_back(one.tag);
+    peer[base + c] = one.peer;
+    tag[base + c] = one.tag;
     if (one.member != 0 && member.empty()) member.assign(base + c, 0);
     if (!member.empty()) member.push_back(one.member);
   }
@@ -299,6 +307,10 @@ bool FlatDagBuilder::finish(FlatDag* out, std::string* error) {
   }
   auto member = [&](uint32_t c) { return any_member ? members[c] : 0u; };
   std::vector<MessageEnd> sends, recvs;
+  uint32_t most = 0;  // the most messages one image receives
+  for (uint32_t j = 0; j < P; ++j) most = std::max(most, start[j + 1] - start[j]);
+  sends.reserve(most);
+  recvs.reserve(most);
   for (uint32_t j = 0; j < P; ++j) {
     sends.clear();
     recvs.clear();
