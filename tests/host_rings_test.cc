@@ -5,14 +5,17 @@
 // in order; push_one carries every one-slot size intact; take_next takes
 // only the next message and only the receive's own, and take_next_in_place
 // hands a one-slot payload over where it lies; take_grant takes only a CTS
-// at a ring's head; the owner check of direct reads recognises this process.
+// at a ring's head; the owner check of direct reads recognises this process;
+// a receiver asleep in wait() is woken by every message pushed to it.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "transports/ofi/host_rings.h"
@@ -318,6 +321,40 @@ TEST_CASE("take_next_in_place hands a one-slot payload over where it lies, and l
   CHECK((sized && status == -7 && digest == 33));
   CHECK(seen.calls == 2);
   CHECK(p.node[0]->taken_next() == 5);
+}
+
+TEST_CASE("a receiver asleep in wait() is woken by every message: none sleeps out the timeout") {
+  // push_one publishes, then looks for sleepers; wait() announces a
+  // sleeper, then looks for messages. Whatever fence publish_seq uses here
+  // (none, where membarrier pairs with the sleeper's), a message published
+  // while the receiver goes to sleep must wake it. The sender waits for each
+  // message to be taken and pushes the next at once, while the receiver is
+  // on its way back to sleep: the race the protocol must win every time.
+  Pair p;
+  constexpr uint32_t kMessages = 20000, kGiveUp = 5;
+  std::atomic<uint32_t> taken{0}, timeouts{0};
+  std::thread receiver([&] {
+    auto batch = std::make_unique<HostRings::Message[]>(4);
+    uint32_t got = 0;
+    while (got < kMessages && timeouts.load() < kGiveUp) {
+      const uint32_t n = p.node[0]->poll(batch.get(), 4, UINT64_MAX, &take_all, nullptr);
+      if (n > 0) {
+        got += n;
+        taken.store(got, std::memory_order_release);
+      } else if (!p.node[0]->wait(200)) {
+        timeouts.fetch_add(1);
+      }
+    }
+  });
+  const char byte = 1;
+  for (uint32_t i = 0; i < kMessages && timeouts.load() < kGiveUp; ++i) {
+    REQUIRE(p.node[1]->push_one(0, 1, 0, MsgKey{0, i, 1}, &byte, 1, 0, 0));
+    while (taken.load(std::memory_order_acquire) <= i && timeouts.load() < kGiveUp) {
+    }
+  }
+  receiver.join();
+  CHECK(taken.load() == kMessages);
+  CHECK(timeouts.load() == 0);
 }
 
 }  // namespace

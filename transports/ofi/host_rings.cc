@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -48,9 +49,11 @@ void* map_segment(const std::string& name, size_t bytes, bool create, std::strin
 
 // Shared (not process-private) futex operations: the word lives in a
 // segment other processes map.
-void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int timeout_ms) {
+// False when timeout_ms passed with no wake-up.
+bool futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int timeout_ms) {
   timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0) == 0 ||
+         errno != ETIMEDOUT;
 }
 
 void futex_wake(std::atomic<uint32_t>* word) {
@@ -58,6 +61,15 @@ void futex_wake(std::atomic<uint32_t>* word) {
 }
 
 }  // namespace
+
+// True when this process is registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED
+// (publish_seq): the kernel has it, and no seccomp filter refuses it.
+static bool register_membarrier() {
+  const long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  const long need = MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
+  return cmds > 0 && (cmds & need) == need &&
+         syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+}
 
 std::unique_ptr<HostRings> HostRings::create(uint32_t node, uint32_t nodes, std::string* name,
                                              std::string* error) {
@@ -86,6 +98,9 @@ std::unique_ptr<HostRings> HostRings::create(uint32_t node, uint32_t nodes, std:
   r->control(node)->pid.store(static_cast<int32_t>(getpid()), std::memory_order_release);
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   r->prefetchw_ = __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_PRFCHW) != 0;
+  r->fenced_sleep_ = register_membarrier();
+  r->control(node)->fenced_sleep.store(r->fenced_sleep_ ? 1 : 0, std::memory_order_release);
+  r->light_publish_.assign(nodes, 0);
   r->producers_ = std::make_unique<Producer[]>(nodes);
   r->consumers_ = std::make_unique<Consumer[]>(nodes);
   *name = r->name_;
@@ -118,6 +133,8 @@ bool HostRings::attach(const std::vector<std::string>& names, std::string* error
     // Best effort: kernels before 5.14 fault them in on first use.
     populate(ring(segments_[n], node_), kSlots * sizeof(Slot), MADV_POPULATE_WRITE);
     populate(control(n), sizeof(Control) + size_t{nodes_} * sizeof(Tail), MADV_POPULATE_READ);
+    // Written by its owner before it published the segment's name.
+    light_publish_[n] = fenced_sleep_ && control(n)->fenced_sleep.load(std::memory_order_acquire) == 1;
   }
   return true;
 }
@@ -168,7 +185,7 @@ bool HostRings::push_one(uint32_t dst_node, uint32_t src, uint32_t dst, const Ms
   write_header(slot, kData, src, dst, key, nbytes, status, digest, 1);
   copy_slot(nbytes <= kInline ? slot.tail.inline_data : slot.data, static_cast<const char*>(data), nbytes);
   p.data_sent.store(p.data_sent.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  slot.seq.store(p.pos + 1, std::memory_order_seq_cst);  // seq_cst: see ring_doorbell
+  publish_seq(slot.seq, p.pos + 1, dst_node);
   ++p.pos;
   claim_next(p, segment);
   p.lock.unlock();
@@ -233,7 +250,7 @@ bool HostRings::publish(uint32_t dst_node, Type type, uint32_t src, uint32_t dst
     slots[(p.pos + i) % kSlots].seq.store(p.pos + i + 1, std::memory_order_release);
   }
   if (type == kData) p.data_sent.store(p.data_sent.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  first.seq.store(p.pos + 1, std::memory_order_seq_cst);
+  publish_seq(first.seq, p.pos + 1, dst_node);
   p.pos += chunks;
   claim_next(p, segments_[dst_node]);
   p.lock.unlock();
@@ -275,7 +292,7 @@ uint64_t HostRings::stream_put(uint32_t dst_node, const char* data, uint64_t nby
     const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(chunk, nbytes - taken));
     copy_streaming(slot.data, data + taken, n);
     slot.nbytes = n;
-    slot.seq.store(p.stream_pos + 1, std::memory_order_seq_cst);  // seq_cst: see ring_doorbell
+    publish_seq(slot.seq, p.stream_pos + 1, dst_node);
     ++p.stream_pos;
     taken += n;
   }
@@ -421,8 +438,8 @@ void HostRings::claim_next(const Producer& p, void* segment) const {
 }
 void HostRings::ring_doorbell(uint32_t node) {
   Control* c = control(node);
-  // Dekker with wait(): we published the message (seq_cst), then look for
-  // sleepers; a sleeper announces itself, then looks for messages.
+  // Dekker with wait(): we published the message (publish_seq), then look
+  // for sleepers; a sleeper announces itself, then looks for messages.
   if (c->sleepers.load(std::memory_order_seq_cst) == 0) return;
   c->doorbell.fetch_add(1, std::memory_order_seq_cst);
   futex_wake(&c->doorbell);
@@ -440,16 +457,22 @@ bool HostRings::pending() const {
   return false;
 }
 
-void HostRings::wait(int timeout_ms, int wake_fd) {
+bool HostRings::wait(int timeout_ms, int wake_fd) {
   Control* c = control(node_);
   const uint32_t seen = c->doorbell.load(std::memory_order_seq_cst);
   c->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  // Senders that published without a fence (publish_seq): their stores are
+  // visible once every registered process has run a barrier. (Should the
+  // call fail, a message missed here waits for the timeout, at most 1 ms
+  // from the progress loop.)
+  if (fenced_sleep_) (void)syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
   // Dekker with the engine's wake: it writes the eventfd, then looks for
   // sleepers; we announced ourselves, then look at the eventfd.
   pollfd news{wake_fd, POLLIN, 0};
   const bool woken = wake_fd >= 0 && ::poll(&news, 1, 0) > 0;
-  if (!woken && !pending()) futex_wait(&c->doorbell, seen, timeout_ms);
+  const bool in_time = woken || pending() || futex_wait(&c->doorbell, seen, timeout_ms);
   c->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  return in_time;
 }
 
 void HostRings::copy_out(const Slot* slots, uint32_t pos, uint32_t chunks, uint32_t nbytes, bool in_header,

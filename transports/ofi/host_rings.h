@@ -175,8 +175,9 @@ class HostRings {
   // not sleep. (A waker that came between the engine's last look and this
   // thread's announcing itself here saw no sleeper and rang nothing: the
   // eventfd is what tells; without it that wake-up would be lost and the
-  // thread would sleep the whole timeout.)
-  void wait(int timeout_ms, int wake_fd = -1);
+  // thread would sleep the whole timeout.) False when it slept the whole
+  // timeout.
+  bool wait(int timeout_ms, int wake_fd = -1);
   // Rings this node's doorbell (local news for a sleeping image thread).
   void wake() { ring_doorbell(node_); }
   // Data messages (kData) published so far, to every node.
@@ -264,6 +265,9 @@ class HostRings {
   struct alignas(kLinePair) Control {
     std::atomic<uint32_t> doorbell;
     std::atomic<uint32_t> sleepers;
+    // 1: the owner issues an asymmetric fence before it sleeps (see
+    // publish_seq), so a registered sender may publish to it without one.
+    std::atomic<uint32_t> fenced_sleep;
     std::atomic<int32_t> pid;  // the segment's owner
     std::atomic<uint64_t> token;       // reads_owner: the owner's token ...
     std::atomic<uint64_t> token_addr;  // ... and where it lies in the owner's memory
@@ -330,7 +334,8 @@ class HostRings {
   // After a push: asks for the next slot's header line and first data line
   // for writing (PREFETCHW) while the caller goes on, when that slot is
   // known free. Those lines were last read by the receiver; without this
-  // the next push's publishing store (a full fence) waits for them.
+  // the next push's stores (and its fence, where publish_seq needs one)
+  // wait for them.
   void claim_next(const Producer& p, void* segment) const;
   // Under p.lock: room for `chunks` more slots in the ring to dst_node
   // (it looks at the consumer's progress only past what it knows is free).
@@ -343,6 +348,25 @@ class HostRings {
   static void copy_out(const Slot* slots, uint32_t pos, uint32_t chunks, uint32_t nbytes, bool in_header,
                        void* to);
   bool pending() const;      // a message waits in one of this node's rings
+  // Publishes a slot (seq = value) in dst_node's segment for ring_doorbell,
+  // which then looks for sleepers: Dekker with wait(), which announces a
+  // sleeper, then looks for messages. Each side needs its store ordered
+  // before its load. A full fence after every message waits for the
+  // slot's line to come back from the receiver's core (a quarter of an
+  // 8-byte broadcast's time on two processes); instead, where both
+  // processes registered for membarrier's global expedited command, the
+  // sender publishes with a plain release store and the sleeper, before it
+  // looks, has the kernel run a full barrier on every CPU running a
+  // registered process (MEMBARRIER_CMD_GLOBAL_EXPEDITED, about half a
+  // microsecond, paid only on the way to sleep).
+  void publish_seq(std::atomic<uint32_t>& seq, uint32_t value, uint32_t dst_node) {
+    if (light_publish_[dst_node]) {
+      seq.store(value, std::memory_order_release);
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // the sleepers load stays after it
+    } else {
+      seq.store(value, std::memory_order_seq_cst);
+    }
+  }
   Slot* ring(void* segment, uint32_t src_node) const {
     return static_cast<Slot*>(segment) + size_t{src_node} * kSlots;
   }
@@ -350,6 +374,8 @@ class HostRings {
   HostRings() = default;
   uint64_t token_ = 0;  // Control::token, in this process's own memory
   bool prefetchw_ = false;  // the CPU has PREFETCHW (CPUID 0x80000001 ECX bit 8)
+  bool fenced_sleep_ = false;  // registered for membarrier; wait() fences with it
+  std::vector<uint8_t> light_publish_;  // by node: publish_seq needs no fence
   uint32_t node_ = 0, nodes_ = 0;
   std::string name_;
   std::vector<void*> segments_;  // by node: its inbound rings, mapped here

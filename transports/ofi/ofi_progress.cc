@@ -61,7 +61,7 @@ void OfiTransport::wait(int wake_fd, int timeout_ms) {
     }
     // One host: ring messages, stream chunks and the engine's news (its
     // eventfd, then the doorbell) end the sleep; 1 ms is only a backstop.
-    rings_->wait(std::min(timeout_ms, 1), wake_fd);
+    (void)rings_->wait(std::min(timeout_ms, 1), wake_fd);
     return;
   }
   pollfd fds[2];
