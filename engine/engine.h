@@ -784,11 +784,14 @@ void Engine::wait_until(ImageContext& img, Done done) {
     // A message a peer left for us (inproc rings) before it could see us
     // here: its sender saw no sleeper, so we take it instead of sleeping.
     // A representative looks for the images it polls for too.
-    bool waiting = transport_->messages_waiting(img.image);
-    for (uint32_t i = 0; !waiting && img.representing > 0 && i < local_; ++i) {
-      waiting = transport_->messages_waiting(base_ + i);
-    }
-    if (waiting) {
+    auto messages_waiting = [&] {
+      bool waiting = transport_->messages_waiting(img.image);
+      for (uint32_t i = 0; !waiting && img.representing > 0 && i < local_; ++i) {
+        waiting = transport_->messages_waiting(base_ + i);
+      }
+      return waiting;
+    };
+    if (messages_waiting()) {
       img.sleepers.fetch_sub(1, std::memory_order_seq_cst);
       continue;
     }
@@ -800,8 +803,11 @@ void Engine::wait_until(ImageContext& img, Done done) {
       while (::read(img.wake_fd, &drained, sizeof drained) > 0) {
       }
     } else {
+      // Looked at again under the lock a waker takes to notify (wake()): a
+      // message published after the look above is seen here, or its
+      // sender's notify comes once we wait.
       std::unique_lock<std::mutex> lock(img.sleep_mutex);
-      if (!done()) img.sleep_cv.wait_for(lock, std::chrono::milliseconds(100));
+      if (!done() && !messages_waiting()) img.sleep_cv.wait_for(lock, std::chrono::milliseconds(100));
     }
     img.sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (lost_status() != 0) return;
