@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <type_traits>
 #include <unordered_map>
 
 #include "graph/model/loggp.h"
@@ -441,7 +442,8 @@ bool LogGPSim<Queue>::run(LogGPResult* result, std::string* error) {
     double t;
     uint64_t key;
     queue_.pop(&t, &key);
-    prefetch_ahead();
+    // A small DAG stays in cache: there the look ahead only costs.
+    if constexpr (std::is_same_v<Queue, SweepQueue>) prefetch_ahead();
     if (key & kDispatch) {
       on_dispatch(static_cast<uint32_t>(key & 0xffffffffu), t);
     } else {
