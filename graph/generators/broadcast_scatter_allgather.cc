@@ -7,8 +7,10 @@
 // Scatter: vr receives its subtree's pieces [vr, vr + size(vr)) from its
 // parent in one message (tag 0) and forwards each child's subtree range in
 // one message, largest subtree first.
-// Ring: in step k vr sends piece vr-k to vr+1 (tag 1 + piece), which it got
-// from vr-1 in step k-1 or already holds from the scatter. A piece the
+// Ring: in step k vr sends piece vr-k to vr+1 (tag 1 + k: each pair's tags
+// rise with the steps, in the order the model's message matcher wants
+// them), which it got from vr-1 in step k-1 or already holds from the
+// scatter. A piece the
 // receiver already holds from the scatter is not sent again: the root holds
 // all, so nothing goes to the root, and vr skips its right neighbour's
 // subtree range.
@@ -84,12 +86,12 @@ LocalDag scatter_allgather_broadcast(const CollectiveSpec& spec, uint32_t image)
     if (po.length > 0 && !held(out, right, right_end)) {
       DagBuilder::Deps deps = held(out, vr, mine_end) ? have_subtree
                                                       : DagBuilder::Deps{after_buffer(got[out])};
-      b.send(real(right), 1 + out, data(po), deps);
+      b.send(real(right), 1 + k, data(po), deps);
     }
     const uint32_t in = (vr + P - k - 1) % P;  // piece received this step
     const Segment& pi = ranges.pieces[in];
     if (pi.length > 0 && !held(in, vr, mine_end)) {
-      got[in] = b.recv(real(left), 1 + in, user_dst(pi.offset, pi.length));
+      got[in] = b.recv(real(left), 1 + k, user_dst(pi.offset, pi.length));
     }
   }
   return b.finish();
