@@ -377,8 +377,9 @@ std::vector<Knob> make_knobs() {
                   "write when each CAR was ready, started and done, as Chrome trace-event JSON files in this "
                   "directory (`carflow trace merge`, `carflow view`; engine/README.md)"),
       uint_knob("CF_SCHEDULE_CACHE_BYTES", 0, k2p40, &C::schedule_cache_bytes,
-                "schedules (compiled DAGs and their call state) an image keeps, in bytes; past it the least used "
-                "since the last trim are dropped and built again when needed; 0: no bound"),
+                "schedules (compiled DAGs and their call state) an image keeps, in bytes; past it the temp "
+                "buffers of idle calls are freed (allocated again when the call comes back), then the least used "
+                "schedules since the last trim are dropped and built again when needed; 0: no bound"),
       off_when_zero(seconds_knob("CF_HANG_DUMP_S", &C::hang_dump_ms,
                    "a collective outstanding this long is reported: a line per waiting image on stderr and its "
                    "DAG with each CAR's state as graph JSON (in `CF_TRACE`'s directory, else the working one); "

@@ -212,7 +212,33 @@ void Schedule::measure_footprint() {
                   (successors_.capacity() + roots_.capacity() + counted_.capacity() + dag_ids_.capacity()) * 4 +
                   segments_.capacity() * sizeof(CopySegment);
   for (const Car& car : dag_.cars) static_bytes_ += car.deps.capacity() * sizeof(Dep);
-  instance_bytes_ = sizeof(Instance) + cars_.size() * sizeof(CarState) + temp_bytes_;
+  instance_bytes_ = sizeof(Instance) + cars_.size() * sizeof(CarState);
+}
+
+void Schedule::restore_temp(Instance* inst) {
+  inst->temp = static_cast<char*>(std::aligned_alloc(64, temp_bytes_));
+  if (inst->temp == nullptr) {
+    inst->next_free = free_;  // back in the pool, still without an arena
+    free_ = inst;
+    throw std::bad_alloc();
+  }
+  inst->user[2 * members_] = inst->temp;  // CopySegment::Place
+  ++temps_held_;
+  if (account_ != nullptr) *account_ += temp_bytes_;
+}
+
+uint64_t Schedule::drop_idle_temps() {
+  uint64_t freed = 0;
+  for (Instance* inst = free_; inst != nullptr; inst = inst->next_free) {
+    if (inst->temp == nullptr) continue;
+    std::free(inst->temp);
+    inst->temp = nullptr;
+    inst->user[2 * members_] = nullptr;
+    --temps_held_;
+    freed += temp_bytes_;
+  }
+  if (account_ != nullptr) *account_ -= freed;
+  return freed;
 }
 
 Instance* Schedule::new_instance() {
@@ -226,6 +252,7 @@ Instance* Schedule::new_instance() {
       delete inst;
       throw std::bad_alloc();
     }
+    ++temps_held_;
   }
   if (members_ > 1) {
     inst->user_many = std::make_unique<char*[]>(2 * size_t{members_} + 1);
@@ -241,7 +268,7 @@ Instance* Schedule::new_instance() {
     inst->cars[i].op.owner = &inst->cars[i];
   }
   ++created_;
-  if (account_ != nullptr) *account_ += instance_bytes_;
+  if (account_ != nullptr) *account_ += instance_bytes_ + (inst->temp != nullptr ? temp_bytes_ : 0);
   return inst;
 }
 

@@ -131,8 +131,15 @@ class Schedule {
   uint64_t uses = 0;
   uint32_t in_use = 0;
   bool pinned = false;  // an aggregate member's: merged schedules point to it
-  // Bytes held: the arrays and the pooled instances (O(1): the cache sums it per miss).
-  uint64_t footprint() const { return static_bytes_ + created_ * instance_bytes_; }
+  // Bytes held: the arrays, the pooled instances and the temp arenas they
+  // hold (O(1): the cache sums it per miss).
+  uint64_t footprint() const { return static_bytes_ + created_ * instance_bytes_ + temps_held_ * temp_bytes_; }
+  // Frees the temp arenas of the pooled (idle) instances, which acquire()
+  // allocates again when it hands one out; returns the bytes freed. The
+  // cache trims these before it drops whole schedules: a DAG is small and
+  // costs a build, an arena is as large as the call's data and costs only
+  // an allocation.
+  uint64_t drop_idle_temps();
   // The cache's running total, grown here as the pool grows (owner thread only).
   void account_to(uint64_t* total) { account_ = total; }
 
@@ -157,10 +164,12 @@ class Schedule {
   uint64_t temp_bytes_ = 0;
   uint32_t members_ = 1;
   Instance* new_instance();  // acquire's pool growth (out of line)
+  void restore_temp(Instance* inst);  // acquire's: an arena drop_idle_temps took (out of line)
   void measure_footprint();
   Instance* free_ = nullptr;
   size_t created_ = 0;
-  uint64_t static_bytes_ = 0, instance_bytes_ = 0;  // footprint(), fixed once compiled
+  size_t temps_held_ = 0;  // instances holding their temp arena
+  uint64_t static_bytes_ = 0, instance_bytes_ = 0;  // footprint(), fixed once compiled (arenas apart)
   uint64_t* account_ = nullptr;
 };
 
@@ -225,6 +234,7 @@ inline Instance* Schedule::acquire() {
   } else {
     inst = new_instance();
   }
+  if (inst->temp == nullptr && temp_bytes_ > 0) restore_temp(inst);
   // Only CARs of several predecessors count down (a sole predecessor
   // releases its successor without the counter; roots have none).
   for (uint32_t i : counted_) inst->cars[i].pending.store(cars_[i].deps, std::memory_order_relaxed);

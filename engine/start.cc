@@ -172,6 +172,9 @@ int Engine::no_schedule_status(ImageContext& img) {
 uint64_t Engine::start_schedule(ImageContext& img, Schedule* schedule, void* src, void* dst,
                                 const ReduceOp& op, Team* team_in) {
   Instance* inst = schedule->acquire();
+  // An arena the cache had freed is back (acquire): trim again if that
+  // took the cache past its budget.
+  if (config_.schedule_cache_bytes != 0 && img.cache_total > config_.schedule_cache_bytes) trim_cache(img, schedule);
   inst->bind(0, src, dst, op);
   return launch(img, inst, team_in != nullptr ? *team_in : img.all, 1);
 }
@@ -222,9 +225,24 @@ void Engine::trim_cache(ImageContext& img, const Schedule* fresh) {
   // Down to three quarters of the budget, so that a workload just past it
   // does not trim on every miss.
   const uint64_t target = config_.schedule_cache_bytes / 4 * 3;
+  // First the temp arenas of idle instances, least used schedules first
+  // (an arena is the call's data size and costs an allocation to get
+  // back), then whole schedules (they cost a build).
+  std::vector<std::pair<uint64_t, Schedule*>> arenas;  // (uses, schedule)
+  for (const auto& [key, schedule] : img.cache) {
+    if (schedule.get() != fresh) arenas.emplace_back(schedule->uses, schedule.get());
+  }
+  std::sort(arenas.begin(), arenas.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [uses, schedule] : arenas) {
+    if (img.cache_total <= target) break;
+    schedule->drop_idle_temps();  // lowers img.cache_total through its account
+  }
+  total = img.cache_total;
   std::vector<std::pair<uint64_t, ScheduleKey>> idle;  // (uses, key)
   for (const auto& [key, schedule] : img.cache) {
-    if (schedule.get() != fresh && !schedule->pinned && schedule->in_use == 0) idle.emplace_back(schedule->uses, key);
+    if (total > target && schedule.get() != fresh && !schedule->pinned && schedule->in_use == 0) {
+      idle.emplace_back(schedule->uses, key);
+    }
   }
   std::sort(idle.begin(), idle.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   uint64_t dropped = 0;

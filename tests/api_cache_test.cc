@@ -2,7 +2,8 @@
 // tests/BUILD): calls of ever new sizes drop old schedules instead of
 // growing without end, and nothing changes for the caller: repeated calls
 // (the memo path), calls whose schedules were dropped, and aggregates
-// still give correct data.
+// still give correct data. Calls whose temp arenas alone pass the budget
+// keep their schedules: the cache frees idle arenas first.
 #include <carflow/carflow.h>
 
 #include <cstdint>
@@ -53,6 +54,44 @@ TEST_CASE("new sizes past CF_SCHEDULE_CACHE_BYTES evict old schedules; every cal
   CHECK(after.evicted > 0);
   CHECK(after.built >= 134 * P + 200);  // the second round built dropped ones again
   CHECK(after.bytes <= P * 64 * 1024);
+}
+
+TEST_CASE("idle temp arenas go before schedules: two calls whose arenas pass the budget are built once each") {
+  // direct reduce_scatter on 2 images takes a temp arena of one block: 40
+  // and 48 KiB, 88 KiB together against the 64 KiB budget. Each round runs
+  // both, then a broadcast of a size not seen before, whose miss trims the
+  // cache: the idle arenas are freed and both schedules kept (dropping the
+  // schedules instead would build them again every round).
+  constexpr uint32_t P = 2, kRounds = 10;
+  constexpr size_t kBlocks[] = {5 * 1024, 6 * 1024};  // uint64 elements per block
+  carflow_test::ImageLog log(P);
+  cf_cache_stats_t stats{};
+  const int status = run_images(P, [&](cf_image_t me) {
+    log.expect(me, cf_coll_set_algorithm(CF_KIND_REDUCE_SCATTER, "direct") == CF_OK,
+               [&] { return cat("set_algorithm: ", cf_last_error()); });
+    for (uint32_t round = 0; round < kRounds; ++round) {
+      for (size_t n : kBlocks) {
+        std::vector<uint64_t> src(P * n), dst(n, 0), want(n);
+        for (size_t i = 0; i < P * n; ++i) src[i] = (me + 1) * 1000 + i + round;
+        // Block me of the sum over both images: 1000 + 2000 + 2 (me n + i + round).
+        for (size_t i = 0; i < n; ++i) want[i] = 3000 + 2 * (me * n + i + round);
+        const int rc = cf_coll_reduce_scatter(CF_TEAM_ALL, dst.data(), src.data(), 8, n,
+                                              CF_BUILTIN(CF_OP_SUM, CF_DT_UINT64), 0, kFlags);
+        log.expect(me, rc == CF_OK && dst == want,
+                   [&] { return cat("reduce_scatter ", n, " round ", round, ": ", rc, " ", cf_last_error()); });
+      }
+      std::vector<uint8_t> b(10 + round, static_cast<uint8_t>(round)), db(b.size(), 0);
+      const int rc = cf_coll_broadcast(CF_TEAM_ALL, db.data(), 0, b.data(), b.size(), kFlags);
+      log.expect(me, rc == CF_OK && db == b, [&] { return cat("broadcast round ", round, ": ", rc); });
+    }
+    if (me == 0) cf_get_cache_stats(&stats);
+  });
+  CHECK(status == CF_OK);
+  log.report();
+  INFO("built ", stats.built, ", evicted ", stats.evicted, ", bytes ", stats.bytes);
+  CHECK(stats.built == P * (2 + kRounds));  // each size once per image, each broadcast once
+  CHECK(stats.evicted == 0);
+  CHECK(stats.bytes <= P * 64 * 1024);
 }
 
 TEST_CASE("cf_get_cache_stats refuses NULL") {

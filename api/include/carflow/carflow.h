@@ -507,13 +507,14 @@ typedef struct {
 int cf_get_stats(cf_stats_t *out);
 /* The schedule cache, summed over this node's images: each image keeps
    the schedules (compiled DAGs) of the calls it made, up to
-   CF_SCHEDULE_CACHE_BYTES; past it the least used since the last trim are
-   dropped and built again when needed. Any thread. Errors: CF_ERR_NOT_INIT
+   CF_SCHEDULE_CACHE_BYTES; past it the temp buffers of idle calls are
+   freed, then the least used schedules since the last trim are dropped and
+   built again when needed. Any thread. Errors: CF_ERR_NOT_INIT
    (no images running), CF_ERR_BAD_ARG (out NULL). */
 typedef struct {
   uint64_t built;    /* schedules built (cache misses) */
   uint64_t evicted;  /* dropped to stay within the budget */
-  uint64_t bytes;    /* held, as of each image's last miss */
+  uint64_t bytes;    /* held, as of each image's last miss or trim */
 } cf_cache_stats_t;
 int cf_get_cache_stats(cf_cache_stats_t *out);
 
