@@ -84,12 +84,15 @@ TEST_CASE("idle temp arenas go before schedules: two calls whose arenas pass the
       const int rc = cf_coll_broadcast(CF_TEAM_ALL, db.data(), 0, b.data(), b.size(), kFlags);
       log.expect(me, rc == CF_OK && db == b, [&] { return cat("broadcast round ", round, ": ", rc); });
     }
+    // Every image's calls are done (and their builds counted) before image 0 reads the sum.
+    const int all_sync = CF_COLL_IN_ALLSYNC | CF_COLL_OUT_ALLSYNC | CF_COLL_LOCAL | CF_COLL_ALL_THREADS;
+    log.expect(me, cf_coll_barrier(CF_TEAM_ALL, all_sync) == CF_OK, [&] { return cat("barrier: ", cf_last_error()); });
     if (me == 0) cf_get_cache_stats(&stats);
   });
   CHECK(status == CF_OK);
   log.report();
   INFO("built ", stats.built, ", evicted ", stats.evicted, ", bytes ", stats.bytes);
-  CHECK(stats.built == P * (2 + kRounds));  // each size once per image, each broadcast once
+  CHECK(stats.built == P * (2 + kRounds + 1));  // each size once per image, each broadcast once, the barrier
   CHECK(stats.evicted == 0);
   CHECK(stats.bytes <= P * 64 * 1024);
 }
