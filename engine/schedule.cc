@@ -215,6 +215,7 @@ void Schedule::measure_footprint() {
   instance_bytes_ = sizeof(Instance) + cars_.size() * sizeof(CarState);
 }
 
+// Also a new instance's first arena: one allocation path for both.
 void Schedule::restore_temp(Instance* inst) {
   inst->temp = static_cast<char*>(std::aligned_alloc(64, temp_bytes_));
   if (inst->temp == nullptr) {
@@ -246,21 +247,13 @@ Instance* Schedule::new_instance() {
   auto* inst = new Instance();
   inst->schedule = this;
   inst->cars = std::make_unique<CarState[]>(cars_.size());
-  if (temp_bytes_ > 0) {
-    inst->temp = static_cast<char*>(std::aligned_alloc(64, temp_bytes_));
-    if (inst->temp == nullptr) {
-      delete inst;
-      throw std::bad_alloc();
-    }
-    ++temps_held_;
-  }
   if (members_ > 1) {
     inst->user_many = std::make_unique<char*[]>(2 * size_t{members_} + 1);
     inst->ops_many = std::make_unique<ReduceOp[]>(members_);
     inst->user = inst->user_many.get();
     inst->ops = inst->ops_many.get();
   }
-  inst->user[2 * members_] = inst->temp;  // CopySegment::Place
+  // Its temp arena comes from acquire() (restore_temp), as after drop_idle_temps.
   for (uint32_t i = 0; i < cars_.size(); ++i) {
     inst->cars[i].index = i;
     inst->cars[i].instance = inst;
@@ -268,7 +261,7 @@ Instance* Schedule::new_instance() {
     inst->cars[i].op.owner = &inst->cars[i];
   }
   ++created_;
-  if (account_ != nullptr) *account_ += instance_bytes_ + (inst->temp != nullptr ? temp_bytes_ : 0);
+  if (account_ != nullptr) *account_ += instance_bytes_;
   return inst;
 }
 

@@ -164,7 +164,7 @@ class Schedule {
   uint64_t temp_bytes_ = 0;
   uint32_t members_ = 1;
   Instance* new_instance();  // acquire's pool growth (out of line)
-  void restore_temp(Instance* inst);  // acquire's: an arena drop_idle_temps took (out of line)
+  void restore_temp(Instance* inst);  // acquire's: an instance's arena, new or dropped (out of line)
   void measure_footprint();
   Instance* free_ = nullptr;
   size_t created_ = 0;

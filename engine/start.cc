@@ -227,28 +227,23 @@ void Engine::trim_cache(ImageContext& img, const Schedule* fresh) {
   const uint64_t target = config_.schedule_cache_bytes / 4 * 3;
   // First the temp arenas of idle instances, least used schedules first
   // (an arena is the call's data size and costs an allocation to get
-  // back), then whole schedules (they cost a build).
-  std::vector<std::pair<uint64_t, Schedule*>> arenas;  // (uses, schedule)
+  // back), then whole schedules (they cost a build): one list, least used
+  // first, for both passes.
+  std::vector<std::pair<uint64_t, ScheduleKey>> order;  // (uses, key)
   for (const auto& [key, schedule] : img.cache) {
-    if (schedule.get() != fresh) arenas.emplace_back(schedule->uses, schedule.get());
+    if (schedule.get() != fresh) order.emplace_back(schedule->uses, key);
   }
-  std::sort(arenas.begin(), arenas.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [uses, schedule] : arenas) {
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [uses, key] : order) {
     if (img.cache_total <= target) break;
-    schedule->drop_idle_temps();  // lowers img.cache_total through its account
+    img.cache.find(key)->second->drop_idle_temps();  // lowers img.cache_total through its account
   }
   total = img.cache_total;
-  std::vector<std::pair<uint64_t, ScheduleKey>> idle;  // (uses, key)
-  for (const auto& [key, schedule] : img.cache) {
-    if (total > target && schedule.get() != fresh && !schedule->pinned && schedule->in_use == 0) {
-      idle.emplace_back(schedule->uses, key);
-    }
-  }
-  std::sort(idle.begin(), idle.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   uint64_t dropped = 0;
-  for (const auto& [uses, key] : idle) {
+  for (const auto& [uses, key] : order) {
     if (total <= target) break;
     auto it = img.cache.find(key);
+    if (it->second->pinned || it->second->in_use != 0) continue;
     total -= it->second->footprint();
     img.cache.erase(it);
     img.cache_total = total;
