@@ -171,4 +171,34 @@ LocalDag apply_in_place(LocalDag dag) {
   return dag;
 }
 
+LocalDag repeat_calls(const LocalDag& one, uint32_t calls) {
+  if (calls <= 1 || !one.error.empty()) return one;
+  LocalDag out;
+  out.image = one.image;
+  out.src_bytes = one.src_bytes;
+  out.dst_bytes = one.dst_bytes;
+  out.temps = one.temps;  // calls run one after another: they share the slots
+  out.members = one.members;
+  const size_t n = one.cars.size();
+  for (const Car& car : one.cars) {
+    if (car.is_message() && (uint64_t{car.tag} + 1) * calls > UINT32_MAX) {
+      out.error = "--calls: " + std::to_string(calls) + " calls of this DAG need tags past 32 bits (tag " +
+                  std::to_string(car.tag) + ")";
+      return out;
+    }
+  }
+  out.cars.reserve(n * calls);
+  for (uint32_t k = 0; k < calls; ++k) {
+    const CarId base = static_cast<CarId>(k * n);
+    for (const Car& car : one.cars) {
+      Car& c = out.cars.emplace_back(car);
+      for (Dep& d : c.deps) d.car += base;
+      if (k > 0 && c.deps.empty()) c.deps.push_back(after(base - static_cast<CarId>(n) + one.exit));
+      if (c.is_message()) c.tag = car.tag * calls + k;
+    }
+  }
+  out.exit = static_cast<CarId>((calls - 1) * n + one.exit);
+  return out;
+}
+
 }  // namespace carflow

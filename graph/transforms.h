@@ -61,4 +61,13 @@ inline int32_t out_allsync_root(const CollectiveSpec& spec) {
 // returned unchanged.
 LocalDag apply_in_place(LocalDag dag);
 
+// `calls` back-to-back calls of the collective whose image DAG is `one`,
+// as one DAG: what a loop of blocking calls runs, for the cost model
+// (`carflow simulate --calls`). Call k's CARs follow call k-1's exit JOIN
+// on the same image (a call starts once the image's previous call is
+// locally done), and its tags are tag * calls + k, so every call's
+// messages match only their own. dag.error is set when a tag would pass
+// 32 bits.
+LocalDag repeat_calls(const LocalDag& one, uint32_t calls);
+
 }  // namespace carflow

@@ -14,6 +14,7 @@
 #include "graph/model/goal.h"
 #include "graph/model/loggp.h"
 #include "graph/registry.h"
+#include "graph/transforms.h"
 #include "graph_test_dags.h"
 
 namespace carflow {
@@ -103,6 +104,90 @@ TEST_CASE("flat broadcast: the root's sends go out one gap apart, its COPY after
       CHECK(simulate(CollKind::Broadcast, "flat", P, s, m).time_ns == doctest::Approx(expected));
     }
   }
+}
+
+// A loop of blocking calls (repeat_calls, `carflow simulate --calls`): on 2
+// images the root starts call k once its call k-1 is done (its SEND and
+// COPY) and its NIC is free, so calls start one period apart; the receiver
+// keeps up (its RECV costs no more than a period) and ends one hop after
+// the last send.
+TEST_CASE("K back-to-back flat broadcasts: one period per call, then one hop") {
+  const uint64_t s = 8;
+  const GeneratorInfo* flat = GeneratorRegistry::instance().find(CollKind::Broadcast, "flat");
+  REQUIRE(flat != nullptr);
+  CollectiveSpec spec;
+  spec.kind = CollKind::Broadcast;
+  spec.algorithm = "flat";
+  spec.images = 2;
+  spec.nbytes = s;
+  for (const Params& p : kParams) {
+    for (uint32_t calls : {1u, 2u, 7u, 100u}) {
+      const LogGPModel m = model_of(p, 0, 0.5);
+      const Message msg(m, s);
+      const double copy = s * m.inter.beta, period = std::max(msg.send_cpu + copy, msg.gap);
+      const double expected = (calls - 1) * period + std::max(msg.send_cpu + copy, msg.hop);
+      GlobalDag global;
+      global.spec = spec;
+      for (uint32_t image = 0; image < 2; ++image) {
+        global.images.push_back(repeat_calls(generate_local(*flat, spec, image), calls));
+        REQUIRE(global.images.back().error.empty());
+      }
+      CAPTURE(calls);
+      CAPTURE(p.L);
+      const LogGPResult r = simulate(global, m);
+      CHECK(r.time_ns == doctest::Approx(expected));
+      CHECK(r.messages == calls);
+    }
+  }
+}
+
+TEST_CASE("repeat_calls: call k follows call k-1's exit, its own tags, and refuses tags past 32 bits") {
+  const GeneratorInfo* ring = GeneratorRegistry::instance().find(CollKind::Allreduce, "ring");
+  REQUIRE(ring != nullptr);
+  CollectiveSpec spec;
+  spec.kind = CollKind::Allreduce;
+  spec.algorithm = "ring";
+  spec.images = 4;
+  spec.nbytes = 64;
+  spec.elem_size = 4;
+  const LocalDag one = generate_local(*ring, spec, 1);
+  const uint32_t calls = 3;
+  const LocalDag many = repeat_calls(one, calls);
+  REQUIRE(many.error.empty());
+  const size_t n = one.cars.size();
+  REQUIRE(many.cars.size() == calls * n);
+  CHECK(many.exit == (calls - 1) * n + one.exit);
+  for (uint32_t k = 0; k < calls; ++k) {
+    for (size_t c = 0; c < n; ++c) {
+      const Car& a = one.cars[c];
+      const Car& b = many.cars[k * n + c];
+      CHECK(a.kind == b.kind);
+      if (a.is_message()) CHECK(b.tag == a.tag * calls + k);
+      if (k > 0 && a.deps.empty()) {
+        REQUIRE(b.deps.size() == 1);
+        CHECK(b.deps[0].car == (k - 1) * n + one.exit);
+      } else {
+        REQUIRE(b.deps.size() == a.deps.size());
+        for (size_t d = 0; d < a.deps.size(); ++d) CHECK(b.deps[d].car == a.deps[d].car + k * n);
+      }
+    }
+  }
+  // Every image repeated the same way still matches message for message.
+  GlobalDag global;
+  global.spec = spec;
+  for (uint32_t image = 0; image < 4; ++image) {
+    global.images.push_back(repeat_calls(generate_local(*ring, spec, image), calls));
+  }
+  CHECK(simulate(global, model_of(kParams[0])).messages == calls * 4 * 6);
+
+  LocalDag big = one;
+  for (Car& car : big.cars) {
+    if (car.is_message()) car.tag = 1u << 30;
+  }
+  const LocalDag refused = repeat_calls(big, 4);
+  CHECK(refused.error.find("--calls") != std::string::npos);
+  CHECK(refused.error.find("32 bits") != std::string::npos);
+  CHECK(repeat_calls(big, 3).error.empty());
 }
 
 // Binomial tree (graph/generators/trees.h): vr's parent clears its lowest

@@ -28,6 +28,26 @@ PY
 "$CLI" simulate --coll broadcast --images 8 --bytes 8 --model-file "$T/model.json" --json > /dev/null \
   || die "the calibrated model does not load back"
 
+# --calls K: K back-to-back calls. Flat broadcast on 2 images, 8 bytes,
+# o=2 g=4 L=6 G=O=0 beta=0.25: the root's call (SEND 2 + COPY 2) and its
+# NIC's gap both take 4, so calls start 4 apart; the last message is
+# received a hop (2 + 6 + 2) after its send: 4 (K - 1) + 10.
+"$CLI" simulate --coll broadcast --images 2 --bytes 8 --algo flat --calls 50 \
+  --model L=6,o=2,g=4,G=0,O=0,beta=0.25,gamma=0 --json > "$T/calls.json"
+python3 - "$T/calls.json" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+assert r["calls"] == 50 and r["messages"] == 50, r
+assert r["time_ns"] == 4 * 49 + 10, r
+assert abs(r["per_call_ns"] - r["time_ns"] / 50) < 1e-9, r
+PY
+for bad in 0 100001 x; do
+  if "$CLI" simulate --coll broadcast --images 2 --bytes 8 --calls "$bad" > "$T/bad.txt" 2>&1; then
+    die "--calls $bad accepted"
+  fi
+  grep -q -- "--calls" "$T/bad.txt" || die "--calls $bad: the error does not name --calls: $(cat "$T/bad.txt")"
+done
+
 "$CLI" tune --model-file "$T/model.json" --images 4 --max-bytes 1M --out "$T/table.json" > "$T/tune.txt"
 python3 - "$T/table.json" <<'PY'
 import json, sys

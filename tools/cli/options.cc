@@ -13,7 +13,7 @@ const CommandSpec* command_spec(const std::string& cmd) {
         0}},
       {"simulate",
        {{"coll", "images", "bytes", "algo", "root", "elem-size", "images-per-node", "model", "model-file",
-         "plugin"},
+         "plugin", "calls"},
         {"json", "in-allsync", "out-allsync", "exclusive"},
         0}},
       {"check",

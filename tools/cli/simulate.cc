@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "graph/model/loggp.h"
+#include "graph/transforms.h"
 #include "tools/cli/cli.h"
 
 namespace carflow::cli {
@@ -22,6 +23,8 @@ constexpr uint64_t kMaxSimImages = uint64_t{1} << 20;
 constexpr double kMaxGenerateSeconds = 600;
 // Critical paths longer than this print their two ends only.
 constexpr size_t kPathEnds = 6;
+// --calls: how many back-to-back calls one DAG may chain.
+constexpr uint64_t kMaxCalls = 100000;
 
 std::string number(double v) {
   char buf[32];
@@ -49,6 +52,7 @@ struct Outcome {
   std::string error;  // why it was not simulated
   carflow::LogGPResult result;
   double build_s = 0, simulate_s = 0;
+  uint32_t calls = 1;  // back-to-back calls simulated (--calls)
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -174,10 +178,27 @@ bool build_parallel(const carflow::GeneratorInfo& gen, const carflow::Collective
   return pipeline.run(&builder, error) && builder.finish(out, error);
 }
 
-Outcome run_one(const carflow::GeneratorInfo& gen, const carflow::CollectiveSpec& spec,
-                const carflow::LogGPModel& model) {
+// `calls` back-to-back calls of `gen` as one generator (repeat_calls): each
+// image's DAG is the generator's, sync mode included, chained `calls` times.
+// Run with spec.flags 0, so generate_local adds no second sync mode.
+carflow::GeneratorInfo repeated(const carflow::GeneratorInfo& gen, const carflow::CollectiveSpec& spec,
+                                uint32_t calls) {
+  carflow::GeneratorInfo out = gen;
+  out.fn = nullptr;
+  out.closure = [&gen, spec, calls](const carflow::CollectiveSpec&, uint32_t image) {
+    return carflow::repeat_calls(carflow::generate_local(gen, spec, image), calls);
+  };
+  return out;
+}
+
+Outcome run_one(const carflow::GeneratorInfo& one_call, const carflow::CollectiveSpec& one_spec,
+                const carflow::LogGPModel& model, uint32_t calls) {
   Outcome out;
-  out.algorithm = gen.name;
+  out.algorithm = one_call.name;
+  out.calls = calls;
+  carflow::CollectiveSpec spec = one_spec;
+  const carflow::GeneratorInfo gen = calls > 1 ? repeated(one_call, one_spec, calls) : one_call;
+  if (calls > 1) spec.flags = 0;
   auto t0 = std::chrono::steady_clock::now();
   uint64_t estimate = 0;
   if (!carflow::estimate_flat_cars(gen, spec, carflow::kMaxFlatCars, &estimate, &out.error)) return out;
@@ -217,7 +238,8 @@ void print_json(const Outcome& o, size_t rank) {
     return;
   }
   const carflow::LogGPResult& r = o.result;
-  line += ", \"rank\": " + std::to_string(rank) + ", \"time_ns\": " + number(r.time_ns) + ", \"messages\": " + std::to_string(r.messages) +
+  line += ", \"rank\": " + std::to_string(rank) + ", \"time_ns\": " + number(r.time_ns) +
+          ", \"calls\": " + std::to_string(o.calls) + ", \"per_call_ns\": " + number(r.time_ns / o.calls) + ", \"messages\": " + std::to_string(r.messages) +
           ", \"message_bytes\": " + std::to_string(r.message_bytes) + ", \"cars\": " + std::to_string(r.cars) +
           ", \"last_image\": " + std::to_string(r.last_image) +
           ", \"critical_path_cars\": " + std::to_string(r.critical_path.size()) + ", \"critical_path\": [";
@@ -236,16 +258,23 @@ void print_human(const carflow::CollectiveSpec& spec, const carflow::LogGPModel&
               number(m.O).c_str(), number(m.S).c_str(), number(m.gamma).c_str(), number(m.beta).c_str(),
               model.images_per_node ? (", " + std::to_string(model.images_per_node) + " images per node").c_str()
                                     : "");
-  std::printf("  %-20s %14s %12s %14s %12s\n", "algorithm", "time (ns)", "messages", "message bytes", "CARs");
+  const uint32_t calls = outcomes.empty() ? 1 : outcomes[0].calls;
+  if (calls > 1) {
+    std::printf("%u back-to-back calls (each image starts a call once its previous one is done); "
+                "time per call = time / %u\n", calls, calls);
+  }
+  std::printf("  %-20s %14s %12s %14s %12s%s\n", "algorithm", "time (ns)", "messages", "message bytes", "CARs",
+              calls > 1 ? "  per call (ns)" : "");
   for (const Outcome& o : outcomes) {
     if (!o.ok) {
       std::printf("  %-20s not simulated: %s\n", o.algorithm.c_str(), o.error.c_str());
       continue;
     }
     const carflow::LogGPResult& r = o.result;
-    std::printf("  %-20s %14s %12llu %14llu %12llu\n", o.algorithm.c_str(), number(r.time_ns).c_str(),
+    std::printf("  %-20s %14s %12llu %14llu %12llu%s\n", o.algorithm.c_str(), number(r.time_ns).c_str(),
                 static_cast<unsigned long long>(r.messages), static_cast<unsigned long long>(r.message_bytes),
-                static_cast<unsigned long long>(r.cars));
+                static_cast<unsigned long long>(r.cars),
+                calls > 1 ? ("  " + number(r.time_ns / calls)).c_str() : "");
   }
   for (const Outcome& o : outcomes) {
     if (!o.ok) continue;
@@ -276,9 +305,10 @@ int cmd_simulate(const Args& args) {
   carflow::Config config;
   if (!carflow::Config::from_env(&config, &error)) return fail(error);
   carflow::LogGPModel model;
-  uint64_t ppn = 0;
+  uint64_t ppn = 0, calls = 1;
   if (!model_from_args(args, &model, &error) ||
-      !get_uint(args, "images-per-node", 0, 0, kMaxSimImages, &ppn, &error)) {
+      !get_uint(args, "images-per-node", 0, 0, kMaxSimImages, &ppn, &error) ||
+      !get_uint(args, "calls", 1, 1, kMaxCalls, &calls, &error)) {
     return fail(error);
   }
   model.images_per_node = static_cast<uint32_t>(ppn);
@@ -303,8 +333,11 @@ int cmd_simulate(const Args& args) {
   for (const carflow::GeneratorInfo* gen : gens) {
     carflow::CollectiveSpec one = spec;
     Outcome o;
-    if (spec_for(args, config, gen->name, model, &one, &o.error)) o = run_one(*gen, one, model);
+    if (spec_for(args, config, gen->name, model, &one, &o.error)) {
+      o = run_one(*gen, one, model, static_cast<uint32_t>(calls));
+    }
     o.algorithm = gen->name;
+    o.calls = static_cast<uint32_t>(calls);
     o.spec = one;
     outcomes.push_back(std::move(o));
   }
