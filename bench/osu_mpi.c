@@ -24,7 +24,9 @@
    summation order is exact; a size that is not a multiple of 4 sums bytes
    (MPI_UINT8_T) instead, as carflow does.
 
-   Per size: warm-up (iters/10 calls, at least 2), barrier, a timed loop,
+   Per size: warm-up (as many calls as the timed loop, at most 300, at
+   least iters/10 and 2, ten times that before the first size: carflow's
+   benchmark's rule), barrier, a timed loop,
    each rank's average; rank 0 reports the mean, minimum and maximum of the
    per-rank averages (the osu_* convention, and carflow's). Then, untimed, the
    outputs are cleared, one more call runs and every rank checks its result;
@@ -389,11 +391,14 @@ static int report(const char *coll, uint64_t bytes, const char *label, unsigned 
 }
 
 /* One size step; rank 0 prints its JSON line. Returns 1 when verified. */
-static int run_step(const Options *o, uint64_t bytes, int rank, int nranks) {
+static int run_step(const Options *o, uint64_t bytes, int rank, int nranks, int first_step) {
   Step s;
   step_init(&s, o->coll, bytes, rank, nranks);
   const unsigned iters = iters_for(bytes, o->max_iters);
-  const unsigned warmup = iters / 10 > 2 ? iters / 10 : 2;
+  unsigned warmup = iters < 300 ? iters : 300;
+  if (warmup < iters / 10) warmup = iters / 10;
+  if (warmup < 2) warmup = 2;
+  if (first_step) warmup *= 10;
   for (unsigned i = 0; i < warmup; ++i) run_once(&s);
   check_mpi(MPI_Barrier(MPI_COMM_WORLD), "barrier");
   const double t0 = MPI_Wtime();
@@ -475,7 +480,7 @@ int main(int argc, char **argv) {
   int all_ok = 1;
   const int num_steps = o.coll == BARRIER ? 1 : o.num_sizes;
   for (int i = 0; i < num_steps; ++i) {
-    all_ok &= run_step(&o, o.coll == BARRIER ? 0 : o.sizes[i], rank, nranks);
+    all_ok &= run_step(&o, o.coll == BARRIER ? 0 : o.sizes[i], rank, nranks, i == 0);
   }
   MPI_Finalize();
   return all_ok ? 0 : 1;
