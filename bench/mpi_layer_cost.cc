@@ -7,8 +7,9 @@
 //
 // The binary holds the layer's own code (//api/mpi:layer, linked in as the
 // preloaded library would be) with carflow's collective calls stubbed at link
-// time (-Wl,--wrap, BUILD): cf_coll_barrier, _broadcast and _allreduce
-// return CF_OK at once, their _nb forms a handle that cf_coll_try_sync finds
+// time (-Wl,--wrap, BUILD): cf_coll_barrier, _broadcast, _allreduce,
+// _scatter, _gather, _gather_all and _exchange return CF_OK at once, the
+// _nb forms of the first three a handle that cf_coll_try_sync finds
 // done at its first try. What is timed is then the MPI_* entry point of the
 // layer from argument to return, minus the collective. carflow itself starts
 // as under the preload (MPI_Init), so the layer is on. Rank 0 times; the
@@ -59,6 +60,10 @@ int __wrap_cf_coll_allreduce(cf_team_t, void*, const void*, size_t, size_t, int,
 cf_coll_handle_t __wrap_cf_coll_allreduce_nb(cf_team_t, void*, const void*, size_t, size_t, int, int, int) {
   return kDoneHandle;
 }
+int __wrap_cf_coll_scatter(cf_team_t, void*, cf_image_t, void*, size_t, int) { return CF_OK; }
+int __wrap_cf_coll_gather(cf_team_t, cf_image_t, void*, void*, size_t, int) { return CF_OK; }
+int __wrap_cf_coll_gather_all(cf_team_t, void*, void*, size_t, int) { return CF_OK; }
+int __wrap_cf_coll_exchange(cf_team_t, void*, void*, size_t, int) { return CF_OK; }
 int __wrap_cf_coll_try_sync(cf_coll_handle_t handle) {
   return handle == kDoneHandle ? CF_OK : __real_cf_coll_try_sync(handle);
 }
@@ -84,6 +89,12 @@ int allreduce(MPI_Comm comm, double* buf) {
 int allreduce_in_place(MPI_Comm comm, double* buf) {
   return MPI_Allreduce(MPI_IN_PLACE, buf, 1, MPI_DOUBLE, MPI_SUM, comm);
 }
+// Rank 0 is every rooted call's root; 1 double a block (2 ranks: buf holds
+// the blocks at 0 and 1, the received ones at 8 and 9).
+int scatter(MPI_Comm comm, double* buf) { return MPI_Scatter(buf, 1, MPI_DOUBLE, buf + 8, 1, MPI_DOUBLE, 0, comm); }
+int gather(MPI_Comm comm, double* buf) { return MPI_Gather(buf, 1, MPI_DOUBLE, buf + 8, 1, MPI_DOUBLE, 0, comm); }
+int allgather(MPI_Comm comm, double* buf) { return MPI_Allgather(buf, 1, MPI_DOUBLE, buf + 8, 1, MPI_DOUBLE, comm); }
+int alltoall(MPI_Comm comm, double* buf) { return MPI_Alltoall(buf, 1, MPI_DOUBLE, buf + 8, 1, MPI_DOUBLE, comm); }
 int ibarrier_wait(MPI_Comm comm, double*) {
   MPI_Request request;
   const int rc = MPI_Ibarrier(comm, &request);
@@ -122,6 +133,10 @@ const Case kCases[] = {
     {"MPI_Bcast 8 B", "MPI_Bcast", bcast},
     {"MPI_Allreduce 1 double", "MPI_Allreduce", allreduce},
     {"MPI_Allreduce in place", "MPI_Allreduce", allreduce_in_place},
+    {"MPI_Scatter 1 double", "MPI_Scatter", scatter},
+    {"MPI_Gather 1 double", "MPI_Gather", gather},
+    {"MPI_Allgather 1 double", "MPI_Allgather", allgather},
+    {"MPI_Alltoall 1 double", "MPI_Alltoall", alltoall},
     {"MPI_Ibarrier + MPI_Wait", "MPI_Ibarrier", ibarrier_wait},
     {"MPI_Ibcast + MPI_Wait", "MPI_Ibcast", ibcast_wait},
     {"MPI_Iallreduce + MPI_Wait", "MPI_Iallreduce", iallreduce_wait},

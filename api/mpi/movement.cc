@@ -73,19 +73,9 @@ int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_
   return bcast_staged(buf, count, type, root, comm, request, team);
 }
 
-int gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-           MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
-  cf_team_t team;
-  int rank = 0, size = 0;
-  comm_rank_size(comm, &rank, &size);
-  const size_t block = rank == root ? type_bytes(recvcount, recvtype) : type_bytes(sendcount, sendtype);
-  const bool valid = valid_root(comm, root) && valid_own(sendbuf, sendcount, sendtype) &&
-                     (rank != root || valid_buf(recvcount, recvtype));
-  if (!served(comm, block, form(Coll::Gather, request), &team, valid)) {
-    return request != nullptr
-               ? PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
-               : PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-  }
+[[gnu::noinline]] int gather_staged(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                    int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                                    MPI_Request* request, cf_team_t team, int rank, int size, size_t block) {
   return serve(Coll::Gather, comm, request, [&](Call& c) {
     const bool in_place = sendbuf == MPI_IN_PLACE;
     int rc = MPI_SUCCESS;
@@ -102,6 +92,44 @@ int gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recv
   });
 }
 
+int gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+           MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  cf_team_t team;
+  int rank = 0, size = 0;
+  comm_rank_size(comm, &rank, &size);
+  const size_t block = rank == root ? type_bytes(recvcount, recvtype) : type_bytes(sendcount, sendtype);
+  const bool valid = valid_root(comm, root) && valid_own(sendbuf, sendcount, sendtype) &&
+                     (rank != root || valid_buf(recvcount, recvtype));
+  if (!served(comm, block, form(Coll::Gather, request), &team, valid)) {
+    return request != nullptr
+               ? PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
+               : PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+  }
+  if (sendbuf != MPI_IN_PLACE && plain_type(sendtype) && (rank != root || plain_type(recvtype))) {
+    void* src = const_cast<void*>(sendbuf);
+    void* dst = rank == root ? recvbuf : nullptr;
+    if (request == nullptr) return direct_end(comm, Coll::Gather, cf_coll_gather(team, root, dst, src, block, kFlags));
+    return start_direct(form(Coll::Gather, request), comm, cf_coll_gather_nb(team, root, dst, src, block, kFlags),
+                        request);
+  }
+  return gather_staged(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, team, rank,
+                       size, block);
+}
+
+[[gnu::noinline]] int scatter_staged(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                     int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                                     MPI_Request* request, cf_team_t team, int rank, int size, size_t block) {
+  return serve(Coll::Scatter, comm, request, [&](Call& c) {
+    const bool in_place = recvbuf == MPI_IN_PLACE;
+    int rc = MPI_SUCCESS;
+    if (rank == root) rc = c.src.stage_in(sendbuf, sendcount * size, sendtype, comm);
+    if (rc == MPI_SUCCESS && !in_place) rc = c.dst.stage_out(recvbuf, recvcount, recvtype, comm);
+    if (rc != MPI_SUCCESS) return rc;
+    char* mine = in_place ? c.src.data + static_cast<size_t>(root) * block : c.dst.data;
+    return c.run(cf_coll_scatter, cf_coll_scatter_nb, team, mine, root, c.src.data, block, kFlags);
+  });
+}
+
 int scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
             MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
   cf_team_t team;
@@ -115,14 +143,30 @@ int scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* rec
                ? PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
                : PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
   }
-  return serve(Coll::Scatter, comm, request, [&](Call& c) {
-    const bool in_place = recvbuf == MPI_IN_PLACE;
-    int rc = MPI_SUCCESS;
-    if (rank == root) rc = c.src.stage_in(sendbuf, sendcount * size, sendtype, comm);
-    if (rc == MPI_SUCCESS && !in_place) rc = c.dst.stage_out(recvbuf, recvcount, recvtype, comm);
+  if (recvbuf != MPI_IN_PLACE && plain_type(recvtype) && (rank != root || plain_type(sendtype))) {
+    void* src = rank == root ? const_cast<void*>(sendbuf) : nullptr;
+    if (request == nullptr) {
+      return direct_end(comm, Coll::Scatter, cf_coll_scatter(team, recvbuf, root, src, block, kFlags));
+    }
+    return start_direct(form(Coll::Scatter, request), comm,
+                        cf_coll_scatter_nb(team, recvbuf, root, src, block, kFlags), request);
+  }
+  return scatter_staged(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, team, rank,
+                        size, block);
+}
+
+[[gnu::noinline]] int allgather_staged(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                       int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request,
+                                       cf_team_t team, size_t block) {
+  return serve(Coll::Allgather, comm, request, [&](Call& c) {
+    const bool in_place = sendbuf == MPI_IN_PLACE;
+    const int size = static_cast<int>(cf_team_size(team));
+    int rc = in_place ? c.dst.stage_inout(recvbuf, recvcount * size, recvtype, comm)
+                      : c.dst.stage_out(recvbuf, recvcount * size, recvtype, comm);
+    if (rc == MPI_SUCCESS && !in_place) rc = c.src.stage_in(sendbuf, sendcount, sendtype, comm);
     if (rc != MPI_SUCCESS) return rc;
-    char* mine = in_place ? c.src.data + static_cast<size_t>(root) * block : c.dst.data;
-    return c.run(cf_coll_scatter, cf_coll_scatter_nb, team, mine, root, c.src.data, block, kFlags);
+    char* mine = in_place ? c.dst.data + cf_team_rank(team) * block : c.src.data;
+    return c.run(cf_coll_gather_all, cf_coll_gather_all_nb, team, c.dst.data, mine, block, kFlags);
   });
 }
 
@@ -136,28 +180,20 @@ int allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* r
                ? PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
                : PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   }
-  return serve(Coll::Allgather, comm, request, [&](Call& c) {
-    const bool in_place = sendbuf == MPI_IN_PLACE;
-    const int size = static_cast<int>(cf_team_size(team));
-    int rc = in_place ? c.dst.stage_inout(recvbuf, recvcount * size, recvtype, comm)
-                      : c.dst.stage_out(recvbuf, recvcount * size, recvtype, comm);
-    if (rc == MPI_SUCCESS && !in_place) rc = c.src.stage_in(sendbuf, sendcount, sendtype, comm);
-    if (rc != MPI_SUCCESS) return rc;
-    char* mine = in_place ? c.dst.data + cf_team_rank(team) * block : c.src.data;
-    return c.run(cf_coll_gather_all, cf_coll_gather_all_nb, team, c.dst.data, mine, block, kFlags);
-  });
+  if (sendbuf != MPI_IN_PLACE && plain_type(sendtype) && plain_type(recvtype)) {
+    void* src = const_cast<void*>(sendbuf);
+    if (request == nullptr) {
+      return direct_end(comm, Coll::Allgather, cf_coll_gather_all(team, recvbuf, src, block, kFlags));
+    }
+    return start_direct(form(Coll::Allgather, request), comm,
+                        cf_coll_gather_all_nb(team, recvbuf, src, block, kFlags), request);
+  }
+  return allgather_staged(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, team, block);
 }
 
-int alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-             MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  cf_team_t team;
-  const size_t block = type_bytes(recvcount, recvtype);
-  if (!served(comm, block, form(Coll::Alltoall, request), &team,
-              valid_own(sendbuf, sendcount, sendtype) && valid_buf(recvcount, recvtype))) {
-    return request != nullptr
-               ? PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
-               : PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  }
+[[gnu::noinline]] int alltoall_staged(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                      int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request,
+                                      cf_team_t team, size_t block) {
   return serve(Coll::Alltoall, comm, request, [&](Call& c) {
     const bool in_place = sendbuf == MPI_IN_PLACE;
     const int size = static_cast<int>(cf_team_size(team));
@@ -174,6 +210,25 @@ int alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* re
     }
     return c.run(cf_coll_exchange, cf_coll_exchange_nb, team, c.dst.data, from, block, kFlags);
   });
+}
+
+int alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+             MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  cf_team_t team;
+  const size_t block = type_bytes(recvcount, recvtype);
+  if (!served(comm, block, form(Coll::Alltoall, request), &team,
+              valid_own(sendbuf, sendcount, sendtype) && valid_buf(recvcount, recvtype))) {
+    return request != nullptr
+               ? PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+               : PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  }
+  if (sendbuf != MPI_IN_PLACE && plain_type(sendtype) && plain_type(recvtype)) {
+    void* src = const_cast<void*>(sendbuf);
+    if (request == nullptr) return direct_end(comm, Coll::Alltoall, cf_coll_exchange(team, recvbuf, src, block, kFlags));
+    return start_direct(form(Coll::Alltoall, request), comm, cf_coll_exchange_nb(team, recvbuf, src, block, kFlags),
+                        request);
+  }
+  return alltoall_staged(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, team, block);
 }
 
 }  // namespace
