@@ -41,6 +41,13 @@ assert r["calls"] == 50 and r["messages"] == 50, r
 assert r["time_ns"] == 4 * 49 + 10, r
 assert abs(r["per_call_ns"] - r["time_ns"] / 50) < 1e-9, r
 PY
+# Past the simulator's CAR limit: refused before anything is built, naming both options.
+if "$CLI" simulate --coll allreduce --images 65536 --bytes 8 --algo recursive_doubling --calls 10000 \
+    > "$T/big.txt" 2>&1; then
+  die "a DAG of 10000 calls past the CAR limit was simulated"
+fi
+grep -q -- "--calls" "$T/big.txt" && grep -q -- "--images" "$T/big.txt" \
+  || die "the CAR limit's error does not name --images and --calls: $(cat "$T/big.txt")"
 for bad in 0 100001 x; do
   if "$CLI" simulate --coll broadcast --images 2 --bytes 8 --calls "$bad" > "$T/bad.txt" 2>&1; then
     die "--calls $bad accepted"

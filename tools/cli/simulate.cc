@@ -201,7 +201,10 @@ Outcome run_one(const carflow::GeneratorInfo& one_call, const carflow::Collectiv
   if (calls > 1) spec.flags = 0;
   auto t0 = std::chrono::steady_clock::now();
   uint64_t estimate = 0;
-  if (!carflow::estimate_flat_cars(gen, spec, carflow::kMaxFlatCars, &estimate, &out.error)) return out;
+  if (!carflow::estimate_flat_cars(gen, spec, carflow::kMaxFlatCars, &estimate, &out.error)) {
+    if (calls > 1) out.error += " (" + std::to_string(calls) + " back-to-back calls, --calls)";
+    return out;
+  }
   double per_image = seconds_since(t0);
   if (per_image * spec.images > kMaxGenerateSeconds && spec.images > 2) {
     // The first image may have built what every image shares (logp's tree
