@@ -35,17 +35,28 @@ LogGPModel model_of(const Params& p, double gamma = 0, double beta = 0) {
   return m;
 }
 
-// Simulates `algorithm` of `kind` on P images, unsegmented, root 0.
-LogGPResult simulate(CollKind kind, const char* algorithm, uint32_t P, uint64_t nbytes, const LogGPModel& m,
-                     uint32_t elem_size = 1) {
+// `algorithm` of `kind` on P images, unsegmented, root 0.
+CollectiveSpec spec_of(CollKind kind, const char* algorithm, uint32_t P, uint64_t nbytes, uint32_t elem_size = 1) {
   CollectiveSpec spec;
   spec.kind = kind;
   spec.algorithm = algorithm;
   spec.images = P;
   spec.nbytes = nbytes;
   spec.elem_size = elem_size;
-  const GeneratorInfo* gen = GeneratorRegistry::instance().find(kind, algorithm);
+  return spec;
+}
+
+const GeneratorInfo& generator_of(const CollectiveSpec& spec) {
+  const GeneratorInfo* gen = GeneratorRegistry::instance().find(spec.kind, spec.algorithm);
   REQUIRE(gen != nullptr);
+  return *gen;
+}
+
+// Simulates `algorithm` of `kind` on P images, unsegmented, root 0.
+LogGPResult simulate(CollKind kind, const char* algorithm, uint32_t P, uint64_t nbytes, const LogGPModel& m,
+                     uint32_t elem_size = 1) {
+  CollectiveSpec spec = spec_of(kind, algorithm, P, nbytes, elem_size);
+  const GeneratorInfo* gen = &generator_of(spec);
   if (gen->params & kUsesLogp) {
     spec.logp_L = static_cast<uint32_t>(m.inter.L);
     spec.logp_o = static_cast<uint32_t>(m.inter.o);
@@ -57,6 +68,17 @@ LogGPResult simulate(CollKind kind, const char* algorithm, uint32_t P, uint64_t 
   LogGPResult result;
   REQUIRE_MESSAGE(simulate_loggp(dag, m, &result, &error), error);
   return result;
+}
+
+// Every image of `spec` as `calls` back-to-back calls (repeat_calls).
+GlobalDag repeated_global(const CollectiveSpec& spec, uint32_t calls) {
+  GlobalDag global;
+  global.spec = spec;
+  for (uint32_t image = 0; image < spec.images; ++image) {
+    global.images.push_back(repeat_calls(generate_local(generator_of(spec), spec, image), calls));
+    REQUIRE(global.images.back().error.empty());
+  }
+  return global;
 }
 
 LogGPResult simulate(const GlobalDag& global, const LogGPModel& m) {
@@ -113,28 +135,16 @@ TEST_CASE("flat broadcast: the root's sends go out one gap apart, its COPY after
 // the last send.
 TEST_CASE("K back-to-back flat broadcasts: one period per call, then one hop") {
   const uint64_t s = 8;
-  const GeneratorInfo* flat = GeneratorRegistry::instance().find(CollKind::Broadcast, "flat");
-  REQUIRE(flat != nullptr);
-  CollectiveSpec spec;
-  spec.kind = CollKind::Broadcast;
-  spec.algorithm = "flat";
-  spec.images = 2;
-  spec.nbytes = s;
+  const CollectiveSpec spec = spec_of(CollKind::Broadcast, "flat", 2, s);
   for (const Params& p : kParams) {
     for (uint32_t calls : {1u, 2u, 7u, 100u}) {
       const LogGPModel m = model_of(p, 0, 0.5);
       const Message msg(m, s);
       const double copy = s * m.inter.beta, period = std::max(msg.send_cpu + copy, msg.gap);
       const double expected = (calls - 1) * period + std::max(msg.send_cpu + copy, msg.hop);
-      GlobalDag global;
-      global.spec = spec;
-      for (uint32_t image = 0; image < 2; ++image) {
-        global.images.push_back(repeat_calls(generate_local(*flat, spec, image), calls));
-        REQUIRE(global.images.back().error.empty());
-      }
       CAPTURE(calls);
       CAPTURE(p.L);
-      const LogGPResult r = simulate(global, m);
+      const LogGPResult r = simulate(repeated_global(spec, calls), m);
       CHECK(r.time_ns == doctest::Approx(expected));
       CHECK(r.messages == calls);
     }
@@ -142,15 +152,8 @@ TEST_CASE("K back-to-back flat broadcasts: one period per call, then one hop") {
 }
 
 TEST_CASE("repeat_calls: call k follows call k-1's exit, its own tags, and refuses tags past 32 bits") {
-  const GeneratorInfo* ring = GeneratorRegistry::instance().find(CollKind::Allreduce, "ring");
-  REQUIRE(ring != nullptr);
-  CollectiveSpec spec;
-  spec.kind = CollKind::Allreduce;
-  spec.algorithm = "ring";
-  spec.images = 4;
-  spec.nbytes = 64;
-  spec.elem_size = 4;
-  const LocalDag one = generate_local(*ring, spec, 1);
+  const CollectiveSpec spec = spec_of(CollKind::Allreduce, "ring", 4, 64, 4);
+  const LocalDag one = generate_local(generator_of(spec), spec, 1);
   const uint32_t calls = 3;
   const LocalDag many = repeat_calls(one, calls);
   REQUIRE(many.error.empty());
@@ -173,12 +176,7 @@ TEST_CASE("repeat_calls: call k follows call k-1's exit, its own tags, and refus
     }
   }
   // Every image repeated the same way still matches message for message.
-  GlobalDag global;
-  global.spec = spec;
-  for (uint32_t image = 0; image < 4; ++image) {
-    global.images.push_back(repeat_calls(generate_local(*ring, spec, image), calls));
-  }
-  CHECK(simulate(global, model_of(kParams[0])).messages == calls * 4 * 6);
+  CHECK(simulate(repeated_global(spec, calls), model_of(kParams[0])).messages == calls * 4 * 6);
 
   LocalDag big = one;
   for (Car& car : big.cars) {

@@ -428,6 +428,16 @@ int serve(Coll coll, MPI_Comm comm, MPI_Request* request, Body body) {
 // call, in a record behind MPI's request.
 int start_direct(Coll coll, MPI_Comm comm, cf_coll_handle_t handle, MPI_Request* request);
 
+// A call carflow runs on the user's own buffers, `coll` its blocking form:
+// blocking(args...) ends it when request is null, else nonblocking(args...)
+// starts it behind *request.
+template <typename Blocking, typename Nonblocking, typename... Args>
+inline int call_direct(Coll coll, MPI_Comm comm, MPI_Request* request, Blocking blocking, Nonblocking nonblocking,
+                       Args... args) {
+  if (request == nullptr) return direct_end(comm, coll, blocking(args...));
+  return start_direct(form(coll, request), comm, nonblocking(args...), request);
+}
+
 // Every pending nonblocking call whose carflow handle is done ends and
 // completes its generalized request. Only from MPI_Init's thread.
 void progress_pending();

@@ -37,8 +37,7 @@ int barrier(MPI_Comm comm, MPI_Request* request) {
   if (!team_of(comm, &team, form(Coll::Barrier, request))) {
     return request != nullptr ? PMPI_Ibarrier(comm, request) : PMPI_Barrier(comm);
   }
-  if (request == nullptr) return direct_end(comm, Coll::Barrier, cf_coll_barrier(team, kFlags));
-  return start_direct(form(Coll::Barrier, request), comm, cf_coll_barrier_nb(team, kFlags), request);
+  return call_direct(Coll::Barrier, comm, request, cf_coll_barrier, cf_coll_barrier_nb, team, kFlags);
 }
 
 // Out of line: the direct path above it does not build its Call or lambda.
@@ -64,11 +63,8 @@ int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_
   }
   // A predefined type's bytes are the buffer itself: nothing to stage.
   if (named != nullptr && named->plain) {
-    if (request == nullptr) {
-      return direct_end(comm, Coll::Bcast, cf_coll_broadcast(team, buf, root, buf, nbytes, kFlags));
-    }
-    return start_direct(form(Coll::Bcast, request), comm, cf_coll_broadcast_nb(team, buf, root, buf, nbytes, kFlags),
-                        request);
+    return call_direct(Coll::Bcast, comm, request, cf_coll_broadcast, cf_coll_broadcast_nb, team, buf,
+                       static_cast<cf_image_t>(root), buf, nbytes, kFlags);
   }
   return bcast_staged(buf, count, type, root, comm, request, team);
 }
@@ -108,9 +104,8 @@ int gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recv
   if (sendbuf != MPI_IN_PLACE && plain_type(sendtype) && (rank != root || plain_type(recvtype))) {
     void* src = const_cast<void*>(sendbuf);
     void* dst = rank == root ? recvbuf : nullptr;
-    if (request == nullptr) return direct_end(comm, Coll::Gather, cf_coll_gather(team, root, dst, src, block, kFlags));
-    return start_direct(form(Coll::Gather, request), comm, cf_coll_gather_nb(team, root, dst, src, block, kFlags),
-                        request);
+    return call_direct(Coll::Gather, comm, request, cf_coll_gather, cf_coll_gather_nb, team,
+                       static_cast<cf_image_t>(root), dst, src, block, kFlags);
   }
   return gather_staged(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, team, rank,
                        size, block);
@@ -145,11 +140,8 @@ int scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* rec
   }
   if (recvbuf != MPI_IN_PLACE && plain_type(recvtype) && (rank != root || plain_type(sendtype))) {
     void* src = rank == root ? const_cast<void*>(sendbuf) : nullptr;
-    if (request == nullptr) {
-      return direct_end(comm, Coll::Scatter, cf_coll_scatter(team, recvbuf, root, src, block, kFlags));
-    }
-    return start_direct(form(Coll::Scatter, request), comm,
-                        cf_coll_scatter_nb(team, recvbuf, root, src, block, kFlags), request);
+    return call_direct(Coll::Scatter, comm, request, cf_coll_scatter, cf_coll_scatter_nb, team, recvbuf,
+                       static_cast<cf_image_t>(root), src, block, kFlags);
   }
   return scatter_staged(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, team, rank,
                         size, block);
@@ -182,11 +174,8 @@ int allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* r
   }
   if (sendbuf != MPI_IN_PLACE && plain_type(sendtype) && plain_type(recvtype)) {
     void* src = const_cast<void*>(sendbuf);
-    if (request == nullptr) {
-      return direct_end(comm, Coll::Allgather, cf_coll_gather_all(team, recvbuf, src, block, kFlags));
-    }
-    return start_direct(form(Coll::Allgather, request), comm,
-                        cf_coll_gather_all_nb(team, recvbuf, src, block, kFlags), request);
+    return call_direct(Coll::Allgather, comm, request, cf_coll_gather_all, cf_coll_gather_all_nb, team, recvbuf, src,
+                       block, kFlags);
   }
   return allgather_staged(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, team, block);
 }
@@ -224,9 +213,8 @@ int alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* re
   }
   if (sendbuf != MPI_IN_PLACE && plain_type(sendtype) && plain_type(recvtype)) {
     void* src = const_cast<void*>(sendbuf);
-    if (request == nullptr) return direct_end(comm, Coll::Alltoall, cf_coll_exchange(team, recvbuf, src, block, kFlags));
-    return start_direct(form(Coll::Alltoall, request), comm, cf_coll_exchange_nb(team, recvbuf, src, block, kFlags),
-                        request);
+    return call_direct(Coll::Alltoall, comm, request, cf_coll_exchange, cf_coll_exchange_nb, team, recvbuf, src, block,
+                       kFlags);
   }
   return alltoall_staged(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, team, block);
 }

@@ -89,12 +89,8 @@ int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, 
                               : PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
   }
   if (const void* in; direct(r, sendbuf, recvbuf, &in)) {
-    if (request == nullptr) {
-      return direct_end(comm, Coll::Allreduce,
-                        cf_coll_allreduce(r.team, recvbuf, in, r.elem_size, count, r.func, 0, kFlags));
-    }
-    return start_direct(form(Coll::Allreduce, request), comm,
-                        cf_coll_allreduce_nb(r.team, recvbuf, in, r.elem_size, count, r.func, 0, kFlags), request);
+    return call_direct(Coll::Allreduce, comm, request, cf_coll_allreduce, cf_coll_allreduce_nb, r.team, recvbuf, in,
+                       r.elem_size, static_cast<size_t>(count), r.func, 0, kFlags);
   }
   return allreduce_staged(sendbuf, recvbuf, count, type, comm, request, r);
 }
@@ -111,12 +107,9 @@ int reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI
   const bool is_root = cf_team_rank(r.team) == static_cast<cf_image_t>(root);
   if (const void* in; (is_root || sendbuf != MPI_IN_PLACE) && direct(r, sendbuf, is_root ? recvbuf : nullptr, &in)) {
     void* out = is_root ? recvbuf : nullptr;
-    if (request == nullptr) {
-      return direct_end(comm, Coll::Reduce,
-                        cf_coll_reduce_vec(r.team, root, out, in, r.elem_size, count, r.func, 0, kFlags));
-    }
-    return start_direct(form(Coll::Reduce, request), comm,
-                        cf_coll_reduce_vec_nb(r.team, root, out, in, r.elem_size, count, r.func, 0, kFlags), request);
+    return call_direct(Coll::Reduce, comm, request, cf_coll_reduce_vec, cf_coll_reduce_vec_nb, r.team,
+                       static_cast<cf_image_t>(root), out, in, r.elem_size, static_cast<size_t>(count), r.func, 0,
+                       kFlags);
   }
   return serve(Coll::Reduce, comm, request, [&](Call& c) {
     int rc;
