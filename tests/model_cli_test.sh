@@ -23,6 +23,10 @@ for k in ("o", "S", "gamma", "beta"):
 assert m["G"] + m["O"] > 0, m   # a byte is never free: on the way (G) or at the CPUs (O)
 for b in m.get("bands", []):
     assert b["G"] >= 0 and b["O"] >= 0, b   # a flat stretch (noise) may leave both 0
+# The eager limit splits the sweep: the rendezvous's band starts at S + 1,
+# and no band starts at S (its stretch would be the handshake's one byte).
+froms = [b["from"] for b in m["bands"]]
+assert froms == sorted(froms) and m["S"] + 1 in froms and m["S"] not in froms, (m["S"], froms)
 assert m["L"] + 2 * m["o"] < 1e8, m   # an 8-byte round trip under 0.2 s
 PY
 "$CLI" simulate --coll broadcast --images 8 --bytes 8 --model-file "$T/model.json" --json > /dev/null \

@@ -27,9 +27,9 @@ constexpr uint32_t kTrain = 16;            // messages in a train or round trips
 // Round trips at these sizes set L and G per band of sizes: the cost of
 // a message steps where the transport changes paths (rings, streams,
 // copies that leave the caches), so each stretch between two of them gets
-// its own line. The first is the 8-byte round trip.
+// its own line. The first is the 8-byte round trip. sweep_points() adds
+// the eager limit S and S + 1.
 constexpr uint64_t kPoints[] = {kSmallBytes, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20};
-constexpr size_t kNumPoints = std::size(kPoints);
 constexpr uint64_t kLoopBytes = 256 << 10;  // gamma and beta: per-byte loops over this much
 constexpr uint32_t kRounds = 3;             // sweeps of the round trips (measure_image)
 
@@ -150,9 +150,24 @@ struct Run {
   std::string error;  // image 0's first failure
   // Image 0's results, ns per call.
   double chain1 = 0, train1 = 0, train16 = 0, sends1 = 0, sends16 = 0;
-  double round_trip[kNumPoints] = {};  // at kPoints
-  double swap[kNumPoints] = {};        // both directions at once, at kPoints
+  std::vector<uint64_t> points;    // the sizes swept (sweep_points)
+  std::vector<double> round_trip;  // at points
+  std::vector<double> swap;        // both directions at once, at points
 };
+
+// kPoints with the eager limit S and S + 1 among them: the model charges a
+// message above S a second L + 2o (the handshake), so a stretch whose ends
+// lie on both sides of S fits one line to two protocols, and the band
+// below S comes out wrong at its own lower end. With S and S + 1 measured,
+// every stretch lies on one side (the band from S + 1 starts the
+// rendezvous; no band starts at S).
+std::vector<uint64_t> sweep_points(uint64_t S) {
+  std::vector<uint64_t> points(std::begin(kPoints), std::end(kPoints));
+  if (S >= kSmallBytes && S < kPoints[std::size(kPoints) - 1]) points.push_back(S), points.push_back(S + 1);
+  std::sort(points.begin(), points.end());
+  points.erase(std::unique(points.begin(), points.end()), points.end());
+  return points;
+}
 
 // `iters` calls of one generator's collective (after a tenth as warm-up);
 // the 10th percentile of the time per call on this image. Both images make the same calls.
@@ -185,12 +200,16 @@ void measure_image(cf_image_t me, void* arg) {
   const uint32_t n = run->iters;
   const uint64_t train_bytes = kSmallBytes * kTrain;
   Run r;
+  r.points = run->points;
+  const size_t points = r.points.size();
+  r.round_trip.resize(points);
+  r.swap.resize(points);
   r.chain1 = time_calls(me, &r, "calibrate_chain_1", CF_KIND_PERMUTE, kSmallBytes, n);
   r.train1 = time_calls(me, &r, "calibrate_train_1", CF_KIND_PERMUTE, train_bytes, n);
   r.train16 = time_calls(me, &r, "calibrate_train_16", CF_KIND_PERMUTE, train_bytes, n / 4 + 1);
   r.sends1 = time_calls(me, &r, "calibrate_sends_1", CF_KIND_BROADCAST, train_bytes, n);
   r.sends16 = time_calls(me, &r, "calibrate_sends_16", CF_KIND_BROADCAST, train_bytes, n / 4 + 1);
-  for (size_t i = 0; i < kNumPoints; ++i) {
+  for (size_t i = 0; i < points; ++i) {
     r.round_trip[i] = i == 0 ? r.chain1 : std::numeric_limits<double>::infinity();
     r.swap[i] = std::numeric_limits<double>::infinity();
   }
@@ -198,12 +217,13 @@ void measure_image(cf_image_t me, void* arg) {
   // the machine (another job, a descheduled image) then spoils one round
   // of one size, not the line between two sizes.
   for (uint32_t round = 0; round < kRounds; ++round) {
-    for (size_t i = 0; i < kNumPoints; ++i) {
+    for (size_t i = 0; i < points; ++i) {
+      const uint64_t bytes = r.points[i];
       // Fewer calls of the large sizes: their spread is small against their time.
-      const uint32_t calls = kPoints[i] <= (16u << 10) ? n : kPoints[i] <= (256u << 10) ? n / 10 + 1 : n / 40 + 1;
-      const double t = time_calls(me, &r, "calibrate_chain_1", CF_KIND_PERMUTE, kPoints[i], calls / kRounds + 1);
+      const uint32_t calls = bytes <= (16u << 10) ? n : bytes <= (256u << 10) ? n / 10 + 1 : n / 40 + 1;
+      const double t = time_calls(me, &r, "calibrate_chain_1", CF_KIND_PERMUTE, bytes, calls / kRounds + 1);
       r.round_trip[i] = std::min(r.round_trip[i], t);
-      const double both = time_calls(me, &r, "calibrate_swap", CF_KIND_PERMUTE, kPoints[i], calls / kRounds + 1);
+      const double both = time_calls(me, &r, "calibrate_swap", CF_KIND_PERMUTE, bytes, calls / kRounds + 1);
       r.swap[i] = std::min(r.swap[i], both);
     }
   }
@@ -315,23 +335,27 @@ LogGPModel fit(const Run& r, double S, double gamma, double beta) {
   p.G = 0;
   // A byte is never free: where noise leaves 8 B and 1 KiB level, the
   // main line runs from 8 B to the first larger size that rises.
-  size_t main_to = 0;  // the main line runs from 8 B to kPoints[main_to]
-  while (p.G <= 0 && main_to + 1 < kNumPoints) {
+  const std::vector<uint64_t>& x = r.points;
+  const size_t points = x.size();
+  size_t main_to = 0;  // the main line runs from 8 B to x[main_to]
+  while (p.G <= 0 && main_to + 1 < points) {
     ++main_to;
-    fit_stretch(S, p.o, kPoints[0], r.round_trip[0], kPoints[main_to], r.round_trip[main_to], &p.L, &p.G);
+    fit_stretch(S, p.o, x[0], r.round_trip[0], x[main_to], r.round_trip[main_to], &p.L, &p.G);
   }
-  split_cpu(p.G, kPoints[0], r.swap[0], kPoints[main_to], r.swap[main_to], &p.G, &p.O);
+  split_cpu(p.G, x[0], r.swap[0], x[main_to], r.swap[main_to], &p.G, &p.O);
   p.S = S;
   p.gamma = gamma;
   p.beta = beta;
   m.intra = p;
-  for (size_t i = 1; i + 1 < kNumPoints; ++i) {
+  for (size_t i = 1; i + 1 < points; ++i) {
+    // The one-byte stretch [S, S + 1] is the handshake's step, which the
+    // model's rule already charges: the band below runs through S.
+    if (x[i + 1] == x[i] + 1) continue;
     LogGPBand band;
-    band.from = kPoints[i];
+    band.from = x[i];
     band.inter = m.bands.empty() ? p : m.bands.back().inter;
-    fit_stretch(S, p.o, kPoints[i], r.round_trip[i], kPoints[i + 1], r.round_trip[i + 1], &band.inter.L,
-                &band.inter.G);
-    split_cpu(band.inter.G, kPoints[i], r.swap[i], kPoints[i + 1], r.swap[i + 1], &band.inter.G, &band.inter.O);
+    fit_stretch(S, p.o, x[i], r.round_trip[i], x[i + 1], r.round_trip[i + 1], &band.inter.L, &band.inter.G);
+    split_cpu(band.inter.G, x[i], r.swap[i], x[i + 1], r.swap[i + 1], &band.inter.G, &band.inter.O);
     band.intra = band.inter;
     band.given = 1u << 0 | 1u << 3 | 1u << 4;  // L, G and O (loggp_params.cc's key order)
     m.bands.push_back(band);
@@ -364,11 +388,13 @@ int cmd_calibrate(const Args& args, int argc, char** argv) {
     return fail("calibrate: --transport " + transport + " needs " + (transport == "inproc" ? "1 process" : "2 processes") +
                 ", got " + std::to_string(cf_nodes()));
   }
-  Run run;
-  run.iters = static_cast<uint32_t>(iters);
-  const int rc = cf_run_images(transport == "inproc" ? 2 : 1, nullptr, 0, measure_image, &run);
   Config config;
   Config::from_env(&config, &error);  // cf_init has checked it
+  const uint64_t eager = transport == "inproc" ? config.inproc_eager_bytes : config.eager_bytes;
+  Run run;
+  run.iters = static_cast<uint32_t>(iters);
+  run.points = sweep_points(eager);
+  const int rc = cf_run_images(transport == "inproc" ? 2 : 1, nullptr, 0, measure_image, &run);
   const cf_node_t node = cf_mynode();
   cf_finalize();
   if (rc != CF_OK || !run.error.empty()) return fail("calibrate: " + (run.error.empty() ? std::string(cf_strerror(rc)) : run.error));
@@ -377,25 +403,26 @@ int cmd_calibrate(const Args& args, int argc, char** argv) {
   const double gamma_float = reduce_per_byte(CF_DT_FLOAT, 4, reps, &error);
   const double gamma_double = reduce_per_byte(CF_DT_DOUBLE, 8, reps, &error);
   const double beta = copy_per_byte(reps);
-  const double S = static_cast<double>(transport == "inproc" ? config.inproc_eager_bytes : config.eager_bytes);
+  const double S = static_cast<double>(eager);
   // One gamma in the model: the slower SUM, so reductions are not under-predicted.
   const LogGPModel model = fit(run, S, std::max(gamma_float, gamma_double), beta);
   const LogGPParams& p = model.inter;
   std::printf("transport %s, 2 images, 10th percentiles of %llu calls (noisy when the machine is shared)\n",
               transport.c_str(), static_cast<unsigned long long>(iters));
   std::printf("  round trips (one call each):");
-  for (size_t i = 0; i < kNumPoints; ++i) {
-    std::printf(" %s %.0f ns%s", size_name(kPoints[i]).c_str(), run.round_trip[i], i + 1 < kNumPoints ? "," : "\n");
+  const size_t points = run.points.size();
+  for (size_t i = 0; i < points; ++i) {
+    std::printf(" %s %.0f ns%s", size_name(run.points[i]).c_str(), run.round_trip[i], i + 1 < points ? "," : "\n");
   }
   std::printf("  L     %10.2f ns     latency (round trip / 2 - 2o)\n", p.L);
   std::printf("  o     %10.2f ns     sender's cost per message (one-sided train of %u)\n", p.o, kTrain);
   std::printf("  g     %10.2f ns     gap between messages of a train\n", p.g);
   std::printf("  swaps (both ways at once):");
-  for (size_t i = 0; i < kNumPoints; ++i) {
-    std::printf(" %s %.0f ns%s", size_name(kPoints[i]).c_str(), run.swap[i], i + 1 < kNumPoints ? "," : "\n");
+  for (size_t i = 0; i < points; ++i) {
+    std::printf(" %s %.0f ns%s", size_name(run.points[i]).c_str(), run.swap[i], i + 1 < points ? "," : "\n");
   }
   std::printf("  G     %10.4f ns/B   per byte on the way (round trips from %s, less O)\n", p.G,
-              size_name(kPoints[0]).c_str());
+              size_name(run.points[0]).c_str());
   std::printf("  O     %10.4f ns/B   per byte of CPU at each end (swaps against round trips)\n", p.O);
   for (const LogGPBand& band : model.bands) {
     std::printf("  from %-6s L %10.2f ns, G %.4f ns/B, O %.4f ns/B\n", size_name(band.from).c_str(), band.inter.L,
