@@ -164,6 +164,59 @@ TEST_CASE("the rings of every pair of images stay within the memory budget: many
   CHECK(t.stats().fastbox == 1);
 }
 
+TEST_CASE("a message of kDirectBytes or more to a posted receive skips the ring: one copy, done at once") {
+  CountingHooks hooks;
+  InprocTransport t(2, 8192, 8192, &hooks);
+  tls_on_app_thread = true;
+  const uint64_t n = InprocTransport::kDirectBytes;
+  std::vector<uint8_t> data(n), got(n, 0);
+  for (uint64_t i = 0; i < n; ++i) data[i] = static_cast<uint8_t>(i * 13 + 5);
+  Op recv(1, 0, 3, got.data(), n);
+  t.recv(&recv.op);
+  Op send(0, 1, 3, data.data(), n);
+  t.send(&send.op);
+  // The sender copied into the receive's buffer: both sides are done, no poll.
+  CHECK(send.completions == 1);
+  CHECK(send.status == 0);
+  CHECK(recv.completions == 1);
+  CHECK(recv.status == 0);
+  CHECK(got == data);
+  CHECK(t.stats().fastbox == 0);
+  CHECK(t.stats().direct == 1);
+  CHECK_FALSE(t.messages_waiting(1));
+  // One byte less, or no receive posted: the ring, as before.
+  std::vector<uint8_t> small(n - 1, 7), got_small(n - 1, 0);
+  Op recv_small(1, 0, 4, got_small.data(), n - 1);
+  t.recv(&recv_small.op);
+  Op send_small(0, 1, 4, small.data(), n - 1);
+  t.send(&send_small.op);
+  CHECK(recv_small.completions == 0);  // in the ring until the receiver polls
+  CHECK(t.messages_waiting(1));
+  CHECK(t.progress_all(1, true));
+  CHECK(got_small == small);
+  CHECK(t.stats().fastbox == 1);
+  Op send_first(0, 1, 5, data.data(), n);
+  t.send(&send_first.op);
+  CHECK(send_first.completions == 1);
+  CHECK(t.messages_waiting(1));
+  std::fill(got.begin(), got.end(), 0);
+  Op recv_later(1, 0, 5, got.data(), n);
+  t.recv(&recv_later.op);
+  CHECK(recv_later.status == 0);
+  CHECK(got == data);
+  CHECK(t.stats().fastbox == 2);
+  // A receive posted for one sender does not send another's messages past the ring.
+  InprocTransport three(3, 8192, 8192, &hooks);
+  Op from_two(1, 2, 6, got.data(), n);
+  three.recv(&from_two.op);
+  Op send_zero(0, 1, 6, data.data(), n);
+  three.send(&send_zero.op);
+  CHECK(send_zero.completions == 1);
+  CHECK(three.messages_waiting(1));  // in the ring
+  CHECK(three.stats().direct == 0);
+  CHECK(from_two.completions == 0);
+}
+
 TEST_CASE("with 8 KiB slots a message of 1-8 KiB goes through the ring whole, and one byte more does not") {
   CountingHooks hooks;
   InprocTransport t(2, 8192, 8192, &hooks);

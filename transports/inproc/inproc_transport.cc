@@ -51,6 +51,7 @@ InprocTransport::InprocTransport(uint32_t images, uint64_t eager_bytes, uint64_t
     mailboxes_.push_back(std::make_unique<Mailbox>());
     mailboxes_.back()->pulls.resize(images);
     mailboxes_.back()->eager_held = std::make_unique<std::atomic<uint32_t>[]>(images);
+    mailboxes_.back()->posted_from = std::make_unique<std::atomic<uint32_t>[]>(images);
     mailboxes_.back()->rings = std::make_unique<std::atomic<Ring*>[]>(images);
   }
 }
@@ -146,6 +147,7 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
   mb.stats.bytes += nbytes;
   MsgOp* posted = mb.posted.take(src, key);
   if (posted != nullptr) {
+    took_posted(mb, src);
     const bool direct = small && (tls_on_app_thread || !posted->deliver.app_thread_only);
     if (posted->nbytes == nbytes) (direct ? mb.stats.direct : mb.stats.single_copy)++;
     mb.lock.unlock();
@@ -209,6 +211,7 @@ void InprocTransport::fail_all(int status) {
     Mailbox& mb = *mailbox;
     mb.lock.lock();
     mb.posted.take_if([](const MsgOp*) { return true; }, &receives);
+    for (uint32_t src = 0; src < images_; ++src) mb.posted_from[src].store(0, std::memory_order_relaxed);
     // Single-copy sends wait for a receive that no longer comes.
     descriptors.clear();
     mb.unexpected.take_if([](const Unexpected* u) { return u->send != nullptr; }, &descriptors);
@@ -264,6 +267,10 @@ bool InprocTransport::push(uint32_t dst, uint32_t src, const MsgKey& key, const 
   // queue has not been taking its messages: the mailbox path makes the
   // sender wait for its receives instead of filling the ring too.
   if (mb.eager_held[src - base_].load(std::memory_order_relaxed) >= eager_credits_) return false;
+  // A hint read without the lock: a receive posted just after is met in
+  // the ring as before, and one taken just before leaves arrive() to file
+  // the message as unexpected (a pooled copy).
+  if (nbytes >= kDirectBytes && mb.posted_from[src - base_].load(std::memory_order_relaxed) != 0) return false;
   std::atomic<Ring*>& slot_of_ring = mb.rings[src - base_];
   Ring* r = slot_of_ring.load(std::memory_order_acquire);
   if (r == nullptr) {  // the first message between these two images
@@ -362,6 +369,7 @@ uint32_t InprocTransport::drain(uint32_t image, uint32_t src, Ring& r, bool on_a
     mb.stats.bytes += s->nbytes;
     if (posted != nullptr) {
       mb.posted.take(src, s->key);
+      took_posted(mb, src);
       mb.stats.direct++;
     } else {
       // Filed as eager data: the SEND completed when it went into the ring.
@@ -449,6 +457,8 @@ void InprocTransport::recv(MsgOp* op) {
       return;
     }
     mb.posted.insert(op);
+    std::atomic<uint32_t>& posted_from = mb.posted_from[op->peer - base_];
+    posted_from.store(posted_from.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     // A message a drain left in the ring may be this receive's: the image
     // must look again (another thread was draining, or it is asleep).
     const bool look_again = r != nullptr && head_slot(*r) != nullptr;

@@ -28,7 +28,9 @@
 //    posted receives or files them as unexpected (eager), except a lone
 //    one nobody waits for yet, which stays for its receive. A full ring, a
 //    receiver holding its sender's eager credits, or a larger message takes
-//    the paths above. Senders wake a sleeping receiver (message_waiting).
+//    the paths above, and so does a message of kDirectBytes or more whose
+//    receive is posted (one copy, not the ring's two). Senders wake a
+//    sleeping receiver (message_waiting).
 //    Each ring has a producer lock and a consumer lock (try-locks): any
 //    thread may run an image's CARs, and helper threads (the progress
 //    thread, a representative) drain for an image too.
@@ -78,6 +80,10 @@ class InprocTransport final : public Transport {
   // (up to 16 images with 8 KiB): every slot's header line is written, so
   // a ring costs about a page per slot once used, whatever its messages.
   static constexpr uint32_t kRingSmallBytes = 1024;
+  // From this size a message whose receive is already posted skips the
+  // ring: the sender's one copy into the receive's buffer costs less than
+  // the ring's two (into the slot and out of it), each line crossing cores.
+  static constexpr uint64_t kDirectBytes = 2048;
   static constexpr uint64_t kRingBudget = uint64_t{256} << 20;
   static constexpr uint64_t kRingLargeBudget = uint64_t{32} << 20;
   // The largest message that goes through a ring (0: rings off).
@@ -142,6 +148,10 @@ class InprocTransport final : public Transport {
     // Per source VC: eager blocks in `unexpected`. Senders read it without
     // the lock: a sender at its credit limit keeps out of the ring.
     std::unique_ptr<std::atomic<uint32_t>[]> eager_held;
+    // Per source VC: receives in `posted` (written under the lock). A
+    // sender whose receive is posted copies a message of kDirectBytes or
+    // more straight into it (one copy) rather than through the ring (two).
+    std::unique_ptr<std::atomic<uint32_t>[]> posted_from;
     alignas(kLinePair) SpinLock lock;
     KeyTable<MsgOp, PostedKey> posted;
     KeyTable<Unexpected, UnexpectedKey> unexpected;
@@ -205,6 +215,11 @@ class InprocTransport final : public Transport {
   bool to_drain(const Ring& r) const;
 
   Mailbox& mailbox(uint32_t image) const { return *mailboxes_[image - base_]; }
+  // A receive from src left mb.posted (under mb.lock).
+  void took_posted(Mailbox& mb, uint32_t src) const {
+    std::atomic<uint32_t>& n = mb.posted_from[src - base_];
+    n.store(n.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  }
 
   const uint32_t images_;
   const uint32_t base_;  // first image served
