@@ -378,8 +378,6 @@ inline const NamedType* named_type(MPI_Datatype type) {
   }
 }
 
-// A blocking call carflow ran on the user's own buffers (nothing staged)
-// ended with status.
 // A predefined type whose elements, any count, are one run of bytes at the
 // buffer (NamedType::plain): carflow takes such a buffer as it is, with no
 // staging, so a call whose buffers are all plain goes to carflow directly.
@@ -388,6 +386,8 @@ inline bool plain_type(MPI_Datatype type) {
   return named != nullptr && named->plain;
 }
 
+// A blocking call carflow ran on the user's own buffers (nothing staged)
+// ended with status.
 inline int direct_end(MPI_Comm comm, Coll coll, int status) {
   if (status != CF_OK) return carflow_failed(comm, coll, status);
   count_carflow(coll);

@@ -162,24 +162,6 @@ int scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* rec
   });
 }
 
-int allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-              MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  cf_team_t team;
-  const size_t block = type_bytes(recvcount, recvtype);
-  if (!served(comm, block, form(Coll::Allgather, request), &team,
-              valid_own(sendbuf, sendcount, sendtype) && valid_buf(recvcount, recvtype))) {
-    return request != nullptr
-               ? PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
-               : PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  }
-  if (sendbuf != MPI_IN_PLACE && plain_type(sendtype) && plain_type(recvtype)) {
-    void* src = const_cast<void*>(sendbuf);
-    return call_direct(Coll::Allgather, comm, request, cf_coll_gather_all, cf_coll_gather_all_nb, team, recvbuf, src,
-                       block, kFlags);
-  }
-  return allgather_staged(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, team, block);
-}
-
 [[gnu::noinline]] int alltoall_staged(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                       int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request,
                                       cf_team_t team, size_t block) {
@@ -201,22 +183,32 @@ int allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* r
   });
 }
 
-int alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-             MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+// Allgather and Alltoall: a block per pair of ranks and no root, so the
+// same checks, fallback and direct path; their carflow calls (gather_all,
+// exchange) and PMPI calls share one signature. A template, so each
+// entry point picks its calls at compile time.
+template <Coll coll>
+int every_block(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  constexpr bool all_to_all = coll == Coll::Alltoall;
   cf_team_t team;
   const size_t block = type_bytes(recvcount, recvtype);
-  if (!served(comm, block, form(Coll::Alltoall, request), &team,
+  if (!served(comm, block, form(coll, request), &team,
               valid_own(sendbuf, sendcount, sendtype) && valid_buf(recvcount, recvtype))) {
-    return request != nullptr
-               ? PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
-               : PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    if (request != nullptr) {
+      return (all_to_all ? PMPI_Ialltoall : PMPI_Iallgather)(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                                             recvtype, comm, request);
+    }
+    return (all_to_all ? PMPI_Alltoall : PMPI_Allgather)(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                                         comm);
   }
   if (sendbuf != MPI_IN_PLACE && plain_type(sendtype) && plain_type(recvtype)) {
     void* src = const_cast<void*>(sendbuf);
-    return call_direct(Coll::Alltoall, comm, request, cf_coll_exchange, cf_coll_exchange_nb, team, recvbuf, src, block,
-                       kFlags);
+    return call_direct(coll, comm, request, all_to_all ? cf_coll_exchange : cf_coll_gather_all,
+                       all_to_all ? cf_coll_exchange_nb : cf_coll_gather_all_nb, team, recvbuf, src, block, kFlags);
   }
-  return alltoall_staged(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, team, block);
+  return (all_to_all ? alltoall_staged : allgather_staged)(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                                           comm, request, team, block);
 }
 
 }  // namespace
@@ -256,20 +248,20 @@ int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm) {
-  return allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, nullptr);
+  return every_block<Coll::Allgather>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, nullptr);
 }
 int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  return allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  return every_block<Coll::Allgather>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                  MPI_Datatype recvtype, MPI_Comm comm) {
-  return alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, nullptr);
+  return every_block<Coll::Alltoall>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, nullptr);
 }
 int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  return alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  return every_block<Coll::Alltoall>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
 
 }  // extern "C"

@@ -147,7 +147,7 @@ void InprocTransport::arrive(uint32_t image, uint32_t src, const MsgKey& key, co
   mb.stats.bytes += nbytes;
   MsgOp* posted = mb.posted.take(src, key);
   if (posted != nullptr) {
-    took_posted(mb, src);
+    count_posted(mb, src, -1);
     const bool direct = small && (tls_on_app_thread || !posted->deliver.app_thread_only);
     if (posted->nbytes == nbytes) (direct ? mb.stats.direct : mb.stats.single_copy)++;
     mb.lock.unlock();
@@ -369,7 +369,7 @@ uint32_t InprocTransport::drain(uint32_t image, uint32_t src, Ring& r, bool on_a
     mb.stats.bytes += s->nbytes;
     if (posted != nullptr) {
       mb.posted.take(src, s->key);
-      took_posted(mb, src);
+      count_posted(mb, src, -1);
       mb.stats.direct++;
     } else {
       // Filed as eager data: the SEND completed when it went into the ring.
@@ -457,8 +457,7 @@ void InprocTransport::recv(MsgOp* op) {
       return;
     }
     mb.posted.insert(op);
-    std::atomic<uint32_t>& posted_from = mb.posted_from[op->peer - base_];
-    posted_from.store(posted_from.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    count_posted(mb, op->peer, +1);
     // A message a drain left in the ring may be this receive's: the image
     // must look again (another thread was draining, or it is asleep).
     const bool look_again = r != nullptr && head_slot(*r) != nullptr;

@@ -215,10 +215,11 @@ class InprocTransport final : public Transport {
   bool to_drain(const Ring& r) const;
 
   Mailbox& mailbox(uint32_t image) const { return *mailboxes_[image - base_]; }
-  // A receive from src left mb.posted (under mb.lock).
-  void took_posted(Mailbox& mb, uint32_t src) const {
+  // A receive from src went into mb.posted (+1) or left it (-1), under
+  // mb.lock: the one writer, so no read-modify-write is needed.
+  void count_posted(Mailbox& mb, uint32_t src, int delta) const {
     std::atomic<uint32_t>& n = mb.posted_from[src - base_];
-    n.store(n.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    n.store(n.load(std::memory_order_relaxed) + static_cast<uint32_t>(delta), std::memory_order_relaxed);
   }
 
   const uint32_t images_;
