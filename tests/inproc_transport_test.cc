@@ -2,10 +2,12 @@
 // eager flow control.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -506,6 +508,94 @@ TEST_CASE("concurrent sender, receiver and helper: every message arrives once, w
   const TransportStats stats = t.stats();
   CHECK(stats.messages == kMessages);
   CHECK(stats.fastbox > 0);  // some went through the ring
+}
+
+// A pair's first ring message makes the ring. A receive posted meanwhile
+// may have looked before the ring existed, and a helper's drain may leave
+// that message in its slot (alone, no receive yet): the receive must still
+// find it. Each round takes a fresh transport and widens the window: a
+// third image's large eager message holds the receiver's mailbox while its
+// receive waits to post, the ring is made and the helper waits to drain.
+TEST_CASE("a receive posted while its pair's ring is being made finds the ring's first message") {
+  struct Tracked {
+    MsgOp op;
+    std::atomic<int> completions{0};
+    static void done(MsgOp* m, int) { static_cast<Tracked*>(m->owner)->completions.fetch_add(1); }
+  };
+  constexpr uint32_t kRounds = 300;
+  constexpr uint64_t kLarge = uint64_t{4} << 20;  // copied under the mailbox lock (eager, unexpected)
+  CountingHooks hooks;
+  std::atomic<InprocTransport*> current{nullptr};
+  std::atomic<uint32_t> round{0}, large_started{0}, recv_started{0}, sent{0};
+  std::atomic<bool> stop{false}, helper_busy{false};
+  std::vector<uint8_t> large(kLarge, 5);
+  uint64_t value = 0x1234567890abcdef, got = 0;
+  Tracked send_op, large_op, recv_op;
+  auto wait_for = [&](std::atomic<uint32_t>& phase, uint32_t r) {
+    while (phase.load(std::memory_order_acquire) != r && !stop.load()) std::this_thread::yield();
+    return !stop.load();
+  };
+  std::thread third([&] {  // image 2: the large message to image 1
+    tls_on_app_thread = true;
+    for (uint32_t r = 1; r <= kRounds && wait_for(round, r); ++r) {
+      large_started.store(r, std::memory_order_release);
+      current.load()->send(&large_op.op);
+    }
+  });
+  std::thread sender([&] {  // image 0: the ring's first message, once the receive is on its way
+    tls_on_app_thread = true;
+    for (uint32_t r = 1; r <= kRounds && wait_for(recv_started, r); ++r) {
+      current.load()->send(&send_op.op);
+      sent.store(r, std::memory_order_release);
+    }
+  });
+  std::thread helper([&] {
+    tls_on_app_thread = false;
+    while (!stop.load()) {
+      // seq_cst, paired with the main thread's: it frees a transport only
+      // once this is false after it took the transport away.
+      helper_busy.store(true);
+      if (InprocTransport* t = current.load()) t->progress_all(1, false);
+      helper_busy.store(false);
+    }
+  });
+  tls_on_app_thread = true;
+  uint32_t lost = 0, wrong = 0;
+  for (uint32_t r = 1; r <= kRounds && lost == 0; ++r) {
+    auto t = std::make_unique<InprocTransport>(3, kLarge, 8192, &hooks);
+    got = 0;
+    for (Tracked* op : {&send_op, &large_op, &recv_op}) op->completions = 0;
+    fill(send_op.op, 0, 1, 1, &value, 8, &Tracked::done, &send_op);
+    fill(large_op.op, 2, 1, 1, large.data(), kLarge, &Tracked::done, &large_op);
+    fill(recv_op.op, 1, 0, 1, &got, 8, &Tracked::done, &recv_op);
+    current.store(t.get());
+    round.store(r, std::memory_order_release);
+    wait_for(large_started, r);
+    std::atomic<int> spin{0};
+    while (spin.fetch_add(1, std::memory_order_relaxed) < 2000) {  // let the large copy take the lock first
+    }
+    recv_started.store(r, std::memory_order_release);
+    t->recv(&recv_op.op);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (recv_op.completions.load() == 0 || sent.load(std::memory_order_acquire) != r ||
+           large_op.completions.load() == 0) {
+      t->progress_all(1, true);
+      if (std::chrono::steady_clock::now() > deadline) {
+        ++lost;
+        break;
+      }
+    }
+    wrong += got != value || recv_op.completions.load() != 1;
+    current.store(nullptr);
+    while (helper_busy.load()) {  // the helper may still be inside this transport
+    }
+  }
+  stop.store(true);
+  third.join();
+  sender.join();
+  helper.join();
+  CHECK(lost == 0);
+  CHECK(wrong == 0);
 }
 
 }  // namespace

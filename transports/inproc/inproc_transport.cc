@@ -441,6 +441,11 @@ void InprocTransport::recv(MsgOp* op) {
   }
   Mailbox& mb = mailbox(op->self);
   mb.lock.lock();
+  // Looked up again under the lock: the ring may have been made since
+  // (this pair's first ring message), and a drain may have left that
+  // message in its slot, unmatched, before this receive was posted; only a
+  // look at the ring below finds it.
+  if (r == nullptr && ring_bytes_ != 0) r = ring(op->self, op->peer);
   Unexpected* u = mb.unexpected.take(op->peer, op->key);
   if (u == nullptr && r != nullptr && head_slot(*r) != nullptr) {
     // Not queued (a full ring sends through the queues): it may be in the
