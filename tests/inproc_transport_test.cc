@@ -514,7 +514,7 @@ TEST_CASE("concurrent sender, receiver and helper: every message arrives once, w
 // may have looked before the ring existed, and a helper's drain may leave
 // that message in its slot (alone, no receive yet): the receive must still
 // find it. Each round takes a fresh transport and widens the window: a
-// third image's large eager message holds the receiver's mailbox while its
+// third image's 1 MiB eager message holds the receiver's mailbox while its
 // receive waits to post, the ring is made and the helper waits to drain.
 TEST_CASE("a receive posted while its pair's ring is being made finds the ring's first message") {
   struct Tracked {
@@ -522,8 +522,8 @@ TEST_CASE("a receive posted while its pair's ring is being made finds the ring's
     std::atomic<int> completions{0};
     static void done(MsgOp* m, int) { static_cast<Tracked*>(m->owner)->completions.fetch_add(1); }
   };
-  constexpr uint32_t kRounds = 300;
-  constexpr uint64_t kLarge = uint64_t{4} << 20;  // copied under the mailbox lock (eager, unexpected)
+  constexpr uint32_t kRounds = 200;
+  constexpr uint64_t kLarge = uint64_t{1} << 20;  // copied under the mailbox lock (eager, unexpected)
   CountingHooks hooks;
   std::atomic<InprocTransport*> current{nullptr};
   std::atomic<uint32_t> round{0}, large_started{0}, recv_started{0}, sent{0};
