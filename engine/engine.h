@@ -781,13 +781,18 @@ void Engine::wait_until(ImageContext& img, Done done) {
     if (poll(img)) continue;
     if (done()) return;
     img.sleepers.fetch_add(1, std::memory_order_seq_cst);
-    // A message a peer left for us (inproc rings) before it could see us
-    // here: its sender saw no sleeper, so we take it instead of sleeping.
-    // A representative looks for the images it polls for too.
+    // Orders the looks below after the announcement (a waker stores, then
+    // looks at the sleepers; each side sees the other's).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // A message or copy a peer left for us (inproc rings, queued copies), or
+    // a REDUCE parked for this thread, before it could see us here: its
+    // sender saw no sleeper, so we take it instead of sleeping. A
+    // representative looks for the images it polls for too.
     auto messages_waiting = [&] {
-      bool waiting = transport_->messages_waiting(img.image);
+      bool waiting = transport_->messages_waiting(img.image) || img.app_only_pending.load(std::memory_order_seq_cst);
       for (uint32_t i = 0; !waiting && img.representing > 0 && i < local_; ++i) {
-        waiting = transport_->messages_waiting(base_ + i);
+        waiting = transport_->messages_waiting(base_ + i) ||
+                  images_ctx_[i]->app_only_pending.load(std::memory_order_seq_cst);
       }
       return waiting;
     };

@@ -251,7 +251,8 @@ void Engine::enqueue(Worklist& work, CarState* cs) {
     {
       std::lock_guard<std::mutex> lock(img.app_only_mutex);
       img.app_only.push_back(cs);
-      img.app_only_pending.store(true, std::memory_order_release);
+      // seq_cst: before wake()'s look at the sleepers (wait_until).
+      img.app_only_pending.store(true, std::memory_order_seq_cst);
     }
     wake(img);
     return;

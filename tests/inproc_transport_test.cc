@@ -398,6 +398,58 @@ TEST_CASE("a byte-count mismatch completes both sides with an error instead of c
 }
 
 
+TEST_CASE("a copy queued for the receiver counts as waiting: an image about to sleep takes it instead") {
+  CountingHooks hooks;
+  InprocTransport t(2, 1024, 1024, &hooks);  // 4 KiB: above the eager limit, copied by the receiver
+  tls_on_app_thread = true;
+  std::vector<uint8_t> out(4096, 7), in(4096, 0);
+  Op r(1, 0, 1, in.data(), in.size());
+  t.recv(&r.op);
+  CHECK_FALSE(t.messages_waiting(1));
+  Op s(0, 1, 1, out.data(), out.size());
+  t.send(&s.op);  // matched: the copy is queued for image 1's progress
+  CHECK(r.completions == 0);
+  CHECK(t.messages_waiting(1));
+  CHECK(t.progress_all(1, true));
+  CHECK(r.completions == 1);
+  CHECK(s.completions == 1);
+  CHECK(in == out);
+  CHECK_FALSE(t.messages_waiting(1));
+}
+
+TEST_CASE("after fail_all no receive takes bytes: a ring message, a queued copy, a later receive") {
+  CountingHooks hooks;
+  InprocTransport t(2, 1024, 1024, &hooks);
+  tls_on_app_thread = true;
+  constexpr int kLost = -9;
+  // A copy queued for the receiver (4 KiB, above the eager limit) and a
+  // message in the ring that no receive has taken yet.
+  std::vector<uint8_t> out(4096, 7), in(4096, 0);
+  Op queued_recv(1, 0, 1, in.data(), in.size());
+  t.recv(&queued_recv.op);
+  Op queued_send(0, 1, 1, out.data(), out.size());
+  t.send(&queued_send.op);
+  REQUIRE(queued_recv.completions == 0);
+  uint64_t value = 42, got = 0;
+  Op ring_send(0, 1, 2, &value, 8);
+  t.send(&ring_send.op);
+  CHECK(ring_send.completions == 1);
+  t.fail_all(kLost);
+  CHECK(queued_recv.completions == 1);
+  CHECK(queued_recv.status == kLost);
+  CHECK(queued_send.completions == 1);
+  CHECK(queued_send.status == kLost);
+  CHECK(in == std::vector<uint8_t>(4096, 0));
+  CHECK_FALSE(t.messages_waiting(1));
+  int status = 0;
+  CHECK_FALSE(t.recv_now(1, 0, MsgKey{0, 0, 2}, &got, 8, &status));
+  Op late(1, 0, 2, &got, 8);
+  t.recv(&late.op);
+  CHECK(late.completions == 1);
+  CHECK(late.status == kLost);
+  CHECK(got == 0);
+}
+
 TEST_CASE("a sender out of eager credits waits for the receive: the receiver's pool stays bounded") {
   NoHooks hooks;
   InprocTransport t(2, 8192, 0, &hooks);

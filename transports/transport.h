@@ -159,9 +159,10 @@ class Transport {
   virtual bool progress(uint32_t image, uint32_t peer, bool on_app_thread) = 0;
   // The same for every VC into `image` (a cheap check when there is none).
   virtual bool progress_all(uint32_t image, bool on_app_thread) = 0;
-  // Whether messages wait for `image` to take them in progress_all (a
-  // thread about to sleep looks here after it announced itself; senders
-  // that leave messages call TransportHooks::message_waiting after).
+  // Whether messages or copies wait for `image` to take them in
+  // progress_all (a thread about to sleep looks here after it announced
+  // itself; senders that leave them call TransportHooks::message_waiting or
+  // deferred_work after).
   virtual bool messages_waiting(uint32_t image) const {
     (void)image;
     return false;

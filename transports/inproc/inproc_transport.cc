@@ -205,12 +205,28 @@ void InprocTransport::fail_all(int status) {
   // Stored before each mailbox lock is taken: a receive posted after the
   // sweep of its mailbox, or a message finding none, sees it under that lock.
   failed_.store(status, std::memory_order_release);
-  std::vector<MsgOp*> receives, sends;
+  std::vector<MsgOp*> receives, sends, pulled;
   std::vector<Unexpected*> descriptors;
   for (auto& mailbox : mailboxes_) {
     Mailbox& mb = *mailbox;
     mb.lock.lock();
     mb.posted.take_if([](const MsgOp*) { return true; }, &receives);
+    // Matched receives whose copy has not started: they fail uncopied,
+    // their eager blocks go back to the pool, their senders fail too.
+    for (Mailbox::PullQueue& q : mb.pulls) {
+      for (MsgOp* op = q.head; op != nullptr; op = op->next) {
+        pulled.push_back(op);
+        if (op->held != nullptr) {
+          free_block(mb, static_cast<Unexpected*>(op->held));
+          op->held = nullptr;
+        } else {
+          sends.push_back(op->matched);
+          op->matched = nullptr;
+        }
+      }
+      q.head = q.tail = nullptr;
+    }
+    mb.pending_pulls.store(0, std::memory_order_relaxed);
     for (uint32_t src = 0; src < images_; ++src) mb.posted_from[src].store(0, std::memory_order_relaxed);
     // Single-copy sends wait for a receive that no longer comes.
     descriptors.clear();
@@ -222,6 +238,7 @@ void InprocTransport::fail_all(int status) {
     mb.lock.unlock();
   }
   for (MsgOp* op : receives) finish_recv(op, status, 0);
+  for (MsgOp* op : pulled) finish_recv(op, status, 0);
   for (MsgOp* op : sends) op->on_complete(op, status);
 }
 
@@ -317,6 +334,7 @@ void InprocTransport::send(MsgOp* op) {
 
 bool InprocTransport::recv_now(uint32_t self, uint32_t peer, const MsgKey& key, void* buf, uint64_t nbytes,
                                int* status) {
+  if (failed_.load(std::memory_order_relaxed) != 0) [[unlikely]] return false;  // recv() fails it
   Ring* r = ring(self, peer);
   if (r == nullptr || !r->take_lock.try_lock()) return false;
   Slot* s = head_slot(*r);
@@ -414,7 +432,12 @@ bool InprocTransport::to_drain(const Ring& r) const {
 }
 
 bool InprocTransport::messages_waiting(uint32_t image) const {
-  if (ring_bytes_ == 0) return false;
+  // A queued copy (push_pull) wakes the image only if it sleeps already:
+  // one queued just before it announced itself is seen here (seq_cst, as
+  // push_pull's count and the waker's look at the sleepers).
+  if (mailbox(image).pending_pulls.load(std::memory_order_seq_cst) != 0) return true;
+  // After fail_all no receive takes what the rings hold.
+  if (ring_bytes_ == 0 || failed_.load(std::memory_order_relaxed) != 0) return false;
   for (uint32_t src = base_; src < base_ + images_; ++src) {
     const Ring* r = ring(image, src);
     if (r != nullptr && to_drain(*r)) return true;
@@ -423,6 +446,11 @@ bool InprocTransport::messages_waiting(uint32_t image) const {
 }
 
 void InprocTransport::recv(MsgOp* op) {
+  // After fail_all no receive takes bytes, whatever waits for it.
+  if (const int failed = failed_.load(std::memory_order_relaxed); failed != 0) [[unlikely]] {
+    finish_recv(op, failed, 0);
+    return;
+  }
   Ring* r = ring_bytes_ != 0 ? ring(op->self, op->peer) : nullptr;
   // The message is usually the next one of its ring: taken from its slot.
   if (r != nullptr && r->take_lock.try_lock()) {
@@ -466,7 +494,9 @@ void InprocTransport::recv(MsgOp* op) {
     // A message a drain left in the ring may be this receive's: the image
     // must look again (another thread was draining, or it is asleep).
     const bool look_again = r != nullptr && head_slot(*r) != nullptr;
-    if (look_again) r->kept.store(~uint64_t{0}, std::memory_order_relaxed);
+    // seq_cst: ordered before message_waiting's look at the sleepers, as a
+    // sleeper's look at kept is after it announced itself.
+    if (look_again) r->kept.store(~uint64_t{0}, std::memory_order_seq_cst);
     mb.lock.unlock();
     if (look_again) hooks_->message_waiting(op->self);
     return;

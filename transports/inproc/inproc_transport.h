@@ -230,9 +230,10 @@ class InprocTransport final : public Transport {
   uint32_t eager_credits_ = 64;
   TransportHooks* const hooks_;
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;
-  // fail_all's status (0: none); read under a mailbox lock by a receive
-  // about to be posted and by a message that finds no receive.
-  std::atomic<int> failed_{0};
+  // fail_all's status (0: none); read by every receive and by a message
+  // that finds no receive. A line of its own (the class is padded to the
+  // alignment): nothing written shares it.
+  alignas(64) std::atomic<int> failed_{0};
 };
 
 }  // namespace carflow
