@@ -788,11 +788,14 @@ void Engine::wait_until(ImageContext& img, Done done) {
     // a REDUCE parked for this thread, before it could see us here: its
     // sender saw no sleeper, so we take it instead of sleeping. A
     // representative looks for the images it polls for too.
+    auto work_for = [&](uint32_t image, const ImageContext& ctx) {
+      return transport_->messages_waiting(image) || ctx.app_only_pending.load(std::memory_order_seq_cst) ||
+             (remote_ != nullptr && remote_->messages_waiting(image));
+    };
     auto messages_waiting = [&] {
-      bool waiting = transport_->messages_waiting(img.image) || img.app_only_pending.load(std::memory_order_seq_cst);
+      bool waiting = work_for(img.image, img);
       for (uint32_t i = 0; !waiting && img.representing > 0 && i < local_; ++i) {
-        waiting = transport_->messages_waiting(base_ + i) ||
-                  images_ctx_[i]->app_only_pending.load(std::memory_order_seq_cst);
+        waiting = work_for(base_ + i, *images_ctx_[i]);
       }
       return waiting;
     };

@@ -50,6 +50,8 @@ void Engine::deferred_work(uint32_t image, uint32_t peer, bool app_thread_only) 
     }
   }
   wake(img);
+  // As message_waiting: the thread that called for this image polls for it.
+  if (ImageContext* rep = img.represented_by.load(std::memory_order_seq_cst)) wake(*rep);
 }
 
 void Engine::schedule_vc(ImageContext::Vc& vc) {

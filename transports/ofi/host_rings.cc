@@ -457,20 +457,29 @@ bool HostRings::pending() const {
   return false;
 }
 
-bool HostRings::wait(int timeout_ms, int wake_fd) {
+bool HostRings::wait(int timeout_ms, int wake_fd, bool (*busy)(const void*), const void* busy_arg) {
   Control* c = control(node_);
   const uint32_t seen = c->doorbell.load(std::memory_order_seq_cst);
   c->sleepers.fetch_add(1, std::memory_order_seq_cst);
-  // Senders that published without a fence (publish_seq): their stores are
-  // visible once every registered process has run a barrier. (Should the
-  // call fail, a message missed here waits for the timeout, at most 1 ms
-  // from the progress loop.)
-  if (fenced_sleep_) (void)syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
   // Dekker with the engine's wake: it writes the eventfd, then looks for
-  // sleepers; we announced ourselves, then look at the eventfd.
+  // sleepers; we announced ourselves, then look at the eventfd (and the
+  // caller's busy(), whose writers ring the doorbell for a sleeper).
   pollfd news{wake_fd, POLLIN, 0};
-  const bool woken = wake_fd >= 0 && ::poll(&news, 1, 0) > 0;
-  const bool in_time = woken || pending() || futex_wait(&c->doorbell, seen, timeout_ms);
+  const auto news_now = [&] {
+    return (wake_fd >= 0 && ::poll(&news, 1, 0) > 0) || pending() || (busy != nullptr && busy(busy_arg));
+  };
+  // What is in sight already needs no barrier: a waiter that keeps finding
+  // work here (a message left in its ring for a receive not yet posted)
+  // would otherwise have the kernel interrupt its peers' CPUs every pass.
+  bool in_time = news_now();
+  if (!in_time) {
+    // Senders that published without a fence (publish_seq): their stores
+    // are visible once every registered process has run a barrier. (Should
+    // the call fail, a message missed here waits for the timeout, at most
+    // 1 ms from the progress loop.)
+    if (fenced_sleep_) (void)syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
+    in_time = news_now() || futex_wait(&c->doorbell, seen, timeout_ms);
+  }
   c->sleepers.fetch_sub(1, std::memory_order_seq_cst);
   return in_time;
 }

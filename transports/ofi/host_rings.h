@@ -175,9 +175,11 @@ class HostRings {
   // not sleep. (A waker that came between the engine's last look and this
   // thread's announcing itself here saw no sleeper and rang nothing: the
   // eventfd is what tells; without it that wake-up would be lost and the
-  // thread would sleep the whole timeout.) False when it slept the whole
+  // thread would sleep the whole timeout.) busy(busy_arg), when given, is
+  // the caller's own work, looked at after the announcement: its writers
+  // call wake() after they publish it. False when it slept the whole
   // timeout.
-  bool wait(int timeout_ms, int wake_fd = -1);
+  bool wait(int timeout_ms, int wake_fd = -1, bool (*busy)(const void*) = nullptr, const void* busy_arg = nullptr);
   // Rings this node's doorbell (local news for a sleeping image thread).
   void wake() { ring_doorbell(node_); }
   // Data messages (kData) published so far, to every node.

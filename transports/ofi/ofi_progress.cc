@@ -49,6 +49,10 @@ bool OfiTransport::progress_all(uint32_t image, bool on_app_thread) {
   return did;
 }
 
+bool OfiTransport::messages_waiting(uint32_t image) const {
+  return !images_.empty() && images_[image - map_.base()]->app_only_pending.load(std::memory_order_seq_cst);
+}
+
 void OfiTransport::wait(int wake_fd, int timeout_ms) {
   if (rings_ != nullptr) {
     // Sends wait for ring space that no doorbell announces, or a full
@@ -61,7 +65,15 @@ void OfiTransport::wait(int wake_fd, int timeout_ms) {
     }
     // One host: ring messages, stream chunks and the engine's news (its
     // eventfd, then the doorbell) end the sleep; 1 ms is only a backstop.
-    (void)rings_->wait(std::min(timeout_ms, 1), wake_fd);
+    // The checks above are made again once the sleep is announced: a
+    // thread of this process that starts a stream or backlogs a send
+    // after them rings this node's doorbell only for a sleeper it sees.
+    const auto busy = [](const void* self) {
+      const OfiTransport& t = *static_cast<const OfiTransport*>(self);
+      return t.ring_backlogged_.load(std::memory_order_seq_cst) != 0 ||
+             t.streams_busy_.load(std::memory_order_seq_cst) != 0 || t.rings_held_.load(std::memory_order_relaxed);
+    };
+    (void)rings_->wait(std::min(timeout_ms, 1), wake_fd, busy, this);
     return;
   }
   pollfd fds[2];

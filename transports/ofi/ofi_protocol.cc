@@ -223,7 +223,8 @@ void OfiTransport::send(MsgOp* op) {
         op->on_complete(op, lost);
         return;
       }
-      streams_busy_.fetch_add(1, std::memory_order_acq_rel);
+      streams_busy_.fetch_add(1, std::memory_order_seq_cst);
+      rings_->wake();  // a thread of this node on its way to sleep looks again
       streamed_.fetch_add(1, std::memory_order_relaxed);
     }
     if (push_to_ring(dst_node, *op)) {
@@ -242,9 +243,10 @@ void OfiTransport::send(MsgOp* op) {
       op->next = nullptr;
       (b.tail != nullptr ? b.tail->next : b.head) = op;
       b.tail = op;
-      ring_backlogged_.fetch_add(1, std::memory_order_acq_rel);
+      ring_backlogged_.fetch_add(1, std::memory_order_seq_cst);
     }
     b.lock.unlock();
+    if (lost == 0) rings_->wake();  // a thread of this node on its way to sleep looks again
     // A lost node's streamed sends complete from their announcement.
     if (lost != 0 && !streamed) op->on_complete(op, lost);
     return;
@@ -554,7 +556,10 @@ void OfiTransport::run(Actions& actions) {
         if (kept) {
           ImageQueues& q = queues(op->self);
           q.app_only.push_back(d);
-          q.app_only_pending.store(true, std::memory_order_release);
+          // seq_cst: before deferred_work's look at the sleepers, as the
+          // image's last look before sleeping (messages_waiting) is after
+          // it announced itself.
+          q.app_only_pending.store(true, std::memory_order_seq_cst);
         }
       }
       if (kept) {

@@ -142,6 +142,9 @@ class OfiTransport final : public Transport {
   OfiStats ofi_stats() const;
   void set_hooks(TransportHooks* hooks) override;
   void wait(int wake_fd, int timeout_ms) override;
+  // Deliveries parked for `image`'s own thread (a combine only an
+  // application thread may run, reached on another thread).
+  bool messages_waiting(uint32_t image) const override;
   void wake_waiters() override {
     if (rings_ != nullptr) rings_->wake();
   }
