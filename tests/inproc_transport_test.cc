@@ -53,6 +53,21 @@ struct Op {
   }
 };
 
+// Op for the threaded cases: its completion is seen by other threads.
+struct Tracked {
+  MsgOp op;
+  std::atomic<int> completions{0};
+  std::atomic<int> status{1};
+  static void done(MsgOp* m, int status) {
+    auto* self = static_cast<Tracked*>(m->owner);
+    self->status.store(status);
+    self->completions.fetch_add(1);
+  }
+  void init(uint32_t me, uint32_t peer, uint32_t tag, void* buf, uint64_t nbytes) {
+    fill(op, me, peer, tag, buf, nbytes, &Tracked::done, this);
+  }
+};
+
 // Sends values[i] (8 bytes, tag i) from image 0 to image 1, one by one,
 // calling after(send) after each.
 template <typename After>
@@ -494,19 +509,6 @@ TEST_CASE("a sender out of eager credits waits for the receive: the receiver's p
 // polling) and a helper that drains for it. Sizes straddle the ring's
 // limit, so rings, the mailbox and their fallbacks all take part.
 TEST_CASE("concurrent sender, receiver and helper: every message arrives once, whole") {
-  struct Tracked {
-    MsgOp op;
-    std::atomic<int> completions{0};
-    std::atomic<int> status{1};
-    static void done(MsgOp* m, int status) {
-      auto* self = static_cast<Tracked*>(m->owner);
-      self->status.store(status);
-      self->completions.fetch_add(1);
-    }
-    void init(uint32_t me, uint32_t peer, uint32_t tag, void* buf, uint64_t nbytes) {
-      fill(op, me, peer, tag, buf, nbytes, &Tracked::done, this);
-    }
-  };
   constexpr uint32_t kMessages = 4000;
   auto size_of = [](uint32_t i) { return uint64_t{1} + (i * 97) % 1400; };
   CountingHooks hooks;
@@ -569,11 +571,6 @@ TEST_CASE("concurrent sender, receiver and helper: every message arrives once, w
 // third image's 1 MiB eager message holds the receiver's mailbox while its
 // receive waits to post, the ring is made and the helper waits to drain.
 TEST_CASE("a receive posted while its pair's ring is being made finds the ring's first message") {
-  struct Tracked {
-    MsgOp op;
-    std::atomic<int> completions{0};
-    static void done(MsgOp* m, int) { static_cast<Tracked*>(m->owner)->completions.fetch_add(1); }
-  };
   constexpr uint32_t kRounds = 200;
   constexpr uint64_t kLarge = uint64_t{1} << 20;  // copied under the mailbox lock (eager, unexpected)
   CountingHooks hooks;
@@ -617,9 +614,9 @@ TEST_CASE("a receive posted while its pair's ring is being made finds the ring's
     auto t = std::make_unique<InprocTransport>(3, kLarge, 8192, &hooks);
     got = 0;
     for (Tracked* op : {&send_op, &large_op, &recv_op}) op->completions = 0;
-    fill(send_op.op, 0, 1, 1, &value, 8, &Tracked::done, &send_op);
-    fill(large_op.op, 2, 1, 1, large.data(), kLarge, &Tracked::done, &large_op);
-    fill(recv_op.op, 1, 0, 1, &got, 8, &Tracked::done, &recv_op);
+    send_op.init(0, 1, 1, &value, 8);
+    large_op.init(2, 1, 1, large.data(), kLarge);
+    recv_op.init(1, 0, 1, &got, 8);
     current.store(t.get());
     round.store(r, std::memory_order_release);
     wait_for(large_started, r);

@@ -472,14 +472,15 @@ bool HostRings::wait(int timeout_ms, int wake_fd, bool (*busy)(const void*), con
   // work here (a message left in its ring for a receive not yet posted)
   // would otherwise have the kernel interrupt its peers' CPUs every pass.
   bool in_time = news_now();
-  if (!in_time) {
+  if (!in_time && fenced_sleep_) {
     // Senders that published without a fence (publish_seq): their stores
-    // are visible once every registered process has run a barrier. (Should
-    // the call fail, a message missed here waits for the timeout, at most
-    // 1 ms from the progress loop.)
-    if (fenced_sleep_) (void)syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
-    in_time = news_now() || futex_wait(&c->doorbell, seen, timeout_ms);
+    // are visible once every registered process has run a barrier, so
+    // look again after it. (Should the call fail, a message missed here
+    // waits for the timeout, at most 1 ms from the progress loop.)
+    (void)syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
+    in_time = news_now();
   }
+  if (!in_time) in_time = futex_wait(&c->doorbell, seen, timeout_ms);
   c->sleepers.fetch_sub(1, std::memory_order_seq_cst);
   return in_time;
 }

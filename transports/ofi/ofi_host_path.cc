@@ -247,8 +247,7 @@ void OfiTransport::accept_stream(MsgOp* op, uint32_t node, uint64_t cookie, int 
     if (op != nullptr) actions->complete.emplace_back(op, lost);  // nothing else owns it yet
     return;
   }
-  streams_busy_.fetch_add(1, std::memory_order_seq_cst);
-  rings_->wake();  // a thread of this node on its way to sleep looks again
+  add_host_work(streams_busy_);
   in.accepted.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -58,21 +58,16 @@ void OfiTransport::wait(int wake_fd, int timeout_ms) {
     // Sends wait for ring space that no doorbell announces, or a full
     // ring's sender may wait for this node's polls to count it stuck
     // (ring_message_wanted): look again at once.
-    if (ring_backlogged_.load(std::memory_order_acquire) != 0 ||
-        streams_busy_.load(std::memory_order_acquire) != 0 || rings_held_.load(std::memory_order_relaxed)) {
+    if (host_work_pending()) {
       std::this_thread::yield();
       return;
     }
     // One host: ring messages, stream chunks and the engine's news (its
     // eventfd, then the doorbell) end the sleep; 1 ms is only a backstop.
-    // The checks above are made again once the sleep is announced: a
-    // thread of this process that starts a stream or backlogs a send
-    // after them rings this node's doorbell only for a sleeper it sees.
-    const auto busy = [](const void* self) {
-      const OfiTransport& t = *static_cast<const OfiTransport*>(self);
-      return t.ring_backlogged_.load(std::memory_order_seq_cst) != 0 ||
-             t.streams_busy_.load(std::memory_order_seq_cst) != 0 || t.rings_held_.load(std::memory_order_relaxed);
-    };
+    // The check above is made again once the sleep is announced: work
+    // added after it rings the doorbell only for a sleeper it sees
+    // (add_host_work).
+    const auto busy = [](const void* self) { return static_cast<const OfiTransport*>(self)->host_work_pending(); };
     (void)rings_->wait(std::min(timeout_ms, 1), wake_fd, busy, this);
     return;
   }

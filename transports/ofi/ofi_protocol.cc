@@ -223,8 +223,7 @@ void OfiTransport::send(MsgOp* op) {
         op->on_complete(op, lost);
         return;
       }
-      streams_busy_.fetch_add(1, std::memory_order_seq_cst);
-      rings_->wake();  // a thread of this node on its way to sleep looks again
+      add_host_work(streams_busy_);
       streamed_.fetch_add(1, std::memory_order_relaxed);
     }
     if (push_to_ring(dst_node, *op)) {
@@ -243,10 +242,9 @@ void OfiTransport::send(MsgOp* op) {
       op->next = nullptr;
       (b.tail != nullptr ? b.tail->next : b.head) = op;
       b.tail = op;
-      ring_backlogged_.fetch_add(1, std::memory_order_seq_cst);
+      add_host_work(ring_backlogged_);
     }
     b.lock.unlock();
-    if (lost == 0) rings_->wake();  // a thread of this node on its way to sleep looks again
     // A lost node's streamed sends complete from their announcement.
     if (lost != 0 && !streamed) op->on_complete(op, lost);
     return;

@@ -288,6 +288,20 @@ class OfiTransport final : public Transport {
   // The last ring poll left a full ring's first message untaken: wait()
   // yields instead of sleeping until polls find the ring stuck.
   std::atomic<bool> rings_held_{false};
+  // This process's own host-path work (backlogged sends, streams, a held
+  // ring): wait() yields rather than sleeps while there is some, and looks
+  // again once its sleep is announced (HostRings::wait).
+  bool host_work_pending() const {
+    return ring_backlogged_.load(std::memory_order_seq_cst) != 0 ||
+           streams_busy_.load(std::memory_order_seq_cst) != 0 || rings_held_.load(std::memory_order_relaxed);
+  }
+  // Counts new host-path work and rings this node's doorbell for a thread
+  // on its way to sleep that looked before it (seq_cst: before the look
+  // at the sleepers).
+  void add_host_work(std::atomic<uint32_t>& count) {
+    count.fetch_add(1, std::memory_order_seq_cst);
+    rings_->wake();
+  }
   uint64_t sends_in_flight_ = 0;   // pooled sends and RTS not yet finished
   struct MrEntry {
     fid_mr* mr = nullptr;
