@@ -259,6 +259,10 @@ bool run_mixed(const LatencyOptions& options, std::vector<LatencyResult>* result
     *error = "--ops: at least 1";
     return false;
   }
+  if (options.fresh_src) {
+    *error = "--fresh-src: not with --coll mixed (its passes are timed whole)";
+    return false;
+  }
   const uint32_t total = options.images * cf_nodes();
   const uint32_t base = options.images * cf_mynode();
   const uint32_t passes = options.iters > 0 ? options.iters : 10;
@@ -396,12 +400,24 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
                           i == 0 && !graph_file.empty() ? &graph_file : nullptr);
       }
       cf_coll_barrier(CF_TEAM_ALL, kDefaultFlags);
-      const auto t0 = Clock::now();
-      for (uint32_t i = 0; i < step.iters && status == CF_OK; ++i) {
-        status = step.run(step, me, options.calls, src_at.data(), dst_at.data(), nullptr);
+      double timed_us = 0;
+      if (options.fresh_src) {
+        const std::vector<uint8_t>& input = step.inputs[me];
+        for (uint32_t i = 0; i < step.iters && status == CF_OK; ++i) {
+          for (uint32_t k = 0; k < options.calls; ++k) std::memcpy(src_at[k], input.data(), input.size());
+          cf_coll_barrier(CF_TEAM_ALL, kDefaultFlags);
+          const auto t0 = Clock::now();
+          status = step.run(step, me, options.calls, src_at.data(), dst_at.data(), nullptr);
+          timed_us += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+        }
+      } else {
+        const auto t0 = Clock::now();
+        for (uint32_t i = 0; i < step.iters && status == CF_OK; ++i) {
+          status = step.run(step, me, options.calls, src_at.data(), dst_at.data(), nullptr);
+        }
+        timed_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
       }
-      const auto t1 = Clock::now();
-      runs.per_image_us[me - base] = std::chrono::duration<double, std::micro>(t1 - t0).count() / step.iters;
+      runs.per_image_us[me - base] = timed_us / step.iters;
       bool right = true;
       for (const auto& d : dst) right = right && d == step.expected[me];
       runs.finish(me - base, status, step.spec.kind == carflow::CollKind::Barrier || right);
@@ -416,6 +432,7 @@ bool run_latency(const LatencyOptions& options, std::vector<LatencyResult>* resu
     r.iters = step.iters;
     r.calls = options.calls;
     r.aggregate = options.aggregate;
+    r.fresh_src = options.fresh_src;
     runs.fill(&r);
     r.graph_file = graph_file;
     results->push_back(r);
@@ -431,6 +448,7 @@ std::string to_json_line(const LatencyResult& r) {
       << "\",\"iters\":" << r.iters << ",\"avg_us\":" << r.avg_us << ",\"min_us\":" << r.min_us
       << ",\"max_us\":" << r.max_us << ",\"verified\":" << (r.verified ? "true" : "false");
   if (r.calls > 1) out << ",\"calls\":" << r.calls << ",\"aggregate\":" << (r.aggregate ? "true" : "false");
+  if (r.fresh_src) out << ",\"fresh_src\":true";
   if (r.ops > 0) out << ",\"ops\":" << r.ops << ",\"seed\":" << r.seed << ",\"total_bytes\":" << r.total_bytes;
   if (r.copy_us >= 0) out << ",\"copy_bytes\":" << r.copy_bytes << ",\"copy_us\":" << r.copy_us;
   out << "}";

@@ -28,6 +28,13 @@ struct LatencyOptions {
   // iters passes are timed after one untimed (default 10).
   uint32_t mixed_ops = 200;
   uint64_t mixed_seed = 1;
+  // Before each iteration every image writes its sources again (the same
+  // bytes, as an application that computed new data: the lines are then
+  // modified in its own core's cache), the images meet in a barrier, and
+  // only the call is timed. By default the sources stay as the first
+  // iteration left them, so a peer that reads them keeps them in its own
+  // cache from one iteration to the next and pays no transfer.
+  bool fresh_src = false;
 };
 
 struct LatencyResult {
@@ -39,6 +46,7 @@ struct LatencyResult {
   uint32_t iters = 0;
   uint32_t calls = 1;
   bool aggregate = false;
+  bool fresh_src = false;
   double avg_us = 0, min_us = 0, max_us = 0;
   bool verified = false;
   std::string graph_file;  // set when graph_dir was given

@@ -8,8 +8,12 @@
 # image threads of one process (inproc) and 2 processes of one host (shm).
 # Prints one markdown row per step: the model's choice, the fastest
 # measured, and the choice's mean time over the fastest's (goal: <= 1.10).
+# With FRESH=1 the calls are timed as `compare --fresh-src` times them:
+# every image writes its source again before each call and the images
+# start together, as the simulation of one call assumes.
 #
 #   bench/model_choice.sh [ITERS=200] [ROUNDS=5]
+#   FRESH=1 bench/model_choice.sh ...
 #   CLI=... CFRUN=... bench/model_choice.sh   (other binaries than bazel-bin's)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,6 +21,8 @@ ITERS="${1:-200}"
 ROUNDS="${2:-5}"
 CLI="${CLI:-$ROOT/bazel-bin/tools/carflow_cli}"
 CFRUN="${CFRUN:-$ROOT/bazel-bin/tools/cfrun_bin}"
+FRESH_FLAG=()
+if [ "${FRESH:-0}" = 1 ]; then FRESH_FLAG=(--fresh-src); fi
 if [ ! -x "$CLI" ] || [ ! -x "$CFRUN" ]; then
   (cd "$ROOT" && bazel build -c opt //tools:carflow_cli //tools:cfrun_bin >&2)
 fi
@@ -31,11 +37,11 @@ for placement in "2 images" "2 processes"; do
     if [ "$placement" = "2 images" ]; then
       model="$W/inproc.json"
       "$CLI" compare --coll "$coll" --images 2 --sizes 8,4K,256K,4M --iters "$ITERS" --rounds "$ROUNDS" \
-        > "$W/run.txt"
+        "${FRESH_FLAG[@]}" > "$W/run.txt"
     else
       model="$W/shm.json"
       "$CFRUN" -n 2 "$CLI" compare --coll "$coll" --images 1 --sizes 8,4K,256K,4M --iters "$ITERS" \
-        --rounds "$ROUNDS" | sed -n 's/^\[0\] //p' > "$W/run.txt"
+        --rounds "$ROUNDS" "${FRESH_FLAG[@]}" | sed -n 's/^\[0\] //p' > "$W/run.txt"
     fi
     python3 - "$CLI" "$model" "$placement" "$coll" "$W/run.txt" <<'PY'
 import json, re, subprocess, sys

@@ -112,6 +112,42 @@ TEST_CASE("bench: the mixed workload runs the seeded sequence and verifies every
   CHECK(error.rfind("--ops", 0) == 0);
 }
 
+TEST_CASE("bench: --fresh-src writes the sources again before every call, and every call still verifies") {
+  // In-place and out-of-place kinds, rooted and not: a rewrite that landed
+  // on a destination, or a source a call had changed, would fail the check.
+  for (const char* coll : {"broadcast", "allreduce", "scatter", "gather_all", "exchange", "scan",
+                           "reduce_scatter", "barrier"}) {
+    CAPTURE(coll);
+    carflow_bench::LatencyOptions opt;
+    opt.coll = coll;
+    opt.images = 3;
+    opt.sizes = {8, 4096};
+    opt.iters = 5;
+    opt.calls = 2;
+    opt.fresh_src = true;
+    std::vector<carflow_bench::LatencyResult> results;
+    std::string error;
+    REQUIRE_MESSAGE(carflow_bench::run_latency(opt, &results, &error), error);
+    REQUIRE(results.size() == (std::string(coll) == "barrier" ? 1u : 2u));
+    for (const auto& r : results) {
+      CHECK(r.verified);
+      CHECK(r.fresh_src);
+      CHECK(r.avg_us > 0);
+      CHECK(carflow_bench::to_json_line(r).find(",\"fresh_src\":true") != std::string::npos);
+    }
+  }
+  // Without it the JSON says nothing of it.
+  CHECK(carflow_bench::to_json_line(run_one("allreduce", 2, 8)).find("fresh_src") == std::string::npos);
+  carflow_bench::LatencyOptions mixed;
+  mixed.coll = "mixed";
+  mixed.fresh_src = true;
+  std::vector<carflow_bench::LatencyResult> results;
+  std::string error;
+  CHECK_FALSE(carflow_bench::run_latency(mixed, &results, &error));
+  CHECK(error == "--fresh-src: not with --coll mixed (its passes are timed whole)");
+  CHECK(results.empty());
+}
+
 TEST_CASE("bench: the copy floor counts what the busiest process must receive") {
   using carflow_bench::received_bytes;
   CHECK(received_bytes("broadcast", 1000, 4) == 1000);

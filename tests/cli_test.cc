@@ -120,7 +120,8 @@ TEST_CASE("view --plugin draws a DAG of a plug-in's algorithm; dot, view and inf
 TEST_CASE("an option a command does not take is an error naming it") {
   expect_error("bench --coll allreduce --images 2 --size 1M",
                "--size: not an option of carflow bench (its options: --coll, --images, --sizes, --iters, "
-               "--algo, --sync, --calls, --aggregate, --rounds, --plugin, --ops, --seed, --json, --copy-floor)");
+               "--algo, --sync, --calls, --aggregate, --rounds, --plugin, --ops, --seed, --json, --copy-floor, "
+               "--fresh-src)");
   expect_error("info --bogus", "--bogus: not an option of carflow info (its options: --plugin)");
   expect_error("info --plugin /nonexistent/libx.so",
                "--plugin: /nonexistent/libx.so: /nonexistent/libx.so: cannot open shared object file: No such file or "

@@ -32,6 +32,7 @@ int cmd_bench(const Args& args) {
   if (args.count("calls") && aggregate > 0) return fail("--calls, --aggregate: give one of them");
   opt.calls = static_cast<uint32_t>(aggregate > 0 ? aggregate : calls);
   opt.aggregate = aggregate > 0;
+  opt.fresh_src = args.count("fresh-src") != 0;
   // --sync IN,OUT: the sync modes of the timed calls (default mysync,mysync).
   auto sync = args.find("sync");
   if (sync != args.end()) {

@@ -49,6 +49,7 @@ int cmd_compare(const Args& args) {
           opt.iters = static_cast<uint32_t>(iters);
           opt.sizes = {bytes};
           opt.algo = algos[a];
+          opt.fresh_src = args.count("fresh-src") != 0;
           std::vector<carflow_bench::LatencyResult> results;
           if (!carflow_bench::run_latency(opt, &results, &error)) {
             return fail(coll + " " + algos[a] + ": " + error);
