@@ -394,6 +394,53 @@ TEST_CASE("a message takes the parameters of its size's band") {
   CHECK(simulate(CollKind::Broadcast, "flat", 1, 4096, copies).time_ns == doctest::Approx(8192));
 }
 
+TEST_CASE("REDUCEs and COPYs take gamma and beta from the band of the collective's largest buffer") {
+  // One image: a COPY of 100 bytes and a REDUCE of 100 bytes, its user
+  // buffers `buffer` bytes each.
+  auto pieces = [](uint64_t buffer) {
+    GlobalDag global;
+    global.spec.kind = CollKind::Allreduce;
+    global.spec.images = 1;
+    global.spec.nbytes = buffer;
+    DagBuilder b(0, buffer, buffer);
+    const CarId copied = b.copy(user_dst(0, 100), user_src(0, 100));
+    b.reduce(user_dst(100, 100), user_src(100, 100), user_src(200, 100), {after(copied)});
+    global.images.push_back(b.finish());
+    return global;
+  };
+  LogGPModel m = model_of({1, 1, 1, 0, 0}, 0.25, 0.5);
+  LogGPBand large;
+  large.from = 1 << 20;
+  large.inter = large.intra = m.inter;
+  large.inter.gamma = large.intra.gamma = 3;
+  large.inter.beta = large.intra.beta = 2;
+  m.bands.push_back(large);
+  CHECK(simulate(pieces(4096), m).time_ns == doctest::Approx(100 * 0.5 + 100 * 0.25));
+  CHECK(simulate(pieces((1 << 20) - 1), m).time_ns == doctest::Approx(100 * 0.5 + 100 * 0.25));
+  CHECK(simulate(pieces(1 << 20), m).time_ns == doctest::Approx(100 * 2 + 100 * 3));
+  // A RECV_REDUCE's combine too: 2 images exchanging 100 bytes of 2 MiB
+  // vectors, each combining on arrival.
+  GlobalDag two;
+  two.spec.kind = CollKind::Allreduce;
+  two.spec.images = 2;
+  for (uint32_t image = 0; image < 2; ++image) {
+    DagBuilder b(image, 2 << 20, 2 << 20);
+    b.send(1 - image, 0, user_src(0, 100));
+    b.recv_reduce(1 - image, 0, user_dst(0, 100), true, {}, user_src(0, 100));
+    two.images.push_back(b.finish());
+  }
+  // SEND o, then the message (o + L) arrives at 2 and its RECV_REDUCE
+  // takes o + 100 gamma from the large band.
+  CHECK(simulate(two, m).time_ns == doctest::Approx(1 + 1 + 1 + 100 * 3));
+  FlatDag dag;
+  std::string error;
+  REQUIRE_MESSAGE(flat_dag_from_global(two, &dag, &error), error);
+  CHECK(dag.footprint == (2u << 20));
+  // Without bands nothing changes: one gamma and one beta for every size.
+  m.bands.clear();
+  CHECK(simulate(pieces(1 << 20), m).time_ns == doctest::Approx(100 * 0.5 + 100 * 0.25));
+}
+
 TEST_CASE("the critical path runs from time 0 to the collective's time") {
   const LogGPModel m = model_of({6, 2, 4, 0, 0});
   const LogGPResult r = simulate(CollKind::Broadcast, "binomial", 8, 8, m);
@@ -473,6 +520,8 @@ TEST_CASE("images packed in chunks and appended make the FlatDag that adding the
       }
       REQUIRE_MESSAGE(builder.finish(&chunked, &error), error);
       CHECK(chunked.image_base == whole.image_base);
+      CHECK(chunked.footprint == whole.footprint);
+      CHECK(whole.footprint == (kind == CollKind::Gather ? 64u * P : 64u));
       CHECK(std::equal(chunked.succ.begin(), chunked.succ.end(), whole.succ.begin(), whole.succ.end()));
       REQUIRE(chunked.cars() == whole.cars());
       for (uint32_t c = 0; c <= whole.cars(); ++c) {

@@ -55,6 +55,7 @@ void FlatImages::restart(uint32_t first) {
   peer.clear();
   tag.clear();
   member.clear();
+  footprint = 0;
   error.clear();
 }
 
@@ -133,6 +134,8 @@ bool FlatImages::pack_one(const LocalDag& local, uint32_t team, uint64_t max_car
     if (!member.empty()) member.push_back(one.member);
   }
   ends.push_back(static_cast<uint32_t>(base + n));
+  footprint = std::max({footprint, local.src_bytes, local.dst_bytes});
+  for (const MemberBuffers& m : local.members) footprint = std::max({footprint, m.src_bytes, m.dst_bytes});
   return true;
 }
 
@@ -196,6 +199,7 @@ bool FlatDagBuilder::append(const FlatImages& more, std::string* error) {
   packed_.deps.insert(packed_.deps.end(), more.deps.begin(), more.deps.end());
   for (auto [c, bytes] : more.big_bytes) packed_.big_bytes.push_back({static_cast<uint32_t>(base + c), bytes});
   for (uint32_t x : more.succ) packed_.succ.push_back(static_cast<uint32_t>(base + x));
+  packed_.footprint = std::max(packed_.footprint, more.footprint);
   packed_.peer.insert(packed_.peer.end(), more.peer.begin(), more.peer.end());
   packed_.tag.insert(packed_.tag.end(), more.tag.begin(), more.tag.end());
   if (!more.member.empty() && packed_.member.empty()) packed_.member.assign(base, 0);
@@ -274,6 +278,7 @@ bool FlatDagBuilder::finish(FlatDag* out, std::string* error) {
   dag.deps = std::move(packed_.deps);
   dag.big_bytes = std::move(packed_.big_bytes);
   dag.succ = std::move(packed_.succ);
+  dag.footprint = packed_.footprint;
   const HugeVector<uint32_t> peer = std::move(packed_.peer), tag = std::move(packed_.tag);
   const HugeVector<uint32_t> members = std::move(packed_.member);
   const bool any_member = !members.empty();

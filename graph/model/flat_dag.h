@@ -63,6 +63,10 @@ struct FlatDag {
   // The byte counts of CARs whose word holds kBigFlatBytes, sorted by CAR.
   std::vector<std::pair<uint32_t, uint64_t>> big_bytes;
   uint64_t messages = 0, message_bytes = 0;
+  // The largest user buffer of any image (aggregate members included):
+  // the data the collective streams through, whose size sets the band of
+  // its REDUCEs' and COPYs' per-byte costs (loggp.h).
+  uint64_t footprint = 0;
 
   uint64_t cars() const { return car.empty() ? 0 : car.size() - 1; }
   CarId local(uint32_t c) const { return c - image_base[car[c].image()]; }
@@ -85,6 +89,7 @@ struct FlatImages {
   HugeVector<FlatCar> car;
   HugeVector<uint32_t> deps, succ, peer, tag, member;  // member: empty until a CAR has one
   std::vector<std::pair<uint32_t, uint64_t>> big_bytes;  // as FlatDag's, numbered from this pack's first CAR
+  uint64_t footprint = 0;  // as FlatDag's, over the images packed
   std::string error;  // why the image after the last packed one was refused
 
   uint32_t images() const { return static_cast<uint32_t>(ends.size()); }

@@ -30,7 +30,10 @@
 //     handshake: it arrives at max(t, p) + o + (s-1)G + L + (L + 2o). The
 //     SEND's CPU and NIC times stay as above.
 //   - REDUCE costs s * gamma (s = its left operand's bytes), COPY s * beta,
-//     JOIN 0.
+//     JOIN 0. gamma and beta (here and in RECV_REDUCE) come from the band
+//     of max(s, F), F = the largest user buffer of any image (FlatDag::
+//     footprint): a piece of a large buffer is not in the cache as a
+//     whole small buffer is.
 //   - The collective's time: the last CAR done on any image.
 // Messages match SEND to receive by (sender, receiver, tag) as
 // match_messages (graph/validate.h) does.

@@ -240,8 +240,10 @@ class LogGPSim {
     if (model_.images_per_node == 0) return model_.bands.empty() ? model_.inter : model_.for_message(0, 0, bytes(car));
     return model_.for_message(car.image(), dag_.car[car.match].image(), bytes(car));
   }
+  // A REDUCE or COPY streams through the collective's buffers, whatever
+  // piece of them it takes: the band of the larger of its bytes and theirs.
   const LogGPParams& local_params(const FlatCar& car) const {
-    return model_.bands.empty() ? model_.inter : model_.for_local(bytes(car));
+    return model_.bands.empty() ? model_.inter : model_.for_local(std::max(bytes(car), dag_.footprint));
   }
   // A CAR's bytes, read from the CAR itself (a reference into dag_.car).
   uint64_t bytes(const FlatCar& car) const {

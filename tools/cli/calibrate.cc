@@ -233,33 +233,51 @@ void measure_image(cf_image_t me, void* arg) {
   }
 }
 
-// ns per byte of a loop over kLoopBytes, the 10th percentile of `reps`.
+// ns per byte of `body` over arrays of `bytes`, the 10th percentile of
+// `reps` samples; a sample repeats the body until it has covered at least
+// kLoopBytes, so small arrays are timed over more than a clock tick.
 template <typename Body>
-double per_byte(uint32_t reps, Body body) {
+double per_byte(uint32_t reps, uint64_t bytes, Body body) {
+  const uint64_t repeat = std::max<uint64_t>(1, kLoopBytes / bytes);
   std::vector<double> times;
   for (uint32_t i = 0; i < reps + 2; ++i) {
     const double t0 = now_ns();
-    body();
-    if (i >= 2) times.push_back((now_ns() - t0) / kLoopBytes);
+    for (uint64_t k = 0; k < repeat; ++k) body();
+    if (i >= 2) times.push_back((now_ns() - t0) / static_cast<double>(bytes * repeat));
   }
   return low_percentile(std::move(times));
 }
 
-// gamma: the engine's own SUM kernel, dst = dst + src (a REDUCE or
-// RECV_REDUCE CAR), for elements of `type`.
-double reduce_per_byte(int type, size_t elem_size, uint32_t reps, std::string* error) {
+// gamma: the engine's own SUM kernel for elements of `type` over arrays of
+// `bytes`, dst = a + b in three arrays, as a RECV_REDUCE combines an
+// incoming message with its source into its destination.
+double reduce_per_byte(int type, size_t elem_size, uint64_t bytes, uint32_t reps, std::string* error) {
   ReduceOp op;
   if (!resolve_reduce_op(CF_BUILTIN(CF_OP_SUM, type), 0, elem_size, {}, &op, error)) return 0;
-  std::vector<uint8_t> a(kLoopBytes, 0), b(kLoopBytes, 0);
-  return per_byte(reps, [&] { op.apply(a.data(), a.data(), b.data(), kLoopBytes); });
+  std::vector<uint8_t> a(bytes, 0), b(bytes, 0), dst(bytes);
+  return per_byte(reps, bytes, [&] {
+    op.apply(dst.data(), a.data(), b.data(), bytes);
+    asm volatile("" : : "r"(dst.data()) : "memory");  // keep the result
+  });
 }
 
-double copy_per_byte(uint32_t reps) {
-  std::vector<uint8_t> a(kLoopBytes, 1), b(kLoopBytes);
-  return per_byte(reps, [&] {
-    std::memcpy(b.data(), a.data(), kLoopBytes);
+// beta: one memcpy of `bytes`.
+double copy_per_byte(uint64_t bytes, uint32_t reps) {
+  std::vector<uint8_t> a(bytes, 1), b(bytes);
+  return per_byte(reps, bytes, [&] {
+    std::memcpy(b.data(), a.data(), bytes);
     asm volatile("" : : "r"(b.data()) : "memory");  // keep the copy
   });
+}
+
+// gamma (the slower SUM of float and double, so reductions are not
+// under-predicted) and beta over arrays of `bytes`.
+void local_costs(uint64_t bytes, uint32_t reps, double* gamma, double* beta, double* gamma_float,
+                 double* gamma_double, std::string* error) {
+  *gamma_float = reduce_per_byte(CF_DT_FLOAT, 4, bytes, reps, error);
+  *gamma_double = reduce_per_byte(CF_DT_DOUBLE, 8, bytes, reps, error);
+  *gamma = std::max(*gamma_float, *gamma_double);
+  *beta = copy_per_byte(bytes, reps);
 }
 
 // Starts this command again as 2 processes under cfrun (beside this
@@ -400,12 +418,20 @@ int cmd_calibrate(const Args& args, int argc, char** argv) {
   if (rc != CF_OK || !run.error.empty()) return fail("calibrate: " + (run.error.empty() ? std::string(cf_strerror(rc)) : run.error));
   if (node != 0) return 0;
   const uint32_t reps = static_cast<uint32_t>(std::max<uint64_t>(5, iters / 40));
-  const double gamma_float = reduce_per_byte(CF_DT_FLOAT, 4, reps, &error);
-  const double gamma_double = reduce_per_byte(CF_DT_DOUBLE, 8, reps, &error);
-  const double beta = copy_per_byte(reps);
+  double gamma = 0, beta = 0, gamma_float = 0, gamma_double = 0;
+  local_costs(kLoopBytes, reps, &gamma, &beta, &gamma_float, &gamma_double, &error);
   const double S = static_cast<double>(eager);
-  // One gamma in the model: the slower SUM, so reductions are not under-predicted.
-  const LogGPModel model = fit(run, S, std::max(gamma_float, gamma_double), beta);
+  LogGPModel model = fit(run, S, gamma, beta);
+  // Each band's gamma and beta over arrays of its own lower size: a
+  // collective's REDUCEs and COPYs take the band of its largest buffer
+  // (graph/model/loggp.h), and arrays past the caches cost several times
+  // what the main set's, over arrays that stay in them, does.
+  for (LogGPBand& band : model.bands) {
+    double f = 0, d = 0;
+    local_costs(band.from, reps, &band.inter.gamma, &band.inter.beta, &f, &d, &error);
+    band.intra.gamma = band.inter.gamma, band.intra.beta = band.inter.beta;
+    band.given |= 1u << 6 | 1u << 7;  // gamma and beta (loggp_params.cc's key order)
+  }
   const LogGPParams& p = model.inter;
   std::printf("transport %s, 2 images, 10th percentiles of %llu calls (noisy when the machine is shared)\n",
               transport.c_str(), static_cast<unsigned long long>(iters));
@@ -425,13 +451,15 @@ int cmd_calibrate(const Args& args, int argc, char** argv) {
               size_name(run.points[0]).c_str());
   std::printf("  O     %10.4f ns/B   per byte of CPU at each end (swaps against round trips)\n", p.O);
   for (const LogGPBand& band : model.bands) {
-    std::printf("  from %-6s L %10.2f ns, G %.4f ns/B, O %.4f ns/B\n", size_name(band.from).c_str(), band.inter.L,
-                band.inter.G, band.inter.O);
+    std::printf("  from %-6s L %10.2f ns, G %.4f ns/B, O %.4f ns/B, gamma %.4f ns/B, beta %.4f ns/B\n",
+                size_name(band.from).c_str(), band.inter.L, band.inter.G, band.inter.O, band.inter.gamma,
+                band.inter.beta);
   }
   std::printf("  S     %10.0f B      eager limit (the transport's setting)\n", p.S);
   std::printf("  gamma %10.4f ns/B   SUM: float %.4f, double %.4f (the model keeps the larger)\n", p.gamma,
               gamma_float, gamma_double);
-  std::printf("  beta  %10.4f ns/B   memcpy of %llu KiB\n", p.beta, static_cast<unsigned long long>(kLoopBytes >> 10));
+  std::printf("  beta  %10.4f ns/B   memcpy of %llu KiB (the bands': over arrays of their own lower size)\n",
+              p.beta, static_cast<unsigned long long>(kLoopBytes >> 10));
   if (args.count("out")) {
     std::ofstream file(args.at("out"), std::ios::binary | std::ios::trunc);
     file << model_to_json(model);
