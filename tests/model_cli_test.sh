@@ -23,6 +23,8 @@ for k in ("o", "S", "gamma", "beta"):
 assert m["G"] + m["O"] > 0, m   # a byte is never free: on the way (G) or at the CPUs (O)
 for b in m.get("bands", []):
     assert b["G"] >= 0 and b["O"] >= 0, b   # a flat stretch (noise) may leave both 0
+    # Every band's own REDUCE and COPY costs, measured over arrays of its size.
+    assert b["gamma"] > 0 and b["beta"] > 0, b
 # The eager limit splits the sweep: the rendezvous's band starts at S + 1,
 # and no band starts at S (its stretch would be the handshake's one byte).
 froms = [b["from"] for b in m["bands"]]

@@ -312,16 +312,24 @@ int relaunch_under_cfrun(const std::string& transport, int argc, char** argv) {
 // (the rendezvous), and a round trip is twice that; the line through both
 // ends' measured round trips. Where that line needs a negative L (a
 // steep stretch: the copies leave the caches) L is 0 and the line goes
-// through the upper end; where it needs a negative G (noise), G is 0.
-void fit_stretch(double S, double o, uint64_t a, double ra, uint64_t b, double rb, double* L, double* G) {
+// through one end: the lower one for a band (`through_lower`), whose
+// sizes start there, so a collective's power-of-two messages, which land
+// on band starts, are priced as measured (through the upper end, a band
+// from 256 KiB priced a 256 KiB message above two of 128 KiB, which the
+// band below priced as measured); where it needs a negative G (noise), G
+// is 0. True when the stretch was steep.
+bool fit_stretch(double S, double o, uint64_t a, double ra, uint64_t b, double rb, bool through_lower, double* L,
+                 double* G) {
   const double ka = static_cast<double>(a) > S ? 2 : 1, kb = static_cast<double>(b) > S ? 2 : 1;
   const double ya = ra / 2 - 2 * ka * o, yb = rb / 2 - 2 * kb * o;
   const double xa = static_cast<double>(a - 1), xb = static_cast<double>(b - 1);
   const double det = ka * xb - kb * xa;
   double l = det != 0 ? (ya * xb - yb * xa) / det : 0, g = det != 0 ? (ka * yb - kb * ya) / det : 0;
-  if (l < 0) l = 0, g = yb / xb;
+  const bool steep = l < 0;
+  if (steep) l = 0, g = through_lower && xa > 0 ? ya / xa : yb / xb;
   if (g < 0) g = 0, l = yb / kb;
   *L = std::max(0.0, l), *G = std::max(0.0, g);
+  return steep;
 }
 
 // The stretch [a, b]'s per-byte cost k1 (fit_stretch's G: a message
@@ -358,7 +366,7 @@ LogGPModel fit(const Run& r, double S, double gamma, double beta) {
   size_t main_to = 0;  // the main line runs from 8 B to x[main_to]
   while (p.G <= 0 && main_to + 1 < points) {
     ++main_to;
-    fit_stretch(S, p.o, x[0], r.round_trip[0], x[main_to], r.round_trip[main_to], &p.L, &p.G);
+    fit_stretch(S, p.o, x[0], r.round_trip[0], x[main_to], r.round_trip[main_to], false, &p.L, &p.G);
   }
   split_cpu(p.G, x[0], r.swap[0], x[main_to], r.swap[main_to], &p.G, &p.O);
   p.S = S;
@@ -372,11 +380,27 @@ LogGPModel fit(const Run& r, double S, double gamma, double beta) {
     LogGPBand band;
     band.from = x[i];
     band.inter = m.bands.empty() ? p : m.bands.back().inter;
-    fit_stretch(S, p.o, x[i], r.round_trip[i], x[i + 1], r.round_trip[i + 1], &band.inter.L, &band.inter.G);
+    const bool steep = fit_stretch(S, p.o, x[i], r.round_trip[i], x[i + 1], r.round_trip[i + 1], true,
+                                   &band.inter.L, &band.inter.G);
     split_cpu(band.inter.G, x[i], r.swap[i], x[i + 1], r.swap[i + 1], &band.inter.G, &band.inter.O);
     band.intra = band.inter;
     band.given = 1u << 0 | 1u << 3 | 1u << 4;  // L, G and O (loggp_params.cc's key order)
     m.bands.push_back(band);
+    // A steep last stretch priced from its lower end: one more band from
+    // the largest size measured, priced as measured there and in proportion
+    // above it, with the stretch's share of CPU per byte.
+    if (steep && i + 2 == points && x[i + 1] > x[i] + 1) {
+      LogGPBand top = band;
+      top.from = x[i + 1];
+      const double k = static_cast<double>(x[i + 1]) > S ? 2 : 1;
+      const double per_byte = std::max(0.0, r.round_trip[i + 1] / 2 - 2 * k * p.o) / static_cast<double>(x[i + 1] - 1);
+      const double total = band.inter.G + band.inter.O;
+      top.inter.L = 0;
+      top.inter.O = total > 0 ? per_byte * band.inter.O / total : 0;
+      top.inter.G = per_byte - top.inter.O;
+      top.intra = top.inter;
+      m.bands.push_back(top);
+    }
   }
   return m;
 }
