@@ -314,10 +314,9 @@ int relaunch_under_cfrun(const std::string& transport, int argc, char** argv) {
 // steep stretch: the copies leave the caches) L is 0 and the line goes
 // through one end: the lower one for a band (`through_lower`), whose
 // sizes start there, so a collective's power-of-two messages, which land
-// on band starts, are priced as measured (through the upper end, a band
-// from 256 KiB priced a 256 KiB message above two of 128 KiB, which the
-// band below priced as measured); where it needs a negative G (noise), G
-// is 0. True when the stretch was steep.
+// on band starts, are priced as measured, and a message is never priced
+// above two of half its size; where it needs a negative G (noise), G is 0.
+// True when the stretch was steep.
 bool fit_stretch(double S, double o, uint64_t a, double ra, uint64_t b, double rb, bool through_lower, double* L,
                  double* G) {
   const double ka = static_cast<double>(a) > S ? 2 : 1, kb = static_cast<double>(b) > S ? 2 : 1;
