@@ -16,7 +16,12 @@
 # machine; per step the table gives the medians over rounds and the
 # median of the rounds' own ratios.
 #
+# With FRESH=1 the steps are timed with `bench --fresh-src` (sources
+# written before each call, each call timed alone from a common start):
+# the "one call" column is then the prediction to read.
+#
 #   bench/model_accuracy.sh [ITERS=5000] [ROUNDS=3] [CALLS=1000]
+#   FRESH=1 bench/model_accuracy.sh ...
 # (fewer ITERS let the first calls' schedule builds and page faults into
 # the means)
 set -euo pipefail
@@ -24,6 +29,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ITERS="${1:-5000}" ROUNDS="${2:-3}" CALLS="${3:-1000}"
 CLI="${CLI:-$ROOT/bazel-bin/tools/carflow_cli}"
 CFRUN="${CFRUN:-$ROOT/bazel-bin/tools/cfrun_bin}"
+FRESH_FLAG=()
+if [ "${FRESH:-0}" = 1 ]; then FRESH_FLAG=(--fresh-src); fi
 if [ ! -x "$CLI" ] || [ ! -x "$CFRUN" ]; then
   (cd "$ROOT" && bazel build -c opt //tools:carflow_cli //tools:cfrun_bin >&2)
 fi
@@ -38,12 +45,13 @@ for round in $(seq "$ROUNDS"); do
       if [ "$placement" = "2 processes" ]; then
         model="$W/shm.$round.json"
         "$CFRUN" -n 2 "$CLI" bench --coll "$coll" --images 1 --sizes 8,4K,256K,4M --iters "$ITERS" --json \
-          | sed -n 's/^\[0\] //p' > "$W/run.txt"
+          "${FRESH_FLAG[@]}" | sed -n 's/^\[0\] //p' > "$W/run.txt"
       else
         # 8 images: oversubscribed, priced with the 2-image calibration
         # (the model knows nothing of cores).
         [ "$placement" = "8 images" ] && images=8
-        "$CLI" bench --coll "$coll" --images "$images" --sizes 8,4K,256K,4M --iters "$ITERS" --json > "$W/run.txt"
+        "$CLI" bench --coll "$coll" --images "$images" --sizes 8,4K,256K,4M --iters "$ITERS" --json \
+          "${FRESH_FLAG[@]}" > "$W/run.txt"
       fi
       grep '^{' "$W/run.txt" | python3 -c '
 import json, subprocess, sys
