@@ -101,7 +101,8 @@ struct LogGPModel {
     if (band == nullptr) return same_node ? intra : inter;
     return same_node ? band->intra : band->inter;
   }
-  // gamma and beta for a REDUCE or COPY of `bytes`.
+  // gamma and beta for a REDUCE or COPY that streams through `bytes`
+  // (the simulator passes max(its bytes, FlatDag::footprint)).
   const LogGPParams& for_local(uint64_t bytes) const {
     const LogGPBand* band = bands.empty() ? nullptr : band_for(bytes);
     return band == nullptr ? inter : band->inter;
