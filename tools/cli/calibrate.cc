@@ -272,12 +272,16 @@ double copy_per_byte(uint64_t bytes, uint32_t reps) {
 
 // gamma (the slower SUM of float and double, so reductions are not
 // under-predicted) and beta over arrays of `bytes`.
-void local_costs(uint64_t bytes, uint32_t reps, double* gamma, double* beta, double* gamma_float,
-                 double* gamma_double, std::string* error) {
-  *gamma_float = reduce_per_byte(CF_DT_FLOAT, 4, bytes, reps, error);
-  *gamma_double = reduce_per_byte(CF_DT_DOUBLE, 8, bytes, reps, error);
-  *gamma = std::max(*gamma_float, *gamma_double);
-  *beta = copy_per_byte(bytes, reps);
+struct LocalCosts {
+  double gamma_float = 0, gamma_double = 0, gamma = 0, beta = 0;
+};
+LocalCosts local_costs(uint64_t bytes, uint32_t reps, std::string* error) {
+  LocalCosts c;
+  c.gamma_float = reduce_per_byte(CF_DT_FLOAT, 4, bytes, reps, error);
+  c.gamma_double = reduce_per_byte(CF_DT_DOUBLE, 8, bytes, reps, error);
+  c.gamma = std::max(c.gamma_float, c.gamma_double);
+  c.beta = copy_per_byte(bytes, reps);
+  return c;
 }
 
 // Starts this command again as 2 processes under cfrun (beside this
@@ -317,10 +321,17 @@ int relaunch_under_cfrun(const std::string& transport, int argc, char** argv) {
 // on band starts, are priced as measured, and a message is never priced
 // above two of half its size; where it needs a negative G (noise), G is 0.
 // True when the stretch was steep.
+// k (1, or 2 above S: the handshake) and a size's one-way time less its
+// k * 2o, which the model's line in s gives as k L + (s-1)G.
+double handshakes(double S, uint64_t s) { return static_cast<double>(s) > S ? 2 : 1; }
+double line_value(double S, double o, uint64_t s, double round_trip) {
+  return round_trip / 2 - 2 * handshakes(S, s) * o;
+}
+
 bool fit_stretch(double S, double o, uint64_t a, double ra, uint64_t b, double rb, bool through_lower, double* L,
                  double* G) {
-  const double ka = static_cast<double>(a) > S ? 2 : 1, kb = static_cast<double>(b) > S ? 2 : 1;
-  const double ya = ra / 2 - 2 * ka * o, yb = rb / 2 - 2 * kb * o;
+  const double ka = handshakes(S, a), kb = handshakes(S, b);
+  const double ya = line_value(S, o, a, ra), yb = line_value(S, o, b, rb);
   const double xa = static_cast<double>(a - 1), xb = static_cast<double>(b - 1);
   const double det = ka * xb - kb * xa;
   double l = det != 0 ? (ya * xb - yb * xa) / det : 0, g = det != 0 ? (ka * yb - kb * ya) / det : 0;
@@ -391,8 +402,8 @@ LogGPModel fit(const Run& r, double S, double gamma, double beta) {
     if (steep && i + 2 == points && x[i + 1] > x[i] + 1) {
       LogGPBand top = band;
       top.from = x[i + 1];
-      const double k = static_cast<double>(x[i + 1]) > S ? 2 : 1;
-      const double per_byte = std::max(0.0, r.round_trip[i + 1] / 2 - 2 * k * p.o) / static_cast<double>(x[i + 1] - 1);
+      const double per_byte =
+          std::max(0.0, line_value(S, p.o, x[i + 1], r.round_trip[i + 1])) / static_cast<double>(x[i + 1] - 1);
       const double total = band.inter.G + band.inter.O;
       top.inter.L = 0;
       top.inter.O = total > 0 ? per_byte * band.inter.O / total : 0;
@@ -441,18 +452,17 @@ int cmd_calibrate(const Args& args, int argc, char** argv) {
   if (rc != CF_OK || !run.error.empty()) return fail("calibrate: " + (run.error.empty() ? std::string(cf_strerror(rc)) : run.error));
   if (node != 0) return 0;
   const uint32_t reps = static_cast<uint32_t>(std::max<uint64_t>(5, iters / 40));
-  double gamma = 0, beta = 0, gamma_float = 0, gamma_double = 0;
-  local_costs(kLoopBytes, reps, &gamma, &beta, &gamma_float, &gamma_double, &error);
+  const LocalCosts main_costs = local_costs(kLoopBytes, reps, &error);
   const double S = static_cast<double>(eager);
-  LogGPModel model = fit(run, S, gamma, beta);
+  LogGPModel model = fit(run, S, main_costs.gamma, main_costs.beta);
   // Each band's gamma and beta over arrays of its own lower size: a
   // collective's REDUCEs and COPYs take the band of its largest buffer
   // (graph/model/loggp.h), and arrays past the caches cost several times
   // what the main set's, over arrays that stay in them, does.
   for (LogGPBand& band : model.bands) {
-    double f = 0, d = 0;
-    local_costs(band.from, reps, &band.inter.gamma, &band.inter.beta, &f, &d, &error);
-    band.intra.gamma = band.inter.gamma, band.intra.beta = band.inter.beta;
+    const LocalCosts c = local_costs(band.from, reps, &error);
+    band.inter.gamma = band.intra.gamma = c.gamma;
+    band.inter.beta = band.intra.beta = c.beta;
     band.given |= 1u << 6 | 1u << 7;  // gamma and beta (loggp_params.cc's key order)
   }
   const LogGPParams& p = model.inter;
@@ -480,7 +490,7 @@ int cmd_calibrate(const Args& args, int argc, char** argv) {
   }
   std::printf("  S     %10.0f B      eager limit (the transport's setting)\n", p.S);
   std::printf("  gamma %10.4f ns/B   SUM: float %.4f, double %.4f (the model keeps the larger)\n", p.gamma,
-              gamma_float, gamma_double);
+              main_costs.gamma_float, main_costs.gamma_double);
   std::printf("  beta  %10.4f ns/B   memcpy of %llu KiB (the bands': over arrays of their own lower size)\n",
               p.beta, static_cast<unsigned long long>(kLoopBytes >> 10));
   if (args.count("out")) {
